@@ -1,0 +1,56 @@
+# Two commands matter (see README): `make run` and `make test`. Everything they need is
+# installed here from requirements.lock, so a fresh machine gets the versions CI tested.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+UV_VERSION := $(shell sed -n 's/^uv==//p' requirements.lock)
+STAMP := $(VENV)/.installed
+
+.PHONY: run test lint typecheck unit notebooks services lab bench lock clean
+
+$(STAMP): requirements.lock pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q "uv==$(UV_VERSION)"
+	$(VENV)/bin/uv pip sync -q --python $(PY) requirements.lock
+	$(VENV)/bin/uv pip install -q --python $(PY) --no-deps -e .
+	touch $(STAMP)
+
+## The main job: run every notebook against the embedded sandbox, write HTML under build/.
+run: $(STAMP)
+	$(VENV)/bin/gptools run-notebooks --out build
+
+## The whole test suite: lint, types, pytest, then nbval over notebooks/.
+test: $(STAMP) services lint typecheck unit notebooks
+
+services:
+	@bash scripts/ensure-services
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check gptools tests
+
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy
+
+unit: $(STAMP)
+	$(VENV)/bin/pytest -q -p no:cacheprovider tests
+
+notebooks: $(STAMP)
+	@if ls notebooks/*.ipynb >/dev/null 2>&1; then \
+	  $(VENV)/bin/pytest -q -p no:cacheprovider --nbval --nbval-current-env \
+	    --nbval-sanitize-with notebooks/sanitize.cfg notebooks; \
+	else echo "no notebooks yet"; fi
+
+## Open the notebooks in JupyterLab.
+lab: $(STAMP)
+	$(VENV)/bin/jupyter lab notebooks
+
+## Benchmarks (not part of `make test`): each prints a final RESULT line.
+bench: $(STAMP)
+	@for b in tests/benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+## Re-resolve requirements.lock after changing pyproject.toml.
+lock:
+	$(VENV)/bin/uv pip compile -q pyproject.toml --extra dev -o requirements.lock --python-version 3.11
+
+clean:
+	rm -rf build $(VENV)

@@ -1,0 +1,81 @@
+"""gptools: a toolkit for integrators of the game provider's public API.
+
+The public names are re-exported here; implementation modules may change. See the README
+for the capabilities and :mod:`gptools.spec` for every published rule and assumption.
+"""
+
+from gptools.errors import (
+    ApiError,
+    BadRequestError,
+    BrandNotAllowedError,
+    BrandRequiredError,
+    CampaignValidationError,
+    ConfigurationError,
+    ConflictError,
+    ForbiddenError,
+    GameNotFoundError,
+    GatewayTimeoutError,
+    GptoolsError,
+    IdempotencyConflictError,
+    InvalidRequestError,
+    NotAuthorizedError,
+    NotFoundError,
+    RateLimitedError,
+    ServerError,
+    TransportError,
+    UnknownServerError,
+)
+from gptools.models import (
+    AwardedFeatureConfiguration,
+    AwardedFeatureConfigurations,
+    Brand,
+    BuyFeature,
+    CampaignCreated,
+    CampaignRequest,
+    DisplayOptions,
+    ErrorBody,
+    Game,
+    GameEventNotification,
+    ParticipantsAdded,
+    PrincipalType,
+    SelfInfo,
+    WebhookSubscription,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ApiError",
+    "AwardedFeatureConfiguration",
+    "AwardedFeatureConfigurations",
+    "BadRequestError",
+    "Brand",
+    "BrandNotAllowedError",
+    "BrandRequiredError",
+    "BuyFeature",
+    "CampaignCreated",
+    "CampaignRequest",
+    "CampaignValidationError",
+    "ConfigurationError",
+    "ConflictError",
+    "DisplayOptions",
+    "ErrorBody",
+    "ForbiddenError",
+    "Game",
+    "GameEventNotification",
+    "GameNotFoundError",
+    "GatewayTimeoutError",
+    "GptoolsError",
+    "IdempotencyConflictError",
+    "InvalidRequestError",
+    "NotAuthorizedError",
+    "NotFoundError",
+    "ParticipantsAdded",
+    "PrincipalType",
+    "RateLimitedError",
+    "SelfInfo",
+    "ServerError",
+    "TransportError",
+    "UnknownServerError",
+    "WebhookSubscription",
+]

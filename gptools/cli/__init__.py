@@ -1,0 +1,17 @@
+"""The ``gptools`` command: one entry point, subcommands grouped by capability.
+
+Contract (DESIGN.md): every reporting subcommand takes ``--json`` and then prints exactly one
+JSON document on stdout; exit code 0 on success, 2 on bad input, 1 on failure.
+"""
+
+from gptools.cli import (  # noqa: F401  (importing registers the commands)
+    _campaigns,
+    _costs,
+    _notebooks,
+    _participants,
+    _sandbox,
+    _webhooks,
+)
+from gptools.cli._main import cli, main
+
+__all__ = ["cli", "main"]

@@ -1,0 +1,1 @@
+"""CLI commands of this capability (filled in by its issue)."""

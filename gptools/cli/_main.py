@@ -1,0 +1,86 @@
+"""The root command group, the capability groups, and the output/exit-code contract."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+import click
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_BAD_INPUT = 2
+
+
+class BadInput(click.ClickException):
+    """Bad input from the user: a clear message and exit code 2, never a traceback."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+class Failure(click.ClickException):
+    """The work failed (server refused, I/O failed): a clear message and exit code 1."""
+
+    exit_code = EXIT_FAILURE
+
+
+def emit(document: Any, *, as_json: bool, human: Callable[[], str] | None = None) -> None:
+    """Print a result: exactly one JSON document on stdout with ``--json``, else text."""
+    if as_json:
+        click.echo(json.dumps(document, default=str, ensure_ascii=False, indent=2))
+    elif human is not None:
+        click.echo(human())
+    else:
+        click.echo(json.dumps(document, default=str, ensure_ascii=False, indent=2))
+
+
+def say(message: str) -> None:
+    """A human line on stderr (never pollutes ``--json`` output)."""
+    click.echo(message, err=True)
+
+
+def fail(message: str, *, bad_input: bool = False) -> NoReturn:
+    """Stop with a message and the contract's exit code."""
+    raise (BadInput if bad_input else Failure)(message)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="gptools")
+def cli() -> None:
+    """gptools: campaigns, feature costs, participants and webhooks for the GP public API."""
+
+
+@cli.group()
+def sandbox() -> None:
+    """The embedded simulation of the provider."""
+
+
+@cli.group()
+def costs() -> None:
+    """Awarded-feature costs per game and currency."""
+
+
+@cli.group()
+def campaigns() -> None:
+    """Plan, validate and create campaigns."""
+
+
+@cli.group()
+def participants() -> None:
+    """Load players into campaigns."""
+
+
+@cli.group()
+def webhooks() -> None:
+    """Receive game-event webhooks and analyse their delivery log."""
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point."""
+    try:
+        cli.main(args=argv, prog_name="gptools", standalone_mode=True)
+    except KeyboardInterrupt:
+        say("interrupted")
+        sys.exit(130)

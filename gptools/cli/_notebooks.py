@@ -1,0 +1,1 @@
+"""``gptools run-notebooks``: the main job (filled in by the integration)."""

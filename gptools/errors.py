@@ -1,0 +1,256 @@
+"""The exception tree of gptools.
+
+::
+
+    GptoolsError
+    ├── ConfigurationError              bad or missing settings (no base URL, no password)
+    ├── TransportError                  no HTTP answer: connection refused/dropped, time-out
+    └── ApiError                        the server answered with an error status
+        ├── BadRequestError             400
+        │   ├── BrandRequiredError          BRAND_REQUIRED (also raised locally, unsent)
+        │   └── CampaignValidationError     VALIDATION_ERROR (assumed code)
+        ├── NotAuthorizedError          401 NOT_AUTHORIZED
+        ├── ForbiddenError              403
+        │   ├── BrandNotAllowedError        BRAND_NOT_ALLOWED (also raised locally, unsent)
+        │   └── InvalidRequestError         INVALID_REQUEST (unknown campaign id)
+        ├── NotFoundError               404
+        │   └── GameNotFoundError           GAME_NOT_FOUND (assumed code)
+        ├── ConflictError               409
+        │   └── IdempotencyConflictError    IDEMPOTENCY_CONFLICT (assumed code)
+        ├── RateLimitedError            429 (assumed status) TOO_MANY_REQUESTS
+        └── ServerError                 5xx
+            ├── UnknownServerError          500 UNKNOWN_ERROR
+            └── GatewayTimeoutError         504 TIMEOUT
+
+:func:`error_class` picks the class: by the documented code first, then by status. An
+undocumented code falls back to its status class (or :class:`ApiError`) and keeps the code.
+Messages never contain credentials: the URL is kept without user info.
+"""
+
+from __future__ import annotations
+
+from gptools import spec
+from gptools.models import ErrorBody
+
+
+class GptoolsError(Exception):
+    """Base of every exception gptools raises on purpose."""
+
+
+class ConfigurationError(GptoolsError):
+    """Settings are missing or invalid (for example no base URL or no password)."""
+
+
+class TransportError(GptoolsError):
+    """No HTTP answer came: the connection failed or dropped, or a time-out passed.
+
+    ``retries`` is how many times the request was retried before giving up.
+    """
+
+    def __init__(self, message: str, *, method: str, url: str, retries: int = 0) -> None:
+        super().__init__(message)
+        self.method = method
+        self.url = url
+        self.retries = retries
+
+    def __str__(self) -> str:
+        return f"{self.args[0]} ({self.method} {self.url}; {self.retries} retries)"
+
+
+class ApiError(GptoolsError):
+    """The server answered with an error status.
+
+    Carries the HTTP ``status`` (``None`` when raised locally, before sending), the error
+    ``code``, ``message``, the server's ``server_timestamp`` and ``path`` from the error body,
+    the request's ``method`` and ``url`` (no credentials), the raw ``body`` text when it was
+    not the documented JSON, ``retries`` taken and ``sent`` (False for a local refusal).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        code: str | None = None,
+        server_timestamp: str | None = None,
+        path: str | None = None,
+        method: str = "",
+        url: str = "",
+        body: str | None = None,
+        retries: int = 0,
+        retry_after: float | None = None,
+        sent: bool = True,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.code = code
+        self.server_timestamp = server_timestamp
+        self.path = path
+        self.method = method
+        self.url = url
+        self.body = body
+        self.retries = retries
+        self.retry_after = retry_after
+        self.sent = sent
+
+    def __str__(self) -> str:
+        where = f"{self.method} {self.url}".strip()
+        status = "not sent" if not self.sent else f"HTTP {self.status}"
+        code = f" {self.code}" if self.code else ""
+        tail = f"; {self.retries} retries" if self.retries else ""
+        return f"{status}{code}: {self.message} ({where}{tail})"
+
+    @classmethod
+    def from_body(
+        cls,
+        status: int,
+        body: ErrorBody | None,
+        *,
+        raw: str | None,
+        method: str,
+        url: str,
+        retries: int = 0,
+        retry_after: float | None = None,
+    ) -> ApiError:
+        """Build the right subclass for a status and (possibly missing) error body."""
+        code = body.code if body else None
+        message = (body.message if body and body.message else None) or (
+            (raw or "").strip()[:500] or f"HTTP {status} with an empty body"
+        )
+        klass = error_class(status, code)
+        return klass(
+            message,
+            status=status,
+            code=code,
+            server_timestamp=body.timestamp if body else None,
+            path=body.path if body else None,
+            method=method,
+            url=url,
+            body=None if body and body.code else raw,
+            retries=retries,
+            retry_after=retry_after,
+        )
+
+
+class BadRequestError(ApiError):
+    """400: the request was refused as malformed."""
+
+
+class BrandRequiredError(BadRequestError):
+    """BRAND_REQUIRED: a PARTNER or THIRD_PARTY request without a brand. Name a brand,
+    for example ``client.brand(7)``; ``client.self()`` lists the allowed ones."""
+
+
+class CampaignValidationError(BadRequestError):
+    """VALIDATION_ERROR (assumed code): a campaign field was refused; the message names it."""
+
+
+class NotAuthorizedError(ApiError):
+    """401 NOT_AUTHORIZED: the credentials were refused. Check GP_USERNAME/GP_PASSWORD."""
+
+
+class ForbiddenError(ApiError):
+    """403: the account may not do this."""
+
+
+class BrandNotAllowedError(ForbiddenError):
+    """BRAND_NOT_ALLOWED: the brand is not among the account's ``allowedBrands``."""
+
+
+class InvalidRequestError(ForbiddenError):
+    """INVALID_REQUEST: seen for an invalid or non-existent campaign id."""
+
+
+class NotFoundError(ApiError):
+    """404: the resource does not exist."""
+
+
+class GameNotFoundError(NotFoundError):
+    """GAME_NOT_FOUND (assumed code): no game with that gameId."""
+
+
+class ConflictError(ApiError):
+    """409: the request conflicts with an earlier one."""
+
+
+class IdempotencyConflictError(ConflictError):
+    """IDEMPOTENCY_CONFLICT (assumed code): the requestId was used with another body.
+    Use a new requestId for a different campaign."""
+
+
+class RateLimitedError(ApiError):
+    """The rate-limit response (assumed 429); ``retry_after`` is the server's hint in seconds."""
+
+
+class ServerError(ApiError):
+    """5xx: a temporary failure on the server side; retried by the client."""
+
+
+class UnknownServerError(ServerError):
+    """500 UNKNOWN_ERROR: unexpected failure on the server."""
+
+
+class GatewayTimeoutError(ServerError):
+    """504 TIMEOUT: the server did not respond in time. A campaign may still have been
+    created: retry with the same requestId, never with a new one."""
+
+
+_BY_CODE: dict[str, type[ApiError]] = {
+    spec.CODE_BRAND_REQUIRED: BrandRequiredError,
+    spec.CODE_NOT_AUTHORIZED: NotAuthorizedError,
+    spec.CODE_BRAND_NOT_ALLOWED: BrandNotAllowedError,
+    spec.CODE_INVALID_REQUEST: InvalidRequestError,
+    spec.CODE_UNKNOWN_ERROR: UnknownServerError,
+    spec.CODE_TIMEOUT: GatewayTimeoutError,
+    spec.VALIDATION_ERROR_CODE: CampaignValidationError,
+    spec.GAME_NOT_FOUND_CODE: GameNotFoundError,
+    spec.IDEMPOTENCY_CONFLICT_CODE: IdempotencyConflictError,
+    spec.RATE_LIMIT_CODE: RateLimitedError,
+}
+
+_BY_STATUS: dict[int, type[ApiError]] = {
+    400: BadRequestError,
+    401: NotAuthorizedError,
+    403: ForbiddenError,
+    404: NotFoundError,
+    409: ConflictError,
+    spec.RATE_LIMIT_STATUS: RateLimitedError,
+}
+
+
+def error_class(status: int | None, code: str | None) -> type[ApiError]:
+    """The exception class for a status and code: the code's own class, else the status's."""
+    if code in _BY_CODE:
+        return _BY_CODE[code]
+    if status is None:
+        return ApiError
+    if status in _BY_STATUS:
+        return _BY_STATUS[status]
+    if 500 <= status <= 599:
+        return ServerError
+    return ApiError
+
+
+__all__ = [
+    "ApiError",
+    "BadRequestError",
+    "BrandNotAllowedError",
+    "BrandRequiredError",
+    "CampaignValidationError",
+    "ConfigurationError",
+    "ConflictError",
+    "ForbiddenError",
+    "GameNotFoundError",
+    "GatewayTimeoutError",
+    "GptoolsError",
+    "IdempotencyConflictError",
+    "InvalidRequestError",
+    "NotAuthorizedError",
+    "NotFoundError",
+    "RateLimitedError",
+    "ServerError",
+    "TransportError",
+    "UnknownServerError",
+    "error_class",
+]

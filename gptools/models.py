@@ -1,0 +1,469 @@
+"""Typed models of the provider's resources and of the webhook payload (pydantic v2).
+
+Field names are snake_case in Python and camelCase on the wire (``game_ids`` is sent as
+``gameIds``); both spellings are accepted on input. Response models keep fields they do
+not know (``model_extra``), so a newer server never loses data on its way through us.
+
+Money is :class:`~decimal.Decimal` end to end. On the wire it is a JSON number written from
+the Decimal's own digits: use :func:`dumps_wire` to encode and :func:`loads_wire` to decode
+(a float never sits in between).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from decimal import Decimal
+from enum import StrEnum
+from typing import Any, ClassVar, Literal, Self
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    field_serializer,
+    field_validator,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+
+from gptools import spec
+
+# --------------------------------------------------------------------------------------
+# Wire JSON: Decimal in, Decimal out, never through float
+# --------------------------------------------------------------------------------------
+
+
+def _encode(obj: Any, out: list[str]) -> None:
+    if isinstance(obj, Decimal):
+        if not obj.is_finite():
+            raise ValueError(f"money must be finite, got {obj}")
+        out.append(format(obj, "f"))
+    elif isinstance(obj, Mapping):
+        out.append("{")
+        for i, (key, value) in enumerate(obj.items()):
+            if i:
+                out.append(",")
+            out.append(json.dumps(str(key)))
+            out.append(":")
+            _encode(value, out)
+        out.append("}")
+    elif isinstance(obj, list | tuple):
+        out.append("[")
+        for i, value in enumerate(obj):
+            if i:
+                out.append(",")
+            _encode(value, out)
+        out.append("]")
+    elif isinstance(obj, float):
+        raise TypeError(f"float {obj!r} on the wire; money and multipliers must be Decimal")
+    else:
+        out.append(json.dumps(obj, ensure_ascii=False, allow_nan=False))
+
+
+def dumps_wire(obj: Any) -> bytes:
+    """Encode ``obj`` as JSON, writing every Decimal as a number from its own digits.
+
+    A float is refused: it would have lost digits before it got here.
+    """
+    if isinstance(obj, BaseModel):
+        obj = obj.model_dump(mode="python", by_alias=True, exclude_none=True)
+    out: list[str] = []
+    _encode(obj, out)
+    return "".join(out).encode()
+
+
+def loads_wire(data: str | bytes) -> Any:
+    """Decode JSON with every non-integer number as an exact :class:`Decimal`."""
+    return json.loads(data, parse_float=Decimal)
+
+
+# --------------------------------------------------------------------------------------
+# Base classes
+# --------------------------------------------------------------------------------------
+
+
+class ApiModel(BaseModel):
+    """Base of the response models: camelCase aliases, unknown fields kept."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="allow", frozen=True
+    )
+
+    def to_wire(self) -> bytes:
+        """This model as the JSON body the API expects (camelCase, exact numbers)."""
+        return dumps_wire(self)
+
+
+# --------------------------------------------------------------------------------------
+# Accounts
+# --------------------------------------------------------------------------------------
+
+
+class PrincipalType(StrEnum):
+    """The principal (user) types the document names; a server may send others."""
+
+    INDIVIDUAL = spec.PRINCIPAL_INDIVIDUAL
+    PARTNER = spec.PRINCIPAL_PARTNER
+    THIRD_PARTY = spec.PRINCIPAL_THIRD_PARTY
+    INTERNAL = spec.PRINCIPAL_INTERNAL
+
+
+class Brand(ApiModel):
+    """A brand the account may act on; ``id`` is the ``brandId`` of the explicit path."""
+
+    id: int
+    name: str
+
+
+class SelfInfo(ApiModel):
+    """The answer of ``GET /api/v1/self``: the account's principal type and brands.
+
+    ``principal_type`` is kept as the server's string, whatever it is;
+    :attr:`principal` gives the recognised :class:`PrincipalType` or ``None``.
+    """
+
+    allowed_brands: list[Brand] = Field(default_factory=list)
+    principal_type: str
+
+    @property
+    def principal(self) -> PrincipalType | None:
+        """The recognised principal type, or ``None`` for a name the document does not list."""
+        try:
+            return PrincipalType(self.principal_type)
+        except ValueError:
+            return None
+
+    @property
+    def brand_ids(self) -> frozenset[int]:
+        """The ids of :attr:`allowed_brands`."""
+        return frozenset(b.id for b in self.allowed_brands)
+
+
+# --------------------------------------------------------------------------------------
+# Errors
+# --------------------------------------------------------------------------------------
+
+
+class ErrorBody(ApiModel):
+    """The documented error body. Every field is optional here so that a partial or
+    unexpected body still parses; what the server sent is kept."""
+
+    code: str | None = None
+    message: str | None = None
+    timestamp: str | None = None
+    path: str | None = None
+
+
+# --------------------------------------------------------------------------------------
+# Games and feature costs
+# --------------------------------------------------------------------------------------
+
+
+class BuyFeature(ApiModel):
+    """A buy feature of a game: its type and the price multiplier of the base bet."""
+
+    buy_feature_type: str
+    price_multiplier: Decimal
+
+
+class Game(ApiModel):
+    """The game configuration (``GET /api/v1/game``): buy features and bet sizes.
+
+    ``bet_sizes`` maps a currency code to the allowed base bets, as Decimals.
+    ``game_id`` is not a documented field; it is kept when the server sends it.
+    """
+
+    game_id: str | None = None
+    buy_features: list[BuyFeature] = Field(default_factory=list)
+    bet_sizes: dict[str, list[Decimal]] = Field(default_factory=dict)
+
+
+class AwardedFeatureConfiguration(ApiModel):
+    """One available feature cost: ``bet`` is base bet × price multiplier, pre-calculated."""
+
+    game_id: str
+    bet: Decimal
+    currency_code: str
+
+
+class AwardedFeatureConfigurations(ApiModel):
+    """The answer of ``GET /api/v1/awarded-feature-configurations``."""
+
+    content: list[AwardedFeatureConfiguration] = Field(default_factory=list)
+
+
+# --------------------------------------------------------------------------------------
+# Campaigns
+# --------------------------------------------------------------------------------------
+
+
+def _check_zone(name: str) -> str:
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise ValueError(f"{name!r} is not an IANA time zone (e.g. 'Europe/Malta')") from exc
+    return name
+
+
+class CampaignRequest(BaseModel):
+    """The body of campaign creation, with every documented limit enforced.
+
+    ``start_date`` and ``end_date`` are wall-clock times in ``time_zone`` (an IANA name);
+    they are naive on purpose, the zone gives them meaning. Their JSON names and format
+    are assumptions, see :mod:`gptools.spec`. For ``AWARDED_FEATURE`` campaigns ``bet`` is
+    the total feature cost (base bet × price multiplier), never the base bet.
+    Fields the document does not list may be added and are sent as given.
+    """
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="allow")
+
+    type: str = Field(min_length=1)
+    name: str = Field(min_length=1, max_length=spec.NAME_MAX_LENGTH)
+    external_campaign_id: str | None = Field(
+        default=None, max_length=spec.EXTERNAL_CAMPAIGN_ID_MAX_LENGTH
+    )
+    request_id: str | None = Field(
+        default=None, min_length=1, max_length=spec.REQUEST_ID_MAX_LENGTH
+    )
+    rules_url: str | None = Field(default=None, max_length=spec.RULES_URL_MAX_LENGTH)
+    bet_number: int = Field(ge=spec.BET_NUMBER_MIN, le=spec.BET_NUMBER_MAX, strict=True)
+    game_ids: list[str] = Field(min_length=1)
+    bet: Decimal = Field(gt=0, allow_inf_nan=False)
+    currency_code: str = Field(min_length=1)
+    players: list[str] | None = None
+    start_date: datetime
+    end_date: datetime
+    time_zone: str
+
+    @field_validator("time_zone")
+    @classmethod
+    def _zone(cls, value: str) -> str:
+        return _check_zone(value)
+
+    @field_validator("start_date", "end_date")
+    @classmethod
+    def _naive(cls, value: datetime) -> datetime:
+        if value.tzinfo is not None:
+            raise ValueError("campaign dates are wall-clock times: give them without an offset "
+                             "and name the zone in time_zone")
+        return value
+
+    @field_validator("bet", mode="before")
+    @classmethod
+    def _no_float(cls, value: Any) -> Any:
+        if isinstance(value, float):
+            # str() of a float is its shortest round-trip repr, the digits the user typed.
+            return Decimal(str(value))
+        return value
+
+    @field_serializer("start_date", "end_date")
+    def _fmt_date(self, value: datetime) -> str:
+        return value.strftime(spec.CAMPAIGN_DATE_FORMAT)
+
+    def to_wire(self) -> bytes:
+        """The JSON body for ``POST /campaign`` (camelCase, exact numbers)."""
+        return dumps_wire(self)
+
+
+class CampaignCreated(ApiModel):
+    """The answer of campaign creation: ``campaign_id`` (an integer id is kept as text)."""
+
+    campaign_id: str
+
+    @field_validator("campaign_id", mode="before")
+    @classmethod
+    def _as_text(cls, value: Any) -> Any:
+        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+class ParticipantsRequest(BaseModel):
+    """The body of participant addition: the external ids of the players to add."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+    player_ids: list[str] = Field(min_length=1)
+
+
+class ParticipantsAdded(ApiModel):
+    """The acknowledgement of participant addition. Its fields are not documented, so all
+    are optional and whatever the server sends is kept."""
+
+    campaign_id: str | None = None
+    added: int | None = None
+
+    @field_validator("campaign_id", mode="before")
+    @classmethod
+    def _as_text(cls, value: Any) -> Any:
+        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+# --------------------------------------------------------------------------------------
+# Webhooks
+# --------------------------------------------------------------------------------------
+
+_NAIVE_TS = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?$")
+
+
+def parse_event_timestamp(value: str) -> datetime:
+    """Parse the webhook ``timestamp`` (naive UTC, fractional seconds) as an aware UTC time.
+
+    A zone suffix (``Z`` or an offset) is refused: the document says the value has none,
+    so one would mean the sender is not the provider we know. Digits beyond microseconds
+    are truncated.
+    """
+    if not isinstance(value, str) or not _NAIVE_TS.match(value):
+        raise ValueError(
+            f"timestamp {value!r} is not a naive UTC date-time like 2026-11-21T10:15:30.123456"
+        )
+    head, _, frac = value.partition(".")
+    micro = (frac + "000000")[:6] if frac else "000000"
+    return datetime.strptime(f"{head}.{micro}", "%Y-%m-%dT%H:%M:%S.%f").replace(tzinfo=UTC)
+
+
+class GameEventNotification(ApiModel):
+    """The webhook payload. Every field is required and strictly typed; ``timestamp`` is
+    stored as an aware UTC datetime; ``events`` accepts values beyond COIN and FEATURE."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="allow", frozen=True
+    )
+
+    round_id: str = Field(strict=True, min_length=1)
+    game_id: str = Field(strict=True, min_length=1)
+    player_id: str = Field(strict=True, min_length=1)
+    timestamp: datetime
+    bet: Decimal = Field(allow_inf_nan=False)
+    currency_code: str = Field(strict=True, min_length=1)
+    events: list[str] = Field(strict=True)
+    action_id: uuid.UUID
+
+    @field_validator("timestamp", mode="before")
+    @classmethod
+    def _ts(cls, value: Any) -> Any:
+        if isinstance(value, datetime):
+            if value.tzinfo is None:
+                return value.replace(tzinfo=UTC)
+            return value.astimezone(UTC)
+        return parse_event_timestamp(value)
+
+    @field_validator("bet", mode="before")
+    @classmethod
+    def _bet_is_number(cls, value: Any) -> Any:
+        if isinstance(value, bool) or not isinstance(value, int | float | Decimal):
+            raise ValueError("bet must be a JSON number")
+        return Decimal(str(value)) if isinstance(value, float) else value
+
+    @field_validator("action_id", mode="before")
+    @classmethod
+    def _uuid_text(cls, value: Any) -> Any:
+        if isinstance(value, uuid.UUID):
+            return value
+        if not isinstance(value, str):
+            raise ValueError("actionId must be a UUID string")
+        return uuid.UUID(value)
+
+    @field_serializer("timestamp")
+    def _fmt_ts(self, value: datetime) -> str:
+        return value.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="microseconds")
+
+    @field_serializer("action_id")
+    def _fmt_uuid(self, value: uuid.UUID) -> str:
+        return str(value)
+
+    @property
+    def unknown_events(self) -> list[str]:
+        """Event types outside the values the document has seen (COIN, FEATURE)."""
+        return [e for e in self.events if e not in spec.KNOWN_EVENT_TYPES]
+
+
+WebhookAuthType = Literal["BEARER", "BASIC", "NONE"]
+
+
+class WebhookSubscription(ApiModel):
+    """A webhook subscription: where the provider delivers and how it authenticates.
+
+    BEARER needs ``api_key``; BASIC needs ``username`` and ``password``; NONE needs
+    nothing. Without ``callback_url`` deliveries go to ``{wallet_url}/v1/game-action-events``.
+    Secrets are :class:`~pydantic.SecretStr`; :meth:`to_wire` is the one place that
+    reveals them, to send them to the provider.
+    """
+
+    callback_url: str | None = None
+    authentication_type: WebhookAuthType = "NONE"
+    api_key: SecretStr | None = None
+    username: str | None = None
+    password: SecretStr | None = None
+
+    @field_validator("callback_url")
+    @classmethod
+    def _https(cls, value: str | None) -> str | None:
+        if value is not None and not value.lower().startswith("https://"):
+            raise ValueError(f"callback URL must be an HTTPS URL, got {value!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _credentials(self) -> Self:
+        kind = self.authentication_type
+        if kind == "BEARER" and not (self.api_key and self.api_key.get_secret_value()):
+            raise ValueError("authentication type BEARER requires apiKey")
+        if kind == "BASIC" and not (
+            self.username and self.password and self.password.get_secret_value()
+        ):
+            raise ValueError("authentication type BASIC requires username and password")
+        return self
+
+    def to_wire(self) -> bytes:
+        """The JSON body for the subscription endpoint, secrets revealed for sending."""
+        data = self.model_dump(mode="python", by_alias=True, exclude_none=True)
+        for key in ("apiKey", "password"):
+            if isinstance(data.get(key), SecretStr):
+                data[key] = data[key].get_secret_value()
+        return dumps_wire(data)
+
+
+# --------------------------------------------------------------------------------------
+# Brand-level promotion display options
+# --------------------------------------------------------------------------------------
+
+
+class DisplayOptions(BaseModel):
+    """What the promotion pop-ups and counters show, per brand (switched by the operator).
+
+    Defaults are the document's. ``show_bet_value`` applies to awarded features only.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    show_value_of_promotion: bool = True
+    show_final_winning_value: bool = True
+    show_player_expiry_time: bool = False
+    show_play_later_button: bool = True
+    show_bet_value: bool = False
+    show_opt_out: bool = False
+
+    #: The document's label for each option.
+    LABELS: ClassVar[dict[str, str]] = {
+        "show_value_of_promotion": "Value of Promotion",
+        "show_final_winning_value": "Final Winning Value",
+        "show_player_expiry_time": "Campaign/Feature Player Expiry Time",
+        "show_play_later_button": "Play Later Button",
+        "show_bet_value": "Bet Value (Awarded Feature only)",
+        "show_opt_out": "Opt-Out Button and Function",
+    }
+
+    def shown(self, campaign_type: str) -> list[str]:
+        """The labels of what a player sees for a campaign of ``campaign_type``."""
+        out = []
+        for field, label in self.LABELS.items():
+            if field == "show_bet_value" and campaign_type != spec.CAMPAIGN_TYPE_AWARDED_FEATURE:
+                continue
+            if getattr(self, field):
+                out.append(label)
+        return out
+
