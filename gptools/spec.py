@@ -352,3 +352,13 @@ def assumption(name: str) -> Assumption:
             return a
     raise KeyError(f"no assumption named {name!r}; known: {[a.name for a in ASSUMPTIONS]}")
 
+
+
+def assumptions_markdown() -> str:
+    """The README's table of assumptions, rendered from :data:`ASSUMPTIONS`."""
+    rows = ["| assumption | value | why (the document does not show it) | override |",
+            "| --- | --- | --- | --- |"]
+    for a in ASSUMPTIONS:
+        value = str(a.value).replace("|", "\\|")
+        rows.append(f"| `{a.name}` | `{value}` | {a.reason} | {a.override} |")
+    return "\n".join(rows)

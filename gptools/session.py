@@ -1,0 +1,101 @@
+"""One call to get a client: the real service when configured, else the embedded sandbox.
+
+Notebooks and the CLI start with :func:`connect`. When ``GP_BASE_URL`` is set (in the
+environment or a ``.env`` file) it returns a client for the real service, configured from
+``GP_BASE_URL``/``GP_USERNAME``/``GP_PASSWORD``. When it is unset it starts the embedded
+sandbox once per process (a real HTTP server on 127.0.0.1 in a background thread), says so
+in one visible line, and returns a client logged in as one of the sandbox's demo accounts.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+import threading
+from contextlib import ExitStack
+from typing import Any
+
+from dotenv import dotenv_values
+
+from gptools.client import AsyncClient, Client
+from gptools.sandbox import RunningSandbox, SandboxConfig, run_sandbox
+
+_lock = threading.Lock()
+_stack: ExitStack | None = None
+_sandbox: RunningSandbox | None = None
+
+
+def real_service_configured() -> bool:
+    """True when ``GP_BASE_URL`` is set in the environment, or else in ``./.env``.
+
+    An empty ``GP_BASE_URL`` in the environment means "use the sandbox" even when ``.env``
+    names a real service (the main job relies on this).
+    """
+    if "GP_BASE_URL" in os.environ:
+        return bool(os.environ["GP_BASE_URL"])
+    return bool(dotenv_values(".env").get("GP_BASE_URL"))
+
+
+def embedded_sandbox() -> RunningSandbox | None:
+    """The sandbox :func:`connect` started in this process, or ``None``."""
+    return _sandbox
+
+
+def start_embedded_sandbox(config: SandboxConfig | None = None) -> RunningSandbox:
+    """Start the embedded sandbox once per process (later calls return the same one).
+
+    It stops when the process exits. ``config`` applies to the first call only.
+    """
+    global _stack, _sandbox
+    with _lock:
+        if _sandbox is None:
+            stack = ExitStack()
+            _sandbox = stack.enter_context(run_sandbox(config or SandboxConfig(seed=0)))
+            _stack = stack
+            atexit.register(stop_embedded_sandbox)
+            print(
+                f"Using the embedded sandbox at {_sandbox.base_url} "
+                "(GP_BASE_URL is unset; set it to use the real service).",
+                file=sys.stdout,
+            )
+        return _sandbox
+
+
+def stop_embedded_sandbox() -> None:
+    """Stop the embedded sandbox if this process started one."""
+    global _stack, _sandbox
+    with _lock:
+        if _stack is not None:
+            _stack.close()
+        _stack, _sandbox = None, None
+
+
+def _sandbox_credentials(account: str) -> dict[str, Any]:
+    sb = start_embedded_sandbox()
+    try:
+        acct = sb.accounts[account]
+    except KeyError:
+        raise ValueError(
+            f"no sandbox account {account!r}; choose one of {sorted(sb.accounts)}"
+        ) from None
+    return {"base_url": sb.base_url, "username": acct.username, "password": acct.password}
+
+
+def connect(account: str = "partner", **client_options: Any) -> Client:
+    """A :class:`~gptools.client.Client` for the real service or the embedded sandbox.
+
+    ``account`` names the sandbox demo account to log in as (``individual``, ``partner``,
+    ``third_party``, ``internal``); it is ignored for the real service. Other keyword
+    arguments go to the client.
+    """
+    if real_service_configured():
+        return Client(**client_options)
+    return Client(**_sandbox_credentials(account), **client_options)
+
+
+def connect_async(account: str = "partner", **client_options: Any) -> AsyncClient:
+    """Like :func:`connect`, returning an :class:`~gptools.client.AsyncClient`."""
+    if real_service_configured():
+        return AsyncClient(**client_options)
+    return AsyncClient(**_sandbox_credentials(account), **client_options)
