@@ -25,6 +25,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     SecretStr,
     field_serializer,
     field_validator,
@@ -94,6 +95,14 @@ class ApiModel(BaseModel):
     model_config = ConfigDict(
         alias_generator=to_camel, populate_by_name=True, extra="allow", frozen=True
     )
+
+    # Set by the client on the models it returns; private so it never reaches the wire.
+    _retries: int = PrivateAttr(default=0)
+
+    @property
+    def retries(self) -> int:
+        """How many times the client retried the request that returned this (0: first try)."""
+        return self._retries
 
     def to_wire(self) -> bytes:
         """This model as the JSON body the API expects (camelCase, exact numbers)."""

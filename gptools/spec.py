@@ -13,6 +13,7 @@ learns the real value from the provider changes one argument, not our code.
 
 from __future__ import annotations
 
+import decimal
 import re
 from dataclasses import dataclass
 from datetime import timedelta
@@ -195,6 +196,8 @@ WEBHOOK_RESPONSE_BUDGET: Final = timedelta(seconds=1)  # spec: answer 200 in und
 WEBHOOK_AUTH_TYPES: Final = ("BEARER", "BASIC", "NONE")  # spec
 WEBHOOK_CONTENT_TYPE: Final = "application/json"  # spec
 KNOWN_EVENT_TYPES: Final = frozenset({"COIN", "FEATURE"})  # spec: "values seen"
+#: ours: dedupe keys outlive the provider's 7-day retry window by a day of margin
+WEBHOOK_DEDUPE_RETENTION: Final = WEBHOOK_RETRY_WINDOW + timedelta(days=1)
 
 # ======================================================================================
 # Assumptions: each gap the document marks "not shown" that the project needs
@@ -229,6 +232,12 @@ WEBHOOK_SENDER_TIMEOUT: Final = timedelta(seconds=10)
 WEBHOOK_OTHER_STATUS_RETRIED: Final = True
 ENDPOINTS_BY_PRINCIPAL: Final = "all"
 CONFIGURATION_FILTERS_OPTIONAL: Final = True
+WEBHOOK_MAX_BODY_BYTES: Final = 64 * 1024
+FEATURE_COST_ROUNDING: Final = decimal.ROUND_HALF_UP
+NOT_FOUND_STATUS: Final = 404
+NOT_FOUND_CODE: Final = "NOT_FOUND"
+SUBSCRIPTION_EXISTS_STATUS: Final = 409
+SUBSCRIPTION_EXISTS_CODE: Final = "SUBSCRIPTION_EXISTS"
 
 ASSUMPTIONS: Final[tuple[Assumption, ...]] = (
     Assumption(
@@ -341,6 +350,31 @@ ASSUMPTIONS: Final[tuple[Assumption, ...]] = (
         "CONFIGURATION_FILTERS_OPTIONAL", CONFIGURATION_FILTERS_OPTIONAL,
         "whether gameId/currencyCode are optional is not shown; omitted means no filter",
         "pass both to be safe against a server that requires them",
+    ),
+    Assumption(
+        "WEBHOOK_MAX_BODY_BYTES", WEBHOOK_MAX_BODY_BYTES,
+        "the largest notification body is not shown; the eight documented fields fit in "
+        "well under 1 KiB, so 64 KiB leaves room for fields the provider may add",
+        "WebhookReceiver(max_body_bytes=...), gptools webhooks serve --max-body-bytes",
+    ),
+    Assumption(
+        "FEATURE_COST_ROUNDING", FEATURE_COST_ROUNDING,
+        "the document gives Feature Cost = Base Bet × Price Multiplier without a rounding "
+        "rule; a product finer than the currency's minor unit is rounded half up",
+        "costs.feature_cost(rounding=...) with any decimal rounding mode",
+    ),
+    Assumption(
+        "NOT_FOUND_STATUS / NOT_FOUND_CODE", (NOT_FOUND_STATUS, NOT_FOUND_CODE),
+        "the answer for an unknown path, or for reading/updating a webhook subscription "
+        "that was never created, is not shown; 404 is HTTP's norm",
+        "unknown codes still map to errors.ApiError (404: errors.NotFoundError)",
+    ),
+    Assumption(
+        "SUBSCRIPTION_EXISTS_STATUS / SUBSCRIPTION_EXISTS_CODE",
+        (SUBSCRIPTION_EXISTS_STATUS, SUBSCRIPTION_EXISTS_CODE),
+        "creating a webhook subscription for a brand that has one is not shown; refused "
+        "so that an update is explicit (PUT)",
+        "unknown codes still map to errors.ApiError (409: errors.ConflictError)",
     ),
 )
 

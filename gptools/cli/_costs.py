@@ -1,1 +1,120 @@
-"""CLI commands of this capability (filled in by its issue)."""
+"""``gptools costs preview``: every available feature cost of games in currencies."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import click
+
+from gptools import spec
+from gptools.cli._main import costs, emit, fail
+from gptools.errors import (
+    ApiError,
+    BrandNotAllowedError,
+    BrandRequiredError,
+    ConfigurationError,
+    GameNotFoundError,
+    GptoolsError,
+)
+
+
+@contextlib.contextmanager
+def cli_errors() -> Iterator[None]:
+    """Turn gptools errors into the CLI contract: exit 2 for bad input, 1 for failures."""
+    from gptools.campaigns import PlanFileError, PlanInvalidError
+    from gptools.costs import StoredTableError, UnknownCurrencyError
+
+    bad_input: tuple[type[BaseException], ...] = (
+        ConfigurationError, UnknownCurrencyError, GameNotFoundError, PlanFileError,
+        PlanInvalidError, StoredTableError,
+    )
+    try:
+        yield
+    except bad_input as exc:
+        fail(str(exc), bad_input=True)
+    except (BrandRequiredError, BrandNotAllowedError) as exc:
+        fail(f"{exc}. Name one with --brand.", bad_input=True)
+    except ApiError as exc:
+        fail(str(exc))
+    except GptoolsError as exc:
+        fail(str(exc))
+
+
+def connect_client() -> Any:
+    """The session client; the embedded sandbox's one-line notice goes to stderr so that
+    ``--json`` output stays one document."""
+    from gptools.session import connect
+
+    with contextlib.redirect_stdout(sys.stderr):
+        return connect()
+
+
+def resolve_brand(client: Any, brand: int | None) -> int | None:
+    """``brand`` if given; else none for an INDIVIDUAL account (its brand is implicit), the
+    only allowed brand of another account, or a bad-input error listing the choices."""
+    if brand is not None:
+        return brand
+    info = client.self()
+    if info.principal_type in spec.IMPLICIT_ALLOWED_PRINCIPALS:
+        return None
+    ids: list[int] = sorted(info.brand_ids)
+    if len(ids) == 1:
+        return ids[0]
+    fail(f"the account ({info.principal_type}) may act on brands {ids}; name one with --brand",
+         bad_input=True)
+
+
+def _money_rows(table: Any) -> list[dict[str, Any]]:
+    from gptools.costs import rows_of
+
+    return [
+        {
+            "game_id": r.game_id,
+            "currency": r.currency,
+            "buy_feature_type": r.buy_feature_type,
+            "base_bet": None if r.base_bet is None else f"{r.base_bet:f}",
+            "price_multiplier": None if r.price_multiplier is None else f"{r.price_multiplier:f}",
+            "feature_cost": f"{r.feature_cost:f}",
+        }
+        for r in rows_of(table)
+    ]
+
+
+@costs.command("preview")
+@click.option("--game", "games", multiple=True, required=True, help="Game id (repeatable).")
+@click.option("--currency", "currencies", multiple=True, required=True,
+              help="Currency code (repeatable).")
+@click.option("--source", type=click.Choice(["game", "configurations"]), default="game",
+              show_default=True,
+              help="game: breakdown by feature and base bet; configurations: the costs the "
+                   "awarded-feature-configurations endpoint lists (recommended for the bet).")
+@click.option("--brand", type=int, default=None, help="Brand id (default: the only one).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+def preview_command(games: tuple[str, ...], currencies: tuple[str, ...], source: str,
+                    brand: int | None, as_json: bool) -> None:
+    """Every available awarded-feature cost of GAME in CURRENCY (decimals as text in JSON)."""
+    from gptools.costs import CostBook, currency_exponent
+
+    with cli_errors():
+        for currency in currencies:
+            currency_exponent(currency)
+        client = connect_client()
+        try:
+            book = CostBook(client, brand=resolve_brand(client, brand))
+            table = book.table(list(games), list(currencies),
+                               source="game" if source == "game" else "configurations")
+        finally:
+            client.close()
+    rows = _money_rows(table)
+    document = {"source": table.attrs["source"], "games": list(games),
+                "currencies": list(currencies), "rows": rows}
+
+    def human() -> str:
+        if not rows:
+            return "no awarded-feature costs for these games and currencies"
+        return str(table.to_string(index=False, na_rep="-"))
+
+    emit(document, as_json=as_json, human=human)

@@ -1,1 +1,115 @@
-"""CLI commands of this capability (filled in by its issue)."""
+"""``gptools participants load``: a player list into a campaign, resumable, every row counted."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from gptools import spec
+from gptools.cli._main import emit, fail, participants, say
+from gptools.errors import (
+    ApiError,
+    BrandNotAllowedError,
+    BrandRequiredError,
+    ConfigurationError,
+    GptoolsError,
+    InvalidRequestError,
+)
+
+EXIT_INTERRUPTED = 130
+
+
+def _connect() -> Any:
+    # The embedded sandbox's one-line notice goes to stderr: --json keeps stdout to itself.
+    from gptools.session import connect
+
+    with contextlib.redirect_stdout(sys.stderr):
+        return connect()
+
+
+@participants.command("load")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--campaign", "campaign_id", required=True, help="Campaign id to add players to.")
+@click.option("--brand", type=int, default=None, help="Brand id (PARTNER/THIRD_PARTY accounts).")
+@click.option("--journal", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Journal file (SQLite) that makes the load resumable "
+                   "[default: one per load under $GPTOOLS_JOURNAL_DIR or ~/.cache/gptools].")
+@click.option("--rejects", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="CSV file for the rejected rows [default: FILE-STEM.rejects.csv here].")
+@click.option("--chunk-size", type=click.IntRange(min=1), default=spec.PARTICIPANT_MAX_IDS,
+              show_default=True, help="Player ids per request (assumed limit).")
+@click.option("--column", default=None,
+              help="Header name (or 0-based position) of the player-id column.")
+@click.option("--encoding", default=None, help="File encoding [default: detected].")
+@click.option("--delimiter", default=None, help="Field delimiter [default: detected].")
+@click.option("--sheet", default=None, help="Excel sheet name [default: the first].")
+@click.option("--max-id-length", type=click.IntRange(min=1), default=spec.PLAYER_ID_MAX_LENGTH,
+              show_default=True, help="Longest player id accepted (assumed limit).")
+@click.option("--concurrency", type=click.IntRange(min=1), default=None,
+              help="Requests in flight at most [default: 16].")
+@click.option("--no-progress", is_flag=True, help="Hide the progress bar.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON document.")
+def load(
+    file: Path,
+    campaign_id: str,
+    brand: int | None,
+    journal: Path | None,
+    rejects: Path | None,
+    chunk_size: int,
+    column: str | None,
+    encoding: str | None,
+    delimiter: str | None,
+    sheet: str | None,
+    max_id_length: int,
+    concurrency: int | None,
+    no_progress: bool,
+    as_json: bool,
+) -> None:
+    """Add the players listed in FILE (CSV, TSV or Excel) to a campaign.
+
+    Every row ends loaded, rejected (written to the rejects file with its line and
+    reason), duplicate, or not attempted; the summary shows that they add up. Run the same
+    command again to resume an interrupted load: acknowledged chunks are never sent again.
+    Exit codes: 0 all rows settled, 1 some ids could not be sent (run again) or the server
+    failed, 2 bad input (unreadable file, unknown campaign, missing brand), 130 interrupted.
+    """
+    from gptools.participants import (
+        DEFAULT_CONCURRENCY,
+        LoadInterrupted,
+        PlayerListError,
+        load_participants,
+    )
+
+    rejects = rejects if rejects is not None else Path(f"{file.stem}.rejects.csv")
+    picked: str | int | None = int(column) if column is not None and column.isdigit() else column
+    try:
+        client = _connect()
+        with client:
+            summary = load_participants(
+                client, campaign_id, file, brand=brand, column=picked, encoding=encoding,
+                delimiter=delimiter, sheet=int(sheet) if sheet and sheet.isdigit() else sheet,
+                journal=journal, rejects=rejects,
+                chunk_size=chunk_size, max_id_length=max_id_length,
+                concurrency=concurrency or DEFAULT_CONCURRENCY, progress=not no_progress,
+            )
+    except LoadInterrupted as exc:
+        stopped = exc.summary
+        emit(stopped.to_dict(), as_json=as_json, human=lambda: str(stopped))
+        say("interrupted: run the same command again to resume")
+        sys.exit(EXIT_INTERRUPTED)
+    except (PlayerListError, ConfigurationError) as exc:
+        fail(str(exc), bad_input=True)
+    except InvalidRequestError as exc:
+        fail(f"campaign {campaign_id!r} refused: {exc}", bad_input=True)
+    except (BrandRequiredError, BrandNotAllowedError) as exc:
+        fail(f"{exc}. Name one with --brand.", bad_input=True)
+    except (ApiError, GptoolsError) as exc:
+        fail(str(exc))
+    emit(summary.to_dict(), as_json=as_json, human=lambda: str(summary))
+    if not summary.complete:
+        fail(f"{summary.not_attempted} player id(s) not loaded yet "
+             f"({summary.last_error or 'no answer'}); run the same command again to resume")

@@ -1,1 +1,160 @@
-"""CLI commands of this capability (filled in by its issue)."""
+"""``gptools webhooks serve|export`` and ``gptools sandbox deliver``.
+
+Secrets come from environment variables only (``GP_WEBHOOK_API_KEY``, or
+``GP_WEBHOOK_USERNAME`` and ``GP_WEBHOOK_PASSWORD``), never from arguments: arguments show
+up in ``ps`` and in shell history.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+
+import click
+
+from gptools import spec
+from gptools.cli._main import emit, fail, sandbox, say, webhooks
+
+_AUTH_CHOICE = click.Choice(["bearer", "basic", "none"], case_sensitive=False)
+_STORE_HELP = "sqlite:///PATH (default sqlite:///webhooks.sqlite3) or postgresql://USER@HOST/DB"
+
+
+@webhooks.command("serve")
+@click.option("--auth", "auth_kind", type=_AUTH_CHOICE, required=True,
+              help="How deliveries authenticate; secrets from GP_WEBHOOK_API_KEY (bearer) "
+                   "or GP_WEBHOOK_USERNAME + GP_WEBHOOK_PASSWORD (basic).")
+@click.option("--store", "store_url", default="sqlite:///webhooks.sqlite3", show_default=True,
+              help=_STORE_HELP)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
+@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True)
+@click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="Worker processes (uvicorn).")
+@click.option("--path", default=spec.DEFAULT_WEBHOOK_PATH, show_default=True,
+              help="The POST path deliveries arrive on.")
+@click.option("--max-body-bytes", type=click.IntRange(1), default=spec.WEBHOOK_MAX_BODY_BYTES,
+              show_default=True, help="Bodies larger than this are answered 413.")
+@click.option("--handler", default=None, metavar="MODULE:FUNCTION",
+              help="Run this function for every new action, after the acknowledgement.")
+def serve(auth_kind: str, store_url: str, host: str, port: int, workers: int, path: str,
+          max_body_bytes: int, handler: str | None) -> None:
+    """Receive game-event webhooks until Ctrl-C/SIGTERM (in-flight requests are drained)."""
+    import uvicorn
+
+    from gptools.webhooks._app import (
+        ENV_AUTH,
+        ENV_HANDLER,
+        ENV_MAX_BODY,
+        ENV_PATH,
+        ENV_STORE,
+        load_handler,
+    )
+    from gptools.webhooks._auth import AuthConfigError, ReceiverAuth
+    from gptools.webhooks._store import StoreError, open_store
+
+    try:
+        ReceiverAuth.from_env(auth_kind)
+        store = open_store(store_url)
+        if handler:
+            load_handler(handler)
+    except (AuthConfigError, ValueError, ImportError) as exc:
+        fail(str(exc), bad_input=True)
+    if not path.startswith("/"):
+        fail(f"--path must start with '/', got {path!r}", bad_input=True)
+    try:
+        # Create the tables once here, so the workers do not race to create them.
+        store.connect().close()
+    except StoreError as exc:
+        fail(str(exc))
+    os.environ.update({ENV_STORE: store_url, ENV_AUTH: auth_kind, ENV_PATH: path,
+                       ENV_MAX_BODY: str(max_body_bytes)})
+    if handler:
+        os.environ[ENV_HANDLER] = handler
+    say(f"receiving webhooks on http://{host}:{port}{path} (auth {auth_kind.upper()}, "
+        f"store {store.url}, {workers} worker{'s' if workers > 1 else ''}); "
+        f"health: http://{host}:{port}/healthz")
+    uvicorn.run(
+        "gptools.webhooks._app:receiver_from_env", factory=True, host=host, port=port,
+        workers=workers, http="httptools", loop="uvloop", lifespan="on", access_log=False,
+        log_level="info", timeout_graceful_shutdown=10,
+    )
+
+
+@webhooks.command("export")
+@click.option("--store", "store_url", required=True, help=_STORE_HELP)
+@click.option("--format", "fmt", type=click.Choice(["jsonl", "parquet"]), required=True)
+@click.argument("out", type=click.Path(dir_okay=False, writable=True, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+def export(store_url: str, fmt: str, out: Path, as_json: bool) -> None:
+    """Write the store's delivery log to OUT as JSONL or Parquet."""
+    from gptools.webhooks._export import export_log
+    from gptools.webhooks._store import StoreError, open_store
+
+    try:
+        store = open_store(store_url)
+    except ValueError as exc:
+        fail(str(exc), bad_input=True)
+    try:
+        result = export_log(store, out, format="jsonl" if fmt == "jsonl" else "parquet")
+    except (StoreError, OSError) as exc:
+        fail(f"export failed: {exc}")
+    emit({"path": str(result.path), "format": result.format, "records": result.records},
+         as_json=as_json,
+         human=lambda: f"wrote {result.records} delivery records to {result.path} ({fmt})")
+
+
+@sandbox.command("deliver")
+@click.option("--url", required=True, help="The receiver's URL (e.g. http://127.0.0.1:8000"
+                                           "/v1/game-action-events).")
+@click.option("--count", "-n", type=click.IntRange(1), default=100, show_default=True,
+              help="How many game events to generate and deliver.")
+@click.option("--auth", "auth_kind", type=_AUTH_CHOICE, default="none", show_default=True,
+              help="How to authenticate; secrets from the same GP_WEBHOOK_* variables.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--time-scale", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Simulated seconds per real second (e.g. 100800: 7 days in 6 s); "
+                   "default: jump straight to each due time.")
+@click.option("--concurrency", type=click.IntRange(1, 256), default=8, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+def deliver(url: str, count: int, auth_kind: str, seed: int, time_scale: float | None,
+            concurrency: int, as_json: bool) -> None:
+    """Make the sandbox deliver COUNT generated game events to a receiver, with the
+    provider's retries (5xx and time-outs retried with backoff for 7 simulated days)."""
+    from gptools.sandbox._dispatcher import (
+        DeliveryTarget,
+        ScaledClock,
+        SimClock,
+        VirtualClock,
+        WebhookDispatcher,
+    )
+    from gptools.sandbox._events import EventGenerator
+    from gptools.webhooks._auth import AuthConfigError, ReceiverAuth
+
+    try:
+        auth = ReceiverAuth.from_env(auth_kind)
+    except AuthConfigError as exc:
+        fail(str(exc), bad_input=True)
+    if not url.startswith(("http://", "https://")):
+        fail(f"--url must be an http(s) URL, got {url!r}", bad_input=True)
+    subscription: dict[str, object] = {"callbackUrl": url, "authenticationType": auth.kind}
+    if auth.api_key is not None:
+        subscription["apiKey"] = auth.api_key
+    if auth.username is not None and auth.password is not None:
+        subscription["username"] = auth.username.get_secret_value()
+        subscription["password"] = auth.password
+    start = datetime.now(UTC)
+    clock: SimClock = (ScaledClock(start, time_scale) if time_scale is not None
+                       else VirtualClock(start))
+    events = EventGenerator(seed=seed, start=start).take(count)
+    with WebhookDispatcher(clock=clock, target=DeliveryTarget.from_subscription(subscription),
+                           concurrency=concurrency) as dispatcher:
+        for event in events:
+            dispatcher.enqueue(event)
+        say(f"delivering {count} events to {url} ...")
+        report = dispatcher.run()
+    document = {"url": url, "events": count, "attempts": report.attempts,
+                "statuses": report.statuses, **report.counts}
+    emit(document, as_json=as_json, human=lambda: (
+        f"{count} events, {report.attempts} attempts: "
+        + ", ".join(f"{k} {v}" for k, v in report.counts.items())
+        + "; answers " + ", ".join(f"{k}×{v}" for k, v in sorted(report.statuses.items()))))

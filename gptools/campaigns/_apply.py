@@ -1,0 +1,133 @@
+"""Apply a plan: create its campaigns (safe to repeat) and optionally add participants."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+import pandas as pd
+
+from gptools import spec
+from gptools.campaigns._plan import AWARDED_FEATURE, Plan
+from gptools.campaigns._requests import campaign_requests
+from gptools.costs import CatalogueClient, cost_book, scoped
+from gptools.models import CampaignCreated, CampaignRequest, ParticipantsAdded
+
+
+class CampaignClient(CatalogueClient, Protocol):
+    """What applying needs: :class:`gptools.client.Client` or one brand's view of it."""
+
+    def create_campaign(self, request: CampaignRequest) -> CampaignCreated:
+        """``POST /api/v1/campaign``."""
+
+    def add_participants(
+        self, campaign_id: str, player_ids: Sequence[str]
+    ) -> ParticipantsAdded:
+        """``POST /api/v1/campaign/{campaignId}/participant``."""
+
+
+@dataclass(frozen=True, slots=True)
+class AppliedCampaign:
+    """One campaign of an applied plan: its currency, requestId, the server's campaign id
+    and how many player ids were sent to it by this call."""
+
+    currency: str
+    request_id: str
+    campaign_id: str
+    participants_sent: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyResult:
+    """What :func:`apply_plan` did: one :class:`AppliedCampaign` per currency."""
+
+    plan_name: str
+    campaigns: tuple[AppliedCampaign, ...]
+
+    @property
+    def campaign_ids(self) -> dict[str, str]:
+        """Currency -> campaign id."""
+        return {c.currency: c.campaign_id for c in self.campaigns}
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per campaign: currency, request_id, campaign_id, participants_sent."""
+        return pd.DataFrame(
+            [(c.currency, c.request_id, c.campaign_id, c.participants_sent)
+             for c in self.campaigns],
+            columns=["currency", "request_id", "campaign_id", "participants_sent"],
+        )
+
+    def _repr_html_(self) -> str:
+        name = html.escape(self.plan_name)
+        head = f"<p><b>Applied</b> {name}: {len(self.campaigns)} campaign(s)</p>"
+        return head + str(self.to_frame().to_html(index=False))
+
+
+def add_players(
+    client: CampaignClient, campaign_id: str, player_ids: Sequence[str], *,
+    chunk_size: int = spec.PARTICIPANT_MAX_IDS,
+) -> int:
+    """Add ``player_ids`` to a campaign in requests of at most ``chunk_size`` ids; returns
+    how many ids were sent. Whether the provider ignores an id added twice is not
+    documented, so call this once per player (large lists: the participants loader)."""
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be at least 1, got {chunk_size}")
+    ids = list(player_ids)
+    for start in range(0, len(ids), chunk_size):
+        client.add_participants(campaign_id, ids[start:start + chunk_size])
+    return len(ids)
+
+
+def apply_plan(
+    client: CampaignClient,
+    plan: Plan,
+    *,
+    now: datetime | None = None,
+    costs: pd.DataFrame | None = None,
+    add_participants: bool = False,
+) -> ApplyResult:
+    """Validate ``plan`` and create its campaigns, one per currency; safe to call again.
+
+    Each request carries a ``requestId`` derived from its content, so applying the same
+    plan again returns the same campaign ids and creates nothing new. For AWARDED_FEATURE
+    without ``costs`` the bets are checked against the configurations endpoint (the
+    document's recommended source) first. With ``add_participants`` every currency's
+    ``player_ids`` are added after its campaign is created (not idempotent as far as the
+    document says: leave it off when re-running). ``client`` is a
+    :class:`~gptools.client.Client`; the plan's ``brand`` selects its brand view.
+    """
+    api: CampaignClient = scoped(client, plan.brand)
+    if plan.campaign_type == AWARDED_FEATURE and costs is None and plan.currencies:
+        costs = cost_book(client, brand=plan.brand).table(
+            list(plan.game_ids), list(plan.currencies), source="configurations"
+        )
+    requests = campaign_requests(plan, now=now, costs=costs)
+    applied = []
+    for currency, request in requests.items():
+        created = api.create_campaign(request)
+        sent = 0
+        if add_participants and plan.currencies[currency].player_ids:
+            sent = add_players(api, created.campaign_id, plan.currencies[currency].player_ids)
+        assert request.request_id is not None
+        applied.append(AppliedCampaign(currency, request.request_id, created.campaign_id, sent))
+    return ApplyResult(plan.name, tuple(applied))
+
+
+def add_participants_to(
+    client: CampaignClient,
+    result: ApplyResult,
+    player_ids: Mapping[str, Sequence[str]],
+    *,
+    brand: int | None = None,
+) -> dict[str, int]:
+    """Add players to the campaigns of an applied plan: currency -> ids; returns
+    currency -> ids sent. An unknown currency raises :class:`KeyError` before sending."""
+    ids = result.campaign_ids
+    unknown = sorted(set(player_ids) - set(ids))
+    if unknown:
+        raise KeyError(f"the applied plan has no campaign in {unknown}; it has {sorted(ids)}")
+    api: CampaignClient = scoped(client, brand)
+    return {cur: add_players(api, ids[cur], pids) for cur, pids in player_ids.items()}

@@ -1,0 +1,148 @@
+"""The campaign plan: what an analyst decides, loaded from Python, JSON or YAML."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from gptools import spec
+from gptools.errors import GptoolsError
+from gptools.models import DisplayOptions, loads_wire
+
+AWARDED_FEATURE = spec.CAMPAIGN_TYPE_AWARDED_FEATURE
+FREE_ROUNDS = "FREE_ROUNDS"
+#: The plan's campaign types. FREE_ROUNDS is sent as ``Plan.free_rounds_type`` (assumed).
+CAMPAIGN_TYPES: tuple[str, ...] = (AWARDED_FEATURE, FREE_ROUNDS)
+
+
+def _exact(value: Any) -> Any:
+    # A YAML or Python float: str() is its shortest repr, the digits the user wrote.
+    if isinstance(value, float):
+        return Decimal(str(value))
+    return value
+
+
+class CurrencyLine(BaseModel):
+    """One currency of a plan: the bet, how many players the budget counts, and
+    optionally the ids of players to add when the plan is applied.
+
+    For AWARDED_FEATURE the ``bet`` is the total feature cost (base bet × multiplier),
+    one of the game's available costs; for free rounds it is the bet per round.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    bet: Decimal
+    players: int
+    player_ids: tuple[str, ...] = ()
+
+    _bet_exact = field_validator("bet", mode="before")(_exact)
+
+
+class Plan(BaseModel):
+    """A campaign plan: one campaign per currency, with the same games, dates and rounds.
+
+    ``start``/``end`` are wall-clock times (no offset) in the IANA zone ``time_zone``.
+    Limits are not enforced when a plan is built: :func:`validate_plan` reports every
+    problem at once. ``display_options`` are the brand's promotion display options (the
+    document's defaults unless the operator switched one). ``reporting_currency`` and
+    ``exchange_rates`` (units of the reporting currency per unit of each currency) give
+    the budget in one currency.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    campaign_type: str
+    game_ids: tuple[str, ...]
+    currencies: dict[str, CurrencyLine]
+    bet_number: int
+    start: datetime
+    end: datetime
+    time_zone: str
+    rules_url: str | None = None
+    external_campaign_id: str | None = None
+    brand: int | None = None
+    display_options: DisplayOptions = Field(default_factory=DisplayOptions)
+    free_rounds_type: str = spec.FREE_ROUNDS_CAMPAIGN_TYPE
+    reporting_currency: str | None = None
+    exchange_rates: dict[str, Decimal] = Field(default_factory=dict)
+
+    @field_validator("exchange_rates", mode="before")
+    @classmethod
+    def _rates_exact(cls, value: Any) -> Any:
+        if isinstance(value, Mapping):
+            return {k: _exact(v) for k, v in value.items()}
+        return value
+
+    @property
+    def wire_type(self) -> str:
+        """The ``type`` sent to the API."""
+        return self.free_rounds_type if self.campaign_type == FREE_ROUNDS else self.campaign_type
+
+    def _repr_html_(self) -> str:
+        from gptools.campaigns._display import plan_html
+
+        return plan_html(self)
+
+
+class PlanFileError(GptoolsError, ValueError):
+    """A plan file could not be read or does not describe a plan; names file and field."""
+
+
+def plan_from_dict(data: Any, *, where: str = "plan") -> Plan:
+    """Build a :class:`Plan` from decoded JSON/YAML, every type problem named at once."""
+    if not isinstance(data, Mapping):
+        raise PlanFileError(
+            f"{where}: expected a mapping of plan fields, got {type(data).__name__}"
+        )
+    try:
+        return Plan.model_validate(dict(data))
+    except ValidationError as exc:
+        lines = [
+            f"{where}: field {'.'.join(str(p) for p in err['loc']) or '(top)'}: {err['msg']}"
+            f" (got {err.get('input')!r})"
+            for err in exc.errors(include_url=False)
+        ]
+        raise PlanFileError(
+            f"{len(lines)} problem(s) in the plan:\n" + "\n".join(lines)
+        ) from None
+
+
+def load_plan(path: str | Path) -> Plan:
+    """Read a plan file: JSON (``.json``) or YAML (``.yaml``/``.yml``; anything else tries both).
+
+    Money in JSON is read as exact Decimals; in YAML write amounts as strings (``"2.50"``)
+    or plain numbers, which are read from their written digits.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PlanFileError(f"{path}: cannot read: {exc}") from None
+    suffix = path.suffix.lower()
+    data: Any
+    try:
+        if suffix == ".json":
+            data = loads_wire(text)
+        elif suffix in (".yaml", ".yml"):
+            data = yaml.safe_load(text)
+        else:
+            try:
+                data = loads_wire(text)
+            except json.JSONDecodeError:
+                data = yaml.safe_load(text)
+    except json.JSONDecodeError as exc:
+        raise PlanFileError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark is not None else ""
+        raise PlanFileError(f"{path}{line}: not valid YAML: {exc}") from None
+    return plan_from_dict(data, where=str(path))

@@ -1,0 +1,306 @@
+"""The asynchronous client: :class:`AsyncClient` and its brand-scoped view
+:class:`AsyncBrandClient`.
+
+Every operation is a coroutine; it works with top-level ``await`` in Jupyter. The rate
+limits hold for all tasks of one client together. The client belongs to the event loop
+it is first used in (as an :class:`httpx.AsyncClient` does).
+"""
+
+# ``timeout=`` here is the HTTP time-out of the request (connect/read), the same keyword
+# as on the sync client and on httpx, not a deadline for the coroutine.
+# ruff: noqa: ASYNC109
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from types import TracebackType
+
+import httpx
+
+from gptools import spec
+from gptools.client._base import (
+    DEFAULT_HEADERS,
+    NOT_GIVEN,
+    BaseClient,
+    Call,
+    M,
+    NotGiven,
+    Retry,
+)
+from gptools.client._ratelimit import Ticket
+from gptools.client._settings import TimeoutTypes
+from gptools.models import (
+    AwardedFeatureConfigurations,
+    CampaignCreated,
+    CampaignRequest,
+    Game,
+    ParticipantsAdded,
+    SelfInfo,
+    WebhookSubscription,
+)
+
+
+class AsyncClient(BaseClient):
+    """An asynchronous client of the provider's API (or of the sandbox).
+
+    ``base_url``, ``username`` and ``password`` default to ``GP_BASE_URL``, ``GP_USERNAME``
+    and ``GP_PASSWORD`` from the environment, else from ``env_file`` (``.env``; ``None``
+    skips it). The password is kept as a :class:`~pydantic.SecretStr`.
+
+    Keyword options: ``timeout`` (seconds, a ``(connect, read)`` pair or an
+    :class:`httpx.Timeout`; never ``None``), ``max_retries``, ``legacy_campaign_path``
+    (use ``/freeround/campaign``), ``rate_tiers`` (the rate table to respect; ``()`` turns
+    client-side limiting off), ``rate_limit_status``, ``retry_after_ceiling``,
+    ``backoff_base``/``backoff_cap``, ``rng`` (a seeded :class:`random.Random` for
+    reproducible jitter), ``batch_participant_path``, ``webhook_subscription_path`` and
+    ``transport`` (an :class:`httpx.BaseTransport`). Defaults live in
+    :mod:`gptools.client._constants` and :mod:`gptools.spec`.
+
+    The account's principal type is learned from ``GET /self`` on first use and cached; it
+    decides the path form and the local brand checks. Every method takes ``brand=`` (or use
+    :meth:`brand`) and ``timeout=``.
+    """
+
+    _http: httpx.AsyncClient
+
+    def _setup(self, transport: httpx.BaseTransport | httpx.AsyncBaseTransport | None) -> None:
+        if transport is not None and not isinstance(transport, httpx.AsyncBaseTransport):
+            raise TypeError("AsyncClient needs an httpx.AsyncBaseTransport; use Client for sync")
+        self._http = httpx.AsyncClient(base_url=self.settings.base_url, auth=self._auth(),
+                                       timeout=self.timeout, headers=dict(DEFAULT_HEADERS),
+                                       transport=transport)
+        # Set (and replaced) whenever a request finishes, to wake the tasks waiting for a
+        # place in a rate window. All bookkeeping runs on the loop's thread between awaits,
+        # so it needs no lock.
+        self._freed = asyncio.Event()
+        self._self_lock = asyncio.Lock()
+
+    async def close(self) -> None:
+        """Close the connections."""
+        await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    def brand(self, brand_id: int) -> AsyncBrandClient:
+        """A view of this client that acts on brand ``brand_id`` in every call."""
+        return AsyncBrandClient(self, brand_id)
+
+    # ----------------------------------------------------------------------------------
+    # Operations
+    # ----------------------------------------------------------------------------------
+
+    async def self(self, *, refresh: bool = False, timeout: TimeoutTypes | NotGiven = NOT_GIVEN
+             ) -> SelfInfo:
+        """``GET /self``: the principal type and allowed brands (cached; ``refresh`` re-reads)."""
+        info = self._self_info
+        if info is None or refresh:
+            # One fetch even when many tasks start at once: they would all count
+            # against the same rate tier.
+            async with self._self_lock:
+                if self._self_info is None or refresh:
+                    self._self_info = await self._request(self._build_self(), timeout)
+                info = self._self_info
+        return info
+
+    async def awarded_feature_configurations(
+        self,
+        game_id: str | None,
+        currency_code: str | None,
+        *,
+        brand: int | None = None,
+        timeout: TimeoutTypes | NotGiven = NOT_GIVEN,
+    ) -> AwardedFeatureConfigurations:
+        """The pre-calculated feature costs (``bet``) of a game in a currency."""
+        call = self._build_configurations(game_id, currency_code, brand, await self.self())
+        return await self._request(call, timeout)
+
+    async def game(self, game_id: str, *, brand: int | None = None,
+             timeout: TimeoutTypes | NotGiven = NOT_GIVEN) -> Game:
+        """A game's configuration: buy features (price multipliers) and bet sizes."""
+        return await self._request(self._build_game(game_id, brand, await self.self()), timeout)
+
+    async def create_campaign(self, request: CampaignRequest, *, brand: int | None = None,
+                        timeout: TimeoutTypes | NotGiven = NOT_GIVEN) -> CampaignCreated:
+        """Create a campaign. A ``requestId`` is generated when the request has none, and
+        the same one is sent on every retry, so the campaign is created at most once."""
+        call = self._build_create_campaign(request, brand, await self.self())
+        return await self._request(call, timeout)
+
+    async def add_participants(self, campaign_id: str, player_ids: Sequence[str], *,
+                         brand: int | None = None,
+                         timeout: TimeoutTypes | NotGiven = NOT_GIVEN) -> ParticipantsAdded:
+        """Add players (external ids) to a campaign. Safe to retry: adding twice is a no-op."""
+        call = self._build_add_participants(campaign_id, player_ids, brand, await self.self())
+        return await self._request(call, timeout)
+
+    async def add_participants_batch(
+        self,
+        campaign_id: str,
+        player_ids: Sequence[str],
+        *,
+        brand: int | None = None,
+        max_ids: int = spec.BATCH_PARTICIPANT_MAX_IDS,
+        timeout: TimeoutTypes | NotGiven = NOT_GIVEN,
+    ) -> ParticipantsAdded:
+        """Add a large list of players through the batch endpoint (assumed path and limit,
+        see ``spec.ENDPOINT_BATCH_PARTICIPANT_TEMPLATE``); more than ``max_ids`` is refused
+        locally."""
+        call = self._build_add_participants_batch(campaign_id, player_ids, brand, await self.self(),
+                                                  max_ids)
+        return await self._request(call, timeout)
+
+    async def get_webhook_subscription(self, *, brand: int | None = None,
+                                 timeout: TimeoutTypes | NotGiven = NOT_GIVEN
+                                 ) -> WebhookSubscription:
+        """The brand's webhook subscription (assumed endpoint, see ``spec``)."""
+        call = self._build_subscription("GET", None, brand, await self.self())
+        return await self._request(call, timeout)
+
+    async def create_webhook_subscription(self, subscription: WebhookSubscription, *,
+                                    brand: int | None = None,
+                                    timeout: TimeoutTypes | NotGiven = NOT_GIVEN
+                                    ) -> WebhookSubscription:
+        """Create the brand's webhook subscription (``POST``, assumed endpoint)."""
+        call = self._build_subscription("POST", subscription, brand, await self.self())
+        return await self._request(call, timeout)
+
+    async def update_webhook_subscription(self, subscription: WebhookSubscription, *,
+                                    brand: int | None = None,
+                                    timeout: TimeoutTypes | NotGiven = NOT_GIVEN
+                                    ) -> WebhookSubscription:
+        """Replace the brand's webhook subscription (``PUT``, assumed endpoint)."""
+        call = self._build_subscription("PUT", subscription, brand, await self.self())
+        return await self._request(call, timeout)
+
+    # ----------------------------------------------------------------------------------
+    # Sending and waiting: the only part that differs from AsyncClient
+    # ----------------------------------------------------------------------------------
+
+    async def _request(self, call: Call[M], timeout: TimeoutTypes | NotGiven) -> M:
+        http_timeout = self._timeout_for(timeout)
+        attempt = 0
+        while True:
+            ticket = await self._acquire(call.tiers)
+            self._count("requests")
+            response: httpx.Response | None = None
+            step: M | Retry
+            try:
+                response = await self._http.request(
+                    call.method, call.path, params=call.params, content=call.body,
+                    headers=self._headers(call), timeout=http_timeout,
+                )
+            except httpx.TransportError as exc:
+                step = self._after_transport_error(call, exc, attempt)
+            else:
+                step = self._after_response(call, response, attempt)
+            finally:
+                self._release(ticket, response)
+            if not isinstance(step, Retry):
+                return step
+            await asyncio.sleep(step.delay)
+            self._count("backoff_seconds", step.delay)
+            attempt += 1
+
+    async def _acquire(self, tiers: tuple[str, ...]) -> Ticket | None:
+        if not tiers:
+            return None
+        waited = 0.0
+        while True:
+            now = time.monotonic()
+            admitted = self.limiter.try_acquire(tiers, now)
+            if isinstance(admitted, Ticket):
+                break
+            freed = self._freed
+            try:
+                # Woken early when a request finishes and frees a place.
+                async with asyncio.timeout(admitted):
+                    await freed.wait()
+            except TimeoutError:
+                pass
+            waited += time.monotonic() - now
+        if waited:
+            self._count("wait_seconds", waited)
+        return admitted
+
+    def _release(self, ticket: Ticket | None, response: httpx.Response | None) -> None:
+        if ticket is None:
+            return
+        rate_limited, retry_after = self._release_flags(response)
+        self.limiter.release(ticket, time.monotonic(), rate_limited=rate_limited,
+                             retry_after=retry_after)
+        freed, self._freed = self._freed, asyncio.Event()
+        freed.set()
+
+
+class AsyncBrandClient:
+    """An :class:`AsyncClient` bound to one brand: the same operations without ``brand=``."""
+
+    def __init__(self, client: AsyncClient, brand_id: int) -> None:
+        if isinstance(brand_id, bool) or not isinstance(brand_id, int):
+            raise TypeError(f"brand must be an integer brand id, got {brand_id!r}")
+        self.client = client
+        self.brand_id = brand_id
+
+    def __repr__(self) -> str:
+        return f"{self.client!r}.brand({self.brand_id})"
+
+    async def awarded_feature_configurations(
+        self, game_id: str | None, currency_code: str | None, *,
+        timeout: TimeoutTypes | NotGiven = NOT_GIVEN,
+    ) -> AwardedFeatureConfigurations:
+        """See :meth:`AsyncClient.awarded_feature_configurations`."""
+        return await self.client.awarded_feature_configurations(
+            game_id, currency_code, brand=self.brand_id, timeout=timeout)
+
+    async def game(self, game_id: str, *, timeout: TimeoutTypes | NotGiven = NOT_GIVEN) -> Game:
+        """See :meth:`AsyncClient.game`."""
+        return await self.client.game(game_id, brand=self.brand_id, timeout=timeout)
+
+    async def create_campaign(self, request: CampaignRequest, *,
+                        timeout: TimeoutTypes | NotGiven = NOT_GIVEN) -> CampaignCreated:
+        """See :meth:`AsyncClient.create_campaign`."""
+        return await self.client.create_campaign(request, brand=self.brand_id, timeout=timeout)
+
+    async def add_participants(self, campaign_id: str, player_ids: Sequence[str], *,
+                         timeout: TimeoutTypes | NotGiven = NOT_GIVEN) -> ParticipantsAdded:
+        """See :meth:`AsyncClient.add_participants`."""
+        return await self.client.add_participants(campaign_id, player_ids, brand=self.brand_id,
+                                            timeout=timeout)
+
+    async def add_participants_batch(self, campaign_id: str, player_ids: Sequence[str], *,
+                               max_ids: int = spec.BATCH_PARTICIPANT_MAX_IDS,
+                               timeout: TimeoutTypes | NotGiven = NOT_GIVEN
+                               ) -> ParticipantsAdded:
+        """See :meth:`AsyncClient.add_participants_batch`."""
+        return await self.client.add_participants_batch(
+            campaign_id, player_ids, brand=self.brand_id, max_ids=max_ids, timeout=timeout)
+
+    async def get_webhook_subscription(self, *, timeout: TimeoutTypes | NotGiven = NOT_GIVEN
+                                 ) -> WebhookSubscription:
+        """See :meth:`AsyncClient.get_webhook_subscription`."""
+        return await self.client.get_webhook_subscription(brand=self.brand_id, timeout=timeout)
+
+    async def create_webhook_subscription(self, subscription: WebhookSubscription, *,
+                                    timeout: TimeoutTypes | NotGiven = NOT_GIVEN
+                                    ) -> WebhookSubscription:
+        """See :meth:`AsyncClient.create_webhook_subscription`."""
+        return await self.client.create_webhook_subscription(subscription, brand=self.brand_id,
+                                                       timeout=timeout)
+
+    async def update_webhook_subscription(self, subscription: WebhookSubscription, *,
+                                    timeout: TimeoutTypes | NotGiven = NOT_GIVEN
+                                    ) -> WebhookSubscription:
+        """See :meth:`AsyncClient.update_webhook_subscription`."""
+        return await self.client.update_webhook_subscription(subscription, brand=self.brand_id,
+                                                       timeout=timeout)

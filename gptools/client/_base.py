@@ -1,0 +1,504 @@
+"""Everything the sync and async clients share that does no I/O.
+
+Settings, the choice of path by principal type (and the local brand checks), request
+building, the retry decision and its delays, error mapping, response parsing and the
+counters. :class:`~gptools.client.Client` and :class:`~gptools.client.AsyncClient` add only
+how a request is sent and how a wait is waited.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from pathlib import Path
+from typing import Generic, TypeVar
+from urllib.parse import quote
+
+import httpx
+from pydantic import SecretStr
+
+from gptools import spec
+from gptools.client import _constants as C
+from gptools.client._ratelimit import RateLimiter
+from gptools.client._settings import (
+    DEFAULT_TIMEOUT,
+    ClientSettings,
+    TimeoutTypes,
+    as_timeout,
+    safe_url,
+)
+from gptools.errors import ApiError, BrandNotAllowedError, BrandRequiredError, TransportError
+from gptools.models import (
+    ApiModel,
+    AwardedFeatureConfigurations,
+    CampaignCreated,
+    CampaignRequest,
+    ErrorBody,
+    Game,
+    ParticipantsAdded,
+    SelfInfo,
+    WebhookSubscription,
+    dumps_wire,
+    loads_wire,
+)
+
+log = logging.getLogger(C.LOGGER_NAME)
+
+M = TypeVar("M", bound=ApiModel)
+
+#: Transport errors raised before the request could reach the server.
+_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+
+_JSON_HEADERS: Mapping[str, str] = {"Content-Type": "application/json"}
+#: Sent with every request.
+DEFAULT_HEADERS: Mapping[str, str] = {"Accept": "application/json", "User-Agent": "gptools-client"}
+
+
+class NotGiven:
+    """The type of :data:`NOT_GIVEN`: "use the client's default", distinct from ``None``."""
+
+    def __repr__(self) -> str:
+        return "NOT_GIVEN"
+
+
+#: Marks an argument the caller did not give (``None`` may mean something else).
+NOT_GIVEN = NotGiven()
+
+
+@dataclass(frozen=True, slots=True)
+class ClientStats:
+    """A snapshot of a client's counters.
+
+    ``requests``: attempts sent (retries included); ``retries``: attempts that repeated an
+    earlier one; ``rate_limited``: rate-limit responses received; ``transport_errors``:
+    attempts that got no HTTP answer; ``wait_seconds``: time requests spent waiting for the
+    rate limiter; ``backoff_seconds``: time spent sleeping between retries.
+    """
+
+    requests: int = 0
+    retries: int = 0
+    rate_limited: int = 0
+    transport_errors: int = 0
+    wait_seconds: float = 0.0
+    backoff_seconds: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Call(Generic[M]):
+    """One API operation, ready to send: what, where, with which body, parsed into what."""
+
+    method: str
+    path: str
+    model: type[M]
+    params: Mapping[str, str] | None = None
+    body: bytes | None = None
+    tiers: tuple[str, ...] = ()
+    #: False when doing the request twice could do it twice (see :func:`should_retry`).
+    idempotent: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    """The decision to try again after ``delay`` seconds."""
+
+    delay: float
+
+
+@dataclass(slots=True)
+class _Counters:
+    requests: int = 0
+    retries: int = 0
+    rate_limited: int = 0
+    transport_errors: int = 0
+    wait_seconds: float = 0.0
+    backoff_seconds: float = 0.0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+# --------------------------------------------------------------------------------------
+# The retry decision and its delays
+# --------------------------------------------------------------------------------------
+
+
+def should_retry(
+    status: int | None, *, rate_limited: bool, idempotent: bool, reached: bool = True
+) -> bool:
+    """Whether an attempt that ended with ``status`` (``None``: no HTTP answer) is retried.
+
+    ``idempotent`` says whether doing the request twice does no harm: true for GETs, for a
+    campaign creation with its ``requestId`` (the client always sends one), participant
+    additions (adding a player twice is a no-op on the server) and subscription updates;
+    false for a subscription creation (a second one is refused) and for a campaign
+    creation without ``requestId``. ``reached`` is false when the request provably never
+    got to the server (connection refused, connect time-out).
+    """
+    # No answer: the server restarted, the network dropped, or it is too slow. An
+    # idempotent request is simply repeated; any other only if it never left us.
+    if status is None:
+        return idempotent or not reached
+    # The rate-limit response: the server did nothing; the same request is fine later.
+    if rate_limited:
+        return True
+    # 5xx (500 UNKNOWN_ERROR, 504 TIMEOUT, a proxy's 502/503) is temporary, but the server
+    # may have acted before failing: only an idempotent request is repeated.
+    # Any other 4xx is the caller's mistake; repeating it cannot help.
+    return idempotent and 500 <= status <= 599
+
+
+def backoff_delay(attempt: int, rng: random.Random, *, base: float, cap: float) -> float:
+    """Seconds before retry number ``attempt + 1``: exponential, capped, with jitter."""
+    delay = min(cap, base * 2.0**attempt)
+    return delay * (1.0 - C.BACKOFF_JITTER * rng.random())
+
+
+def parse_retry_after(value: str | None, *, now: datetime | None = None) -> float | None:
+    """The ``Retry-After`` header in seconds (delta-seconds or an HTTP date), or ``None``."""
+    if value is None:
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        seconds = (when - (now or datetime.now(UTC))).total_seconds()
+    if seconds != seconds:  # NaN
+        return None
+    return max(0.0, seconds)
+
+
+# --------------------------------------------------------------------------------------
+# The base client
+# --------------------------------------------------------------------------------------
+
+
+class BaseClient:
+    """Settings and every non-I/O step of a request; see :class:`~gptools.client.Client`."""
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        username: str | None = None,
+        password: str | SecretStr | None = None,
+        *,
+        timeout: TimeoutTypes = DEFAULT_TIMEOUT,
+        max_retries: int = C.DEFAULT_MAX_RETRIES,
+        legacy_campaign_path: bool = False,
+        rate_tiers: Sequence[spec.RateTier] = spec.RATE_TIERS,
+        rate_limit_status: int = spec.RATE_LIMIT_STATUS,
+        retry_after_ceiling: float = C.RETRY_AFTER_CEILING,
+        backoff_base: float = C.BACKOFF_BASE,
+        backoff_cap: float = C.BACKOFF_CAP,
+        rng: random.Random | None = None,
+        batch_participant_path: str = spec.ENDPOINT_BATCH_PARTICIPANT_TEMPLATE,
+        webhook_subscription_path: str = spec.ENDPOINT_WEBHOOK_SUBSCRIPTION,
+        env_file: str | Path | None = ".env",
+        transport: httpx.BaseTransport | httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.settings = ClientSettings.resolve(base_url, username, password, env_file=env_file)
+        self.timeout = as_timeout(timeout)
+        if max_retries < 0:
+            raise ValueError(f"max_retries must be 0 or more, got {max_retries}")
+        self.max_retries = max_retries
+        self.legacy_campaign_path = legacy_campaign_path
+        self.rate_limit_status = rate_limit_status
+        self.retry_after_ceiling = retry_after_ceiling
+        self.backoff_base = backoff_base
+        self.backoff_cap = backoff_cap
+        self.batch_participant_path = batch_participant_path
+        self.webhook_subscription_path = webhook_subscription_path
+        self.limiter = RateLimiter(rate_tiers)
+        # Seeded by the caller for reproducible jitter; a fresh one otherwise.
+        self._rng = rng if rng is not None else random.Random()
+        self._counters = _Counters()
+        self._self_info: SelfInfo | None = None
+        self._setup(transport)
+
+    def _setup(self, transport: httpx.BaseTransport | httpx.AsyncBaseTransport | None) -> None:
+        """Create the HTTP client and the wait primitives (sync or async)."""
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(base_url={self.settings.base_url!r}, "
+                f"username={self.settings.username!r})")
+
+    @property
+    def base_url(self) -> str:
+        """The API's base address (no credentials)."""
+        return self.settings.base_url
+
+    @property
+    def stats(self) -> ClientStats:
+        """A snapshot of the counters: requests, retries, rate_limited, wait_seconds, ..."""
+        c = self._counters
+        with c.lock:
+            return ClientStats(c.requests, c.retries, c.rate_limited, c.transport_errors,
+                               c.wait_seconds, c.backoff_seconds)
+
+    def _count(self, name: str, amount: float = 1) -> None:
+        c = self._counters
+        with c.lock:
+            setattr(c, name, getattr(c, name) + amount)
+
+    def _auth(self) -> httpx.BasicAuth:
+        return httpx.BasicAuth(self.settings.username, self.settings.password.get_secret_value())
+
+    def _timeout_for(self, timeout: TimeoutTypes | NotGiven) -> httpx.Timeout:
+        return self.timeout if isinstance(timeout, NotGiven) else as_timeout(timeout)
+
+    # ----------------------------------------------------------------------------------
+    # Paths
+    # ----------------------------------------------------------------------------------
+
+    def url_of(self, path: str, params: Mapping[str, str] | None = None) -> str:
+        """The full URL of an API path, as shown in errors and logs (no credentials)."""
+        return safe_url(httpx.URL(self.settings.base_url + path, params=params))
+
+    def _campaign_endpoint(self) -> str:
+        if self.legacy_campaign_path:
+            return spec.ENDPOINT_LEGACY_CAMPAIGN
+        return spec.ENDPOINT_CAMPAIGN
+
+    def _brand_path(self, method: str, endpoint: str, brand: int | None, info: SelfInfo) -> str:
+        """The path of ``endpoint`` in the form the account's principal type calls for.
+
+        Raises BRAND_REQUIRED / BRAND_NOT_ALLOWED locally (``sent=False``) where the
+        document says the server would refuse; INTERNAL and unknown types are left to the
+        server.
+        """
+        principal = info.principal_type
+        checked = principal in spec.KNOWN_PRINCIPAL_TYPES and principal != spec.PRINCIPAL_INTERNAL
+        if brand is None:
+            path = f"{spec.API_PREFIX}/{endpoint}"
+            if principal in spec.EXPLICIT_ONLY_PRINCIPALS:
+                raise BrandRequiredError(
+                    f"{principal} accounts must name a brand; allowed: {_brand_list(info)}. "
+                    "Pass brand=ID or use client.brand(ID)",
+                    code=spec.CODE_BRAND_REQUIRED, method=method, url=self.url_of(path),
+                    sent=False,
+                )
+            return path
+        if isinstance(brand, bool) or not isinstance(brand, int):
+            raise TypeError(f"brand must be an integer brand id, got {brand!r}")
+        path = spec.BRAND_PREFIX_TEMPLATE.format(brand_id=brand) + f"/{endpoint}"
+        if checked and brand not in info.brand_ids:
+            raise BrandNotAllowedError(
+                f"brand {brand} is not among this account's allowed brands: {_brand_list(info)}",
+                code=spec.CODE_BRAND_NOT_ALLOWED, method=method, url=self.url_of(path),
+                sent=False,
+            )
+        return path
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        model: type[M],
+        *,
+        params: Mapping[str, str] | None = None,
+        body: bytes | None = None,
+        idempotent: bool = True,
+    ) -> Call[M]:
+        return Call(method, path, model, params, body, self.limiter.tiers_for(method, path),
+                    idempotent)
+
+    # ----------------------------------------------------------------------------------
+    # Operations (request building only)
+    # ----------------------------------------------------------------------------------
+
+    def _build_self(self) -> Call[SelfInfo]:
+        return self._call("GET", spec.SELF_PATH, SelfInfo)
+
+    def _build_configurations(
+        self, game_id: str | None, currency_code: str | None, brand: int | None, info: SelfInfo
+    ) -> Call[AwardedFeatureConfigurations]:
+        params = {
+            k: v for k, v in ((spec.QUERY_GAME_ID, game_id),
+                              (spec.QUERY_CURRENCY_CODE, currency_code)) if v is not None
+        }
+        path = self._brand_path("GET", spec.ENDPOINT_AWARDED_FEATURE_CONFIGURATIONS, brand, info)
+        return self._call("GET", path, AwardedFeatureConfigurations, params=params)
+
+    def _build_game(self, game_id: str, brand: int | None, info: SelfInfo) -> Call[Game]:
+        path = self._brand_path("GET", spec.ENDPOINT_GAME, brand, info)
+        return self._call("GET", path, Game, params={spec.QUERY_GAME_ID: game_id})
+
+    def _build_create_campaign(
+        self, request: CampaignRequest, brand: int | None, info: SelfInfo
+    ) -> Call[CampaignCreated]:
+        if not isinstance(request, CampaignRequest):
+            raise TypeError(f"create_campaign needs a models.CampaignRequest, got {request!r}")
+        if request.request_id is None:
+            # The idempotency key makes the creation safe to retry: every attempt sends the
+            # same one, so the server creates the campaign at most once.
+            request = request.model_copy(update={"request_id": str(uuid.uuid4())})
+        path = self._brand_path("POST", self._campaign_endpoint(), brand, info)
+        return self._call("POST", path, CampaignCreated, body=request.to_wire(),
+                          idempotent=request.request_id is not None)
+
+    def _build_participants(
+        self,
+        template: str,
+        campaign_id: str,
+        player_ids: Sequence[str],
+        brand: int | None,
+        info: SelfInfo,
+        *,
+        max_ids: int | None = None,
+    ) -> Call[ParticipantsAdded]:
+        if not isinstance(campaign_id, str) or not campaign_id:
+            raise ValueError(f"campaign_id must be a non-empty string, got {campaign_id!r}")
+        if isinstance(player_ids, str):
+            raise TypeError("player_ids must be a sequence of player ids, not a single string")
+        ids = list(player_ids)
+        if not ids:
+            raise ValueError("player_ids is empty: name at least one player to add")
+        bad = next((i for i, p in enumerate(ids) if not isinstance(p, str) or not p), None)
+        if bad is not None:
+            raise ValueError(f"player_ids[{bad}] must be a non-empty string, got {ids[bad]!r}")
+        if max_ids is not None and len(ids) > max_ids:
+            raise ValueError(
+                f"{len(ids)} player ids in one batch; the limit is {max_ids} "
+                "(spec.BATCH_PARTICIPANT_MAX_IDS, assumed; override with max_ids=)"
+            )
+        endpoint = template.format(campaign=self._campaign_endpoint(),
+                                   campaign_id=quote(campaign_id, safe=""))
+        path = self._brand_path("POST", endpoint, brand, info)
+        return self._call("POST", path, ParticipantsAdded,
+                          body=dumps_wire({spec.FIELD_PLAYER_IDS: ids}))
+
+    def _build_add_participants(
+        self, campaign_id: str, player_ids: Sequence[str], brand: int | None, info: SelfInfo
+    ) -> Call[ParticipantsAdded]:
+        return self._build_participants(spec.ENDPOINT_PARTICIPANT_TEMPLATE, campaign_id,
+                                        player_ids, brand, info)
+
+    def _build_add_participants_batch(
+        self, campaign_id: str, player_ids: Sequence[str], brand: int | None, info: SelfInfo,
+        max_ids: int,
+    ) -> Call[ParticipantsAdded]:
+        return self._build_participants(self.batch_participant_path, campaign_id, player_ids,
+                                        brand, info, max_ids=max_ids)
+
+    def _build_subscription(
+        self, method: str, subscription: WebhookSubscription | None, brand: int | None,
+        info: SelfInfo,
+    ) -> Call[WebhookSubscription]:
+        path = self._brand_path(method, self.webhook_subscription_path, brand, info)
+        body = subscription.to_wire() if subscription is not None else None
+        # A second creation is refused once the first got through, so only GET and PUT
+        # are repeated after an ambiguous failure.
+        return self._call(method, path, WebhookSubscription, body=body,
+                          idempotent=method != "POST")
+
+    # ----------------------------------------------------------------------------------
+    # After an attempt: parse, map the error, decide on a retry
+    # ----------------------------------------------------------------------------------
+
+    def _headers(self, call: Call[M]) -> Mapping[str, str] | None:
+        return _JSON_HEADERS if call.body is not None else None
+
+    def _release_flags(self, response: httpx.Response | None) -> tuple[bool, float | None]:
+        """Whether an answer is the rate-limit response, and its ``Retry-After``."""
+        if response is None or response.status_code != self.rate_limit_status:
+            return False, None
+        return True, parse_retry_after(response.headers.get("Retry-After"))
+
+    def _after_response(self, call: Call[M], response: httpx.Response, attempt: int) -> M | Retry:
+        """The parsed result of a 2xx, or a :class:`Retry`; raises the final error."""
+        status = response.status_code
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("%s %s -> %d", call.method, self.url_of(call.path, call.params), status)
+        if 200 <= status <= 299:
+            return self._parse(call, response, attempt)
+        retry_after = parse_retry_after(response.headers.get("Retry-After"))
+        error = self._error(call, response, attempt, retry_after)
+        rate_limited = status == self.rate_limit_status or error.code == spec.RATE_LIMIT_CODE
+        if rate_limited:
+            self._count("rate_limited")
+        if not should_retry(status, rate_limited=rate_limited, idempotent=call.idempotent):
+            raise error
+        if attempt >= self.max_retries:
+            raise error
+        if retry_after is not None and retry_after > self.retry_after_ceiling:
+            # Sleeping that long would look like a hang; the caller decides instead.
+            raise error
+        delay = retry_after if retry_after is not None else self._backoff(attempt)
+        self._log_retry(call, f"HTTP {status}" + (f" {error.code}" if error.code else ""),
+                        attempt, delay)
+        return Retry(delay)
+
+    def _after_transport_error(self, call: Call[M], exc: httpx.TransportError,
+                               attempt: int) -> Retry:
+        """A :class:`Retry` after a connection error or time-out; raises the final error."""
+        self._count("transport_errors")
+        reached = not isinstance(exc, _NOT_SENT)
+        if attempt >= self.max_retries or not should_retry(
+            None, rate_limited=False, idempotent=call.idempotent, reached=reached
+        ):
+            raise TransportError(
+                _describe(exc), method=call.method, url=self.url_of(call.path, call.params),
+                retries=attempt,
+            ) from exc
+        delay = self._backoff(attempt)
+        self._log_retry(call, _describe(exc), attempt, delay)
+        return Retry(delay)
+
+    def _backoff(self, attempt: int) -> float:
+        return backoff_delay(attempt, self._rng, base=self.backoff_base, cap=self.backoff_cap)
+
+    def _log_retry(self, call: Call[M], reason: str, attempt: int, delay: float) -> None:
+        self._count("retries")
+        log.info("retry %d of %d for %s %s after %s, in %.2f s", attempt + 1, self.max_retries,
+                 call.method, self.url_of(call.path, call.params), reason, delay)
+
+    def _parse(self, call: Call[M], response: httpx.Response, retries: int) -> M:
+        content = response.content
+        try:
+            data = loads_wire(content) if content.strip() else {}
+            result = call.model.model_validate(data)
+        except ValueError as exc:  # bad JSON or a shape the model refuses
+            raise ApiError(
+                f"unexpected answer, not a valid {call.model.__name__}: {exc}",
+                status=response.status_code, method=call.method,
+                url=self.url_of(call.path, call.params),
+                body=response.text[:2000], retries=retries,
+            ) from exc
+        result._retries = retries
+        return result
+
+    def _error(self, call: Call[M], response: httpx.Response, retries: int,
+               retry_after: float | None) -> ApiError:
+        raw = response.text
+        body: ErrorBody | None = None
+        try:
+            data = loads_wire(response.content)
+            if isinstance(data, dict):
+                body = ErrorBody.model_validate(data)
+        except ValueError:
+            body = None  # not the documented JSON: from_body keeps the raw text instead
+        return ApiError.from_body(
+            response.status_code, body, raw=raw, method=call.method,
+            url=self.url_of(call.path, call.params), retries=retries, retry_after=retry_after,
+        )
+
+
+def _brand_list(info: SelfInfo) -> str:
+    if not info.allowed_brands:
+        return "none"
+    return ", ".join(f"{b.id} ({b.name})" for b in info.allowed_brands)
+
+
+def _describe(exc: httpx.TransportError) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

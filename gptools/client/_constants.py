@@ -1,0 +1,49 @@
+"""Every tunable of the client in one place (timeouts, retries, backoff, rate limiting).
+
+Each is the default of a :class:`~gptools.client.Client` keyword argument of the same
+name in lower case, so a caller changes one argument, never this module.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+#: Seconds to establish a connection. Short: a refused or unreachable host should fail fast.
+DEFAULT_CONNECT_TIMEOUT: Final = 5.0
+#: Seconds to wait for the answer (and to write the body, and for a pooled connection).
+#: Long enough for a slow campaign creation, never unlimited.
+DEFAULT_READ_TIMEOUT: Final = 30.0
+
+#: How many times one call is retried after its first attempt.
+DEFAULT_MAX_RETRIES: Final = 3
+#: First backoff delay in seconds; it doubles on every retry up to the cap.
+BACKOFF_BASE: Final = 0.5
+BACKOFF_CAP: Final = 8.0
+#: Each delay is shortened by up to this fraction at random, so many clients that failed
+#: together do not come back together.
+BACKOFF_JITTER: Final = 0.25
+#: The longest ``Retry-After`` the client sleeps through; a longer hint raises
+#: :class:`~gptools.errors.RateLimitedError` at once (the caller decides what to do).
+RETRY_AFTER_CEILING: Final = 30.0
+
+#: Added to each tier's 1-second window. The limiter counts a request from the moment it is
+#: sent until its answer has arrived plus the window, so the server's arrival time is always
+#: inside what we counted; the margin absorbs clock granularity and rounding on its side.
+RATE_WINDOW_MARGIN: Final = 0.02
+#: After a rate-limit response every tier the request counted against runs at this fraction
+#: of its limit (multiplicative decrease) ...
+RATE_DECREASE_FACTOR: Final = 0.5
+#: ... and each later success gives back this many requests per second (additive increase),
+#: until the published figure is reached again.
+RATE_INCREASE_PER_SUCCESS: Final = 1.0
+#: How long a waiter blocked only by requests still in flight sleeps before looking again;
+#: a finished request wakes it sooner.
+RATE_INFLIGHT_RECHECK: Final = 0.05
+
+#: Environment variables (and ``.env`` keys) read when an argument is not given.
+ENV_BASE_URL: Final = "GP_BASE_URL"
+ENV_USERNAME: Final = "GP_USERNAME"
+ENV_PASSWORD: Final = "GP_PASSWORD"  # noqa: S105 (a variable name, not a password)
+
+#: The logger every client message goes to. Headers are never logged.
+LOGGER_NAME: Final = "gptools.client"

@@ -1,0 +1,130 @@
+"""Where the client's settings come from: arguments, then the environment, then ``.env``.
+
+The password becomes a :class:`~pydantic.SecretStr` as soon as it is read, so nothing
+downstream can print it by accident.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+from dotenv import dotenv_values
+from pydantic import SecretStr
+
+from gptools.client import _constants as C
+from gptools.errors import ConfigurationError
+
+#: What a ``timeout=`` argument may be: seconds for every phase, a ``(connect, read)`` pair,
+#: or an :class:`httpx.Timeout` with every phase set.
+TimeoutTypes = float | tuple[float, float] | httpx.Timeout
+
+DEFAULT_TIMEOUT = httpx.Timeout(
+    C.DEFAULT_READ_TIMEOUT, connect=C.DEFAULT_CONNECT_TIMEOUT
+)
+
+
+def as_timeout(value: TimeoutTypes | None) -> httpx.Timeout:
+    """Turn a ``timeout=`` argument into an :class:`httpx.Timeout`; refuse "no timeout"."""
+    if value is None:
+        raise ConfigurationError(
+            "timeout=None would wait forever; give seconds, a (connect, read) pair "
+            "or an httpx.Timeout"
+        )
+    if isinstance(value, httpx.Timeout):
+        timeout = value
+    elif isinstance(value, tuple):
+        if len(value) != 2:
+            raise ConfigurationError(f"timeout pair must be (connect, read), got {value!r}")
+        connect, read = value
+        timeout = httpx.Timeout(read, connect=connect)
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        timeout = httpx.Timeout(float(value))
+    else:
+        raise ConfigurationError(f"timeout must be seconds or (connect, read), got {value!r}")
+    phases = {"connect": timeout.connect, "read": timeout.read, "write": timeout.write,
+              "pool": timeout.pool}
+    for phase, seconds in phases.items():
+        if seconds is None or not seconds > 0:
+            raise ConfigurationError(
+                f"{phase} timeout must be a positive number of seconds, got {seconds!r}"
+            )
+    return timeout
+
+
+@dataclass(frozen=True, slots=True)
+class ClientSettings:
+    """The resolved connection settings of a client. ``password`` never shows in a repr."""
+
+    base_url: str
+    username: str
+    password: SecretStr
+
+    @classmethod
+    def resolve(
+        cls,
+        base_url: str | None,
+        username: str | None,
+        password: str | SecretStr | None,
+        *,
+        env_file: str | Path | None = ".env",
+        environ: Mapping[str, str] | None = None,
+    ) -> ClientSettings:
+        """Take each setting from its argument, else the environment, else ``env_file``.
+
+        ``env_file=None`` skips the file. Raises :class:`~gptools.errors.ConfigurationError`
+        naming what is missing and where it was looked for.
+        """
+        env = os.environ if environ is None else environ
+        file_values: Mapping[str, str | None] = {}
+        if env_file is not None and Path(env_file).is_file():
+            file_values = dotenv_values(env_file)
+
+        def pick(given: str | None, name: str) -> str | None:
+            if given is not None:
+                return given
+            if name in env:
+                return env[name]
+            return file_values.get(name)
+
+        url = pick(base_url, C.ENV_BASE_URL)
+        user = pick(username, C.ENV_USERNAME)
+        secret = (
+            password
+            if isinstance(password, SecretStr)
+            else SecretStr(value)
+            if (value := pick(password, C.ENV_PASSWORD)) is not None
+            else None
+        )
+        where = f"the environment or {env_file}" if env_file is not None else "the environment"
+        missing = [
+            f"{arg}= (or {var} in {where})"
+            for arg, var, val in (
+                ("base_url", C.ENV_BASE_URL, url),
+                ("username", C.ENV_USERNAME, user),
+                ("password", C.ENV_PASSWORD, secret.get_secret_value() if secret else None),
+            )
+            if not val
+        ]
+        if missing:
+            raise ConfigurationError("missing client settings: give " + ", ".join(missing))
+        assert url and user and secret  # for the type checker: `missing` covered each
+        parsed = httpx.URL(url)
+        if parsed.scheme not in ("http", "https") or not parsed.host:
+            raise ConfigurationError(f"base URL must be an http(s) URL, got {safe_url(url)!r}")
+        if parsed.userinfo:
+            raise ConfigurationError(
+                "base URL must not carry credentials; give username= and password= instead"
+            )
+        return cls(base_url=url.rstrip("/"), username=user, password=secret)
+
+
+def safe_url(url: str | httpx.URL) -> str:
+    """``url`` as text without any user info (credentials never reach a message)."""
+    parsed = httpx.URL(str(url))
+    if parsed.userinfo:
+        parsed = parsed.copy_with(username=None, password=None)
+    return str(parsed)

@@ -1,0 +1,294 @@
+"""The synchronous client: :class:`Client` and its brand-scoped view :class:`BrandClient`.
+
+It waits with threads' tools only (``time.sleep``, a :class:`threading.Condition`), never
+``asyncio.run``, so it works inside a running Jupyter kernel; one client may be shared by
+the threads of a pool, and its rate limits hold for all of them together.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from types import TracebackType
+
+import httpx
+
+from gptools import spec
+from gptools.client._base import (
+    DEFAULT_HEADERS,
+    NOT_GIVEN,
+    BaseClient,
+    Call,
+    M,
+    NotGiven,
+    Retry,
+)
+from gptools.client._ratelimit import Ticket
+from gptools.client._settings import TimeoutTypes
+from gptools.models import (
+    AwardedFeatureConfigurations,
+    CampaignCreated,
+    CampaignRequest,
+    Game,
+    ParticipantsAdded,
+    SelfInfo,
+    WebhookSubscription,
+)
+
+
+class Client(BaseClient):
+    """A synchronous client of the provider's API (or of the sandbox).
+
+    ``base_url``, ``username`` and ``password`` default to ``GP_BASE_URL``, ``GP_USERNAME``
+    and ``GP_PASSWORD`` from the environment, else from ``env_file`` (``.env``; ``None``
+    skips it). The password is kept as a :class:`~pydantic.SecretStr`.
+
+    Keyword options: ``timeout`` (seconds, a ``(connect, read)`` pair or an
+    :class:`httpx.Timeout`; never ``None``), ``max_retries``, ``legacy_campaign_path``
+    (use ``/freeround/campaign``), ``rate_tiers`` (the rate table to respect; ``()`` turns
+    client-side limiting off), ``rate_limit_status``, ``retry_after_ceiling``,
+    ``backoff_base``/``backoff_cap``, ``rng`` (a seeded :class:`random.Random` for
+    reproducible jitter), ``batch_participant_path``, ``webhook_subscription_path`` and
+    ``transport`` (an :class:`httpx.BaseTransport`). Defaults live in
+    :mod:`gptools.client._constants` and :mod:`gptools.spec`.
+
+    The account's principal type is learned from ``GET /self`` on first use and cached; it
+    decides the path form and the local brand checks. Every method takes ``brand=`` (or use
+    :meth:`brand`) and ``timeout=``.
+    """
+
+    _http: httpx.Client
+
+    def _setup(self, transport: httpx.BaseTransport | httpx.AsyncBaseTransport | None) -> None:
+        if transport is not None and not isinstance(transport, httpx.BaseTransport):
+            raise TypeError("Client needs a sync httpx.BaseTransport; use AsyncClient for async")
+        self._http = httpx.Client(base_url=self.settings.base_url, auth=self._auth(),
+                                  timeout=self.timeout, headers=dict(DEFAULT_HEADERS),
+                                  transport=transport)
+        self._cond = threading.Condition()
+        self._self_lock = threading.Lock()
+
+    def close(self) -> None:
+        """Close the connections."""
+        self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def brand(self, brand_id: int) -> BrandClient:
+        """A view of this client that acts on brand ``brand_id`` in every call."""
+        return BrandClient(self, brand_id)
+
+    # ----------------------------------------------------------------------------------
+    # Operations
+    # ----------------------------------------------------------------------------------
+
+    def self(self, *, refresh: bool = False, timeout: TimeoutTypes | NotGiven = NOT_GIVEN
+             ) -> SelfInfo:
+        """``GET /self``: the principal type and allowed brands (cached; ``refresh`` re-reads)."""
+        info = self._self_info
+        if info is None or refresh:
+            # One fetch even when many threads start at once: they would all count
+            # against the same rate tier.
+            with self._self_lock:
+                if self._self_info is None or refresh:
+                    self._self_info = self._request(self._build_self(), timeout)
+                info = self._self_info
+        return info
+
+    def awarded_feature_configurations(
+        self,
+        game_id: str | None,
+        currency_code: str | None,
+        *,
+        brand: int | None = None,
+        timeout: TimeoutTypes | NotGiven = NOT_GIVEN,
+    ) -> AwardedFeatureConfigurations:
+        """The pre-calculated feature costs (``bet``) of a game in a currency."""
+        call = self._build_configurations(game_id, currency_code, brand, self.self())
+        return self._request(call, timeout)
+
+    def game(self, game_id: str, *, brand: int | None = None,
+             timeout: TimeoutTypes | NotGiven = NOT_GIVEN) -> Game:
+        """A game's configuration: buy features (price multipliers) and bet sizes."""
+        return self._request(self._build_game(game_id, brand, self.self()), timeout)
+
+    def create_campaign(self, request: CampaignRequest, *, brand: int | None = None,
+                        timeout: TimeoutTypes | NotGiven = NOT_GIVEN) -> CampaignCreated:
+        """Create a campaign. A ``requestId`` is generated when the request has none, and
+        the same one is sent on every retry, so the campaign is created at most once."""
+        call = self._build_create_campaign(request, brand, self.self())
+        return self._request(call, timeout)
+
+    def add_participants(self, campaign_id: str, player_ids: Sequence[str], *,
+                         brand: int | None = None,
+                         timeout: TimeoutTypes | NotGiven = NOT_GIVEN) -> ParticipantsAdded:
+        """Add players (external ids) to a campaign. Safe to retry: adding twice is a no-op."""
+        call = self._build_add_participants(campaign_id, player_ids, brand, self.self())
+        return self._request(call, timeout)
+
+    def add_participants_batch(
+        self,
+        campaign_id: str,
+        player_ids: Sequence[str],
+        *,
+        brand: int | None = None,
+        max_ids: int = spec.BATCH_PARTICIPANT_MAX_IDS,
+        timeout: TimeoutTypes | NotGiven = NOT_GIVEN,
+    ) -> ParticipantsAdded:
+        """Add a large list of players through the batch endpoint (assumed path and limit,
+        see ``spec.ENDPOINT_BATCH_PARTICIPANT_TEMPLATE``); more than ``max_ids`` is refused
+        locally."""
+        call = self._build_add_participants_batch(campaign_id, player_ids, brand, self.self(),
+                                                  max_ids)
+        return self._request(call, timeout)
+
+    def get_webhook_subscription(self, *, brand: int | None = None,
+                                 timeout: TimeoutTypes | NotGiven = NOT_GIVEN
+                                 ) -> WebhookSubscription:
+        """The brand's webhook subscription (assumed endpoint, see ``spec``)."""
+        call = self._build_subscription("GET", None, brand, self.self())
+        return self._request(call, timeout)
+
+    def create_webhook_subscription(self, subscription: WebhookSubscription, *,
+                                    brand: int | None = None,
+                                    timeout: TimeoutTypes | NotGiven = NOT_GIVEN
+                                    ) -> WebhookSubscription:
+        """Create the brand's webhook subscription (``POST``, assumed endpoint)."""
+        call = self._build_subscription("POST", subscription, brand, self.self())
+        return self._request(call, timeout)
+
+    def update_webhook_subscription(self, subscription: WebhookSubscription, *,
+                                    brand: int | None = None,
+                                    timeout: TimeoutTypes | NotGiven = NOT_GIVEN
+                                    ) -> WebhookSubscription:
+        """Replace the brand's webhook subscription (``PUT``, assumed endpoint)."""
+        call = self._build_subscription("PUT", subscription, brand, self.self())
+        return self._request(call, timeout)
+
+    # ----------------------------------------------------------------------------------
+    # Sending and waiting: the only part that differs from AsyncClient
+    # ----------------------------------------------------------------------------------
+
+    def _request(self, call: Call[M], timeout: TimeoutTypes | NotGiven) -> M:
+        http_timeout = self._timeout_for(timeout)
+        attempt = 0
+        while True:
+            ticket = self._acquire(call.tiers)
+            self._count("requests")
+            response: httpx.Response | None = None
+            step: M | Retry
+            try:
+                response = self._http.request(
+                    call.method, call.path, params=call.params, content=call.body,
+                    headers=self._headers(call), timeout=http_timeout,
+                )
+            except httpx.TransportError as exc:
+                step = self._after_transport_error(call, exc, attempt)
+            else:
+                step = self._after_response(call, response, attempt)
+            finally:
+                self._release(ticket, response)
+            if not isinstance(step, Retry):
+                return step
+            time.sleep(step.delay)
+            self._count("backoff_seconds", step.delay)
+            attempt += 1
+
+    def _acquire(self, tiers: tuple[str, ...]) -> Ticket | None:
+        if not tiers:
+            return None
+        waited = 0.0
+        with self._cond:
+            while True:
+                now = time.monotonic()
+                admitted = self.limiter.try_acquire(tiers, now)
+                if isinstance(admitted, Ticket):
+                    break
+                # Woken early when a request finishes and frees a place.
+                self._cond.wait(admitted)
+                waited += time.monotonic() - now
+        if waited:
+            self._count("wait_seconds", waited)
+        return admitted
+
+    def _release(self, ticket: Ticket | None, response: httpx.Response | None) -> None:
+        if ticket is None:
+            return
+        rate_limited, retry_after = self._release_flags(response)
+        with self._cond:
+            self.limiter.release(ticket, time.monotonic(), rate_limited=rate_limited,
+                                 retry_after=retry_after)
+            self._cond.notify_all()
+
+
+class BrandClient:
+    """A :class:`Client` bound to one brand: the same operations without ``brand=``."""
+
+    def __init__(self, client: Client, brand_id: int) -> None:
+        if isinstance(brand_id, bool) or not isinstance(brand_id, int):
+            raise TypeError(f"brand must be an integer brand id, got {brand_id!r}")
+        self.client = client
+        self.brand_id = brand_id
+
+    def __repr__(self) -> str:
+        return f"{self.client!r}.brand({self.brand_id})"
+
+    def awarded_feature_configurations(
+        self, game_id: str | None, currency_code: str | None, *,
+        timeout: TimeoutTypes | NotGiven = NOT_GIVEN,
+    ) -> AwardedFeatureConfigurations:
+        """See :meth:`Client.awarded_feature_configurations`."""
+        return self.client.awarded_feature_configurations(
+            game_id, currency_code, brand=self.brand_id, timeout=timeout)
+
+    def game(self, game_id: str, *, timeout: TimeoutTypes | NotGiven = NOT_GIVEN) -> Game:
+        """See :meth:`Client.game`."""
+        return self.client.game(game_id, brand=self.brand_id, timeout=timeout)
+
+    def create_campaign(self, request: CampaignRequest, *,
+                        timeout: TimeoutTypes | NotGiven = NOT_GIVEN) -> CampaignCreated:
+        """See :meth:`Client.create_campaign`."""
+        return self.client.create_campaign(request, brand=self.brand_id, timeout=timeout)
+
+    def add_participants(self, campaign_id: str, player_ids: Sequence[str], *,
+                         timeout: TimeoutTypes | NotGiven = NOT_GIVEN) -> ParticipantsAdded:
+        """See :meth:`Client.add_participants`."""
+        return self.client.add_participants(campaign_id, player_ids, brand=self.brand_id,
+                                            timeout=timeout)
+
+    def add_participants_batch(self, campaign_id: str, player_ids: Sequence[str], *,
+                               max_ids: int = spec.BATCH_PARTICIPANT_MAX_IDS,
+                               timeout: TimeoutTypes | NotGiven = NOT_GIVEN
+                               ) -> ParticipantsAdded:
+        """See :meth:`Client.add_participants_batch`."""
+        return self.client.add_participants_batch(campaign_id, player_ids, brand=self.brand_id,
+                                                  max_ids=max_ids, timeout=timeout)
+
+    def get_webhook_subscription(self, *, timeout: TimeoutTypes | NotGiven = NOT_GIVEN
+                                 ) -> WebhookSubscription:
+        """See :meth:`Client.get_webhook_subscription`."""
+        return self.client.get_webhook_subscription(brand=self.brand_id, timeout=timeout)
+
+    def create_webhook_subscription(self, subscription: WebhookSubscription, *,
+                                    timeout: TimeoutTypes | NotGiven = NOT_GIVEN
+                                    ) -> WebhookSubscription:
+        """See :meth:`Client.create_webhook_subscription`."""
+        return self.client.create_webhook_subscription(subscription, brand=self.brand_id,
+                                                       timeout=timeout)
+
+    def update_webhook_subscription(self, subscription: WebhookSubscription, *,
+                                    timeout: TimeoutTypes | NotGiven = NOT_GIVEN
+                                    ) -> WebhookSubscription:
+        """See :meth:`Client.update_webhook_subscription`."""
+        return self.client.update_webhook_subscription(subscription, brand=self.brand_id,
+                                                       timeout=timeout)

@@ -1,0 +1,101 @@
+"""Awarded-feature costs: exact arithmetic, the three sources, cross-checks and previews.
+
+Feature Cost = Base Bet × Price Multiplier, in :class:`~decimal.Decimal`, rounded to the
+currency's minor units by its own exponent (from Babel). For an AWARDED_FEATURE campaign the
+``bet`` is this total cost, never the base bet. The three sources the API document allows
+(the configurations endpoint, the game endpoint, a stored file) each give the same tidy
+table (see :mod:`gptools.costs._tables` for its columns and the stored file format);
+:func:`cross_check` compares any two.
+"""
+
+from gptools.costs._crosscheck import (
+    BASE_BET_MISSING,
+    BUY_FEATURE_MISSING,
+    COST_DIFFERS,
+    COST_MISSING,
+    CURRENCY_MISSING,
+    GAME_MISSING,
+    KINDS,
+    MULTIPLIER_CHANGED,
+    CrossCheck,
+    cross_check,
+)
+from gptools.costs._money import (
+    UnknownCurrencyError,
+    currency_exponent,
+    feature_cost,
+    format_money,
+    minor_unit,
+    parse_decimal,
+    round_money,
+)
+from gptools.costs._preview import (
+    BrandScoping,
+    CatalogueClient,
+    CostBook,
+    chart_frame,
+    cost_book,
+    cost_chart,
+    preview,
+    scoped,
+)
+from gptools.costs._tables import (
+    COLUMNS,
+    SOURCE_CONFIGURATIONS,
+    SOURCE_GAME,
+    SOURCE_STORED,
+    STORED_COLUMNS,
+    CostRow,
+    StoredTableError,
+    available_costs,
+    combine,
+    cost_table,
+    read_stored_table,
+    rows_of,
+    table_from_configurations,
+    table_from_game,
+    write_stored_table,
+)
+
+__all__ = [
+    "BASE_BET_MISSING",
+    "BUY_FEATURE_MISSING",
+    "COLUMNS",
+    "COST_DIFFERS",
+    "COST_MISSING",
+    "CURRENCY_MISSING",
+    "GAME_MISSING",
+    "KINDS",
+    "MULTIPLIER_CHANGED",
+    "SOURCE_CONFIGURATIONS",
+    "SOURCE_GAME",
+    "SOURCE_STORED",
+    "STORED_COLUMNS",
+    "BrandScoping",
+    "CatalogueClient",
+    "CostBook",
+    "CostRow",
+    "CrossCheck",
+    "StoredTableError",
+    "UnknownCurrencyError",
+    "available_costs",
+    "chart_frame",
+    "combine",
+    "cost_book",
+    "cost_chart",
+    "cost_table",
+    "cross_check",
+    "currency_exponent",
+    "feature_cost",
+    "format_money",
+    "minor_unit",
+    "parse_decimal",
+    "preview",
+    "read_stored_table",
+    "round_money",
+    "rows_of",
+    "scoped",
+    "table_from_configurations",
+    "table_from_game",
+    "write_stored_table",
+]

@@ -1,0 +1,53 @@
+"""The bulk participant loader: any reasonable player list into a campaign, resumably.
+
+::
+
+    from gptools.participants import load_participants
+    summary = load_participants(client, "CMP-000001", "players.csv", rejects="rejects.csv")
+    summary                      # an HTML table in Jupyter; str() for text
+    summary.to_frame()           # one row per input row with its outcome
+
+Every input row ends in exactly one outcome, ``loaded``, ``rejected``, ``duplicate`` or
+``not_attempted``, and the counts add up. The journal (SQLite) makes a load resumable:
+run the same load again and only what the server has not acknowledged is sent.
+"""
+
+from gptools.participants._journal import JournalMismatchError
+from gptools.participants._loader import (
+    DEFAULT_CONCURRENCY,
+    DEFAULT_MAX_ATTEMPTS,
+    LoadInterrupted,
+    default_journal_dir,
+    default_journal_path,
+    load_participants,
+)
+from gptools.participants._sources import (
+    PLAYER_ID_HEADERS,
+    PlayerListError,
+    PlayerRow,
+    Source,
+    open_source,
+)
+from gptools.participants._summary import OUTCOMES, REJECTS_COLUMNS, LoadSummary
+from gptools.participants._validate import REASON_CODES, Rejection, check_player_id
+
+__all__ = [
+    "DEFAULT_CONCURRENCY",
+    "DEFAULT_MAX_ATTEMPTS",
+    "OUTCOMES",
+    "PLAYER_ID_HEADERS",
+    "REASON_CODES",
+    "REJECTS_COLUMNS",
+    "JournalMismatchError",
+    "LoadInterrupted",
+    "LoadSummary",
+    "PlayerListError",
+    "PlayerRow",
+    "Rejection",
+    "Source",
+    "check_player_id",
+    "default_journal_dir",
+    "default_journal_path",
+    "load_participants",
+    "open_source",
+]

@@ -1,0 +1,416 @@
+"""The on-disk journal of a load (SQLite), which makes it resumable.
+
+A journal holds one load, named by its identity: the server, the campaign, the brand and
+the input's fingerprint. It keeps every input row with its outcome, so the journal is also
+where the summary's per-row outcomes come from. Tables:
+
+``rows``    every input row: line, raw value (null when it equals the trimmed id),
+            trimmed id or the local rejection.
+``ids``     each distinct valid id once, numbered (``seq``) in order of first appearance,
+            with its status: ``pending``, ``loaded`` or ``rejected`` (refused by the server).
+``chunks``  consecutive ``seq`` ranges of ``chunk_size`` ids, the unit that is sent:
+            ``pending`` (never sent), ``sent`` (sent, answer not yet recorded),
+            ``acknowledged`` (every id in it has its final status).
+
+The rows are written in one transaction (a load killed while reading starts over), and
+each answer from the server is committed in its own transaction before the next step
+depends on it. Because chunks are cut from the numbered ids, the same input always gives
+the same chunks, so a resumed load skips exactly what was acknowledged.
+
+A chunk found ``sent`` when a journal is opened was sent by a process that died before it
+recorded the answer: whether the server added those players is unknown, so the chunk is
+sent again (adding a player who is already a participant is the one case where an id can
+be sent twice; an acknowledged chunk is never sent again).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final
+
+from gptools.participants._sources import PlayerListError, PlayerRow
+from gptools.participants._validate import REFUSED_BY_SERVER, Rejection
+
+PENDING: Final = "pending"
+SENT: Final = "sent"
+ACKNOWLEDGED: Final = "acknowledged"
+LOADED: Final = "loaded"
+REJECTED: Final = "rejected"
+
+_SCHEMA_VERSION: Final = "1"
+_BATCH: Final = 20_000
+
+_SCHEMA: Final = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS rows (
+    line INTEGER PRIMARY KEY,
+    raw TEXT,
+    player_id TEXT,
+    reason_code TEXT,
+    reason TEXT
+);
+CREATE TABLE IF NOT EXISTS ids (
+    seq INTEGER PRIMARY KEY,
+    player_id TEXT NOT NULL,
+    first_line INTEGER NOT NULL,
+    status TEXT NOT NULL DEFAULT 'pending',
+    reason TEXT,
+    updated_at TEXT
+);
+CREATE TABLE IF NOT EXISTS chunks (
+    chunk_no INTEGER PRIMARY KEY,
+    first_seq INTEGER NOT NULL,
+    last_seq INTEGER NOT NULL,
+    state TEXT NOT NULL DEFAULT 'pending',
+    sends INTEGER NOT NULL DEFAULT 0,
+    acknowledged_at TEXT
+);
+"""
+
+Checker = Callable[[str | None], "str | Rejection"]
+
+
+class JournalMismatchError(PlayerListError):
+    """The journal file belongs to another load (server, campaign, brand or input)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """What makes two loads the same load: the server, campaign, brand and input."""
+
+    server: str
+    campaign_id: str
+    brand: int | None
+    fingerprint: str
+
+    def as_meta(self) -> dict[str, str]:
+        """The identity as ``meta`` rows."""
+        return {
+            "server": self.server,
+            "campaign_id": self.campaign_id,
+            "brand": "" if self.brand is None else str(self.brand),
+            "fingerprint": self.fingerprint,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Counts:
+    """Where every row and chunk of a load stands, read from the journal."""
+
+    rows: int
+    rejected_local: dict[str, int]
+    duplicate: int
+    loaded: int
+    refused_by_server: int
+    not_attempted: int
+    chunks: int
+    chunks_acknowledged: int
+    chunks_unknown: int
+
+    @property
+    def rejected(self) -> int:
+        """Rows rejected, locally or by the server."""
+        return sum(self.rejected_local.values()) + self.refused_by_server
+
+    @property
+    def rejected_by_reason(self) -> dict[str, int]:
+        """Rejected rows per reason code (only reasons that occurred)."""
+        out = {k: v for k, v in self.rejected_local.items() if v}
+        if self.refused_by_server:
+            out[REFUSED_BY_SERVER] = self.refused_by_server
+        return out
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def _storable(raw: str | None) -> str | None:
+    # SQLite stores UTF-8; an unpaired surrogate is kept visibly escaped instead.
+    if raw is None:
+        return None
+    try:
+        raw.encode("utf-8")
+    except UnicodeEncodeError:
+        return raw.encode("utf-8", "backslashreplace").decode("ascii", "replace")
+    return raw
+
+
+class Journal:
+    """One load's journal file. Use :meth:`open`; every method runs in the opening thread."""
+
+    def __init__(self, path: Path, db: sqlite3.Connection) -> None:
+        self.path = path
+        self._db = db
+        #: chunks found ``sent`` when the journal was opened: answer unknown, sent again.
+        self.unknown_at_open = 0
+
+    # -- opening ------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, path: str | Path, identity: Identity) -> Journal:
+        """Open (or create) the journal at ``path`` for the load ``identity``.
+
+        Raises :class:`JournalMismatchError` when the file holds another load.
+        """
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            db = sqlite3.connect(path, isolation_level=None)
+            db.execute("PRAGMA journal_mode=WAL")
+            # NORMAL in WAL mode survives a killed process; only power loss can undo a commit.
+            db.execute("PRAGMA synchronous=NORMAL")
+            # A larger page cache keeps staging a million rows fast; it is bounded (64 MiB).
+            db.execute("PRAGMA cache_size=-65536")
+            db.executescript(_SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            raise PlayerListError(f"{path}: not a usable journal file ({exc})") from exc
+        journal = cls(path, db)
+        journal._claim(identity)
+        journal.unknown_at_open = journal._scalar(
+            "SELECT count(*) FROM chunks WHERE state = ?", SENT
+        )
+        return journal
+
+    def _claim(self, identity: Identity) -> None:
+        meta = self.meta()
+        wanted = identity.as_meta()
+        if "fingerprint" not in meta:
+            with self._tx():
+                self._set_meta({**wanted, "schema": _SCHEMA_VERSION, "created_at": _now()})
+            return
+        differ = [k for k, v in wanted.items() if meta.get(k) != v]
+        if differ:
+            theirs = ", ".join(f"{k}={meta.get(k)!r}" for k in differ)
+            raise JournalMismatchError(
+                f"{self.path} is the journal of another load ({theirs}); give another journal "
+                "path, or delete this file to start that load over"
+            )
+
+    def close(self) -> None:
+        """Close the file (everything is already committed)."""
+        self._db.close()
+
+    # -- helpers ------------------------------------------------------------------------
+
+    def _tx(self) -> _Transaction:
+        return _Transaction(self._db)
+
+    def _scalar(self, sql: str, *args: Any) -> int:
+        row = self._db.execute(sql, args).fetchone()
+        return int(row[0] or 0) if row else 0
+
+    def _set_meta(self, values: dict[str, str]) -> None:
+        self._db.executemany(
+            "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", values.items()
+        )
+
+    def meta(self) -> dict[str, str]:
+        """Every ``meta`` entry: identity, settings, detected source details."""
+        return dict(self._db.execute("SELECT key, value FROM meta").fetchall())
+
+    # -- staging ------------------------------------------------------------------------
+
+    @property
+    def staged(self) -> bool:
+        """Whether the input rows are recorded (then the source need not be read again)."""
+        return self.meta().get("staged") == "1"
+
+    @property
+    def chunk_size(self) -> int:
+        """The chunk size the load was cut with (kept for the whole load)."""
+        return int(self.meta()["chunk_size"])
+
+    def stage(
+        self,
+        rows: Iterable[PlayerRow],
+        check: Checker,
+        *,
+        chunk_size: int,
+        settings: dict[str, str],
+        progress: Callable[[int], object] | None = None,
+    ) -> None:
+        """Record every input row with its validation outcome, number the distinct valid
+        ids, and cut them into chunks of ``chunk_size``: all in one transaction."""
+        with self._tx():
+            self._db.execute("DROP INDEX IF EXISTS ids_player")
+            for table in ("rows", "ids", "chunks"):
+                self._db.execute(f"DELETE FROM {table}")
+            batch: list[tuple[int, str | None, str | None, str | None, str | None]] = []
+            insert = "INSERT OR REPLACE INTO rows VALUES (?, ?, ?, ?, ?)"
+            for row in rows:
+                result = check(row.raw)
+                if isinstance(result, Rejection):
+                    batch.append(
+                        (row.line, _storable(row.raw), None, result.code, result.message)
+                    )
+                else:
+                    # The raw value is kept only where trimming changed it.
+                    raw = None if row.raw == result else _storable(row.raw)
+                    batch.append((row.line, raw, result, None, None))
+                if len(batch) >= _BATCH:
+                    self._db.executemany(insert, batch)
+                    if progress is not None:
+                        progress(len(batch))
+                    batch.clear()
+            self._db.executemany(insert, batch)
+            if progress is not None and batch:
+                progress(len(batch))
+            self._db.execute(
+                "INSERT INTO ids(seq, player_id, first_line) "
+                "SELECT ROW_NUMBER() OVER (ORDER BY MIN(line)) - 1, player_id, MIN(line) "
+                "FROM rows WHERE player_id IS NOT NULL GROUP BY player_id"
+            )
+            self._db.execute(
+                "INSERT INTO chunks(chunk_no, first_seq, last_seq) "
+                "SELECT seq / ?1, MIN(seq), MAX(seq) FROM ids GROUP BY seq / ?1",
+                (chunk_size,),
+            )
+            # Built once after the bulk insert: far cheaper than keeping it up to date.
+            self._db.execute("CREATE UNIQUE INDEX ids_player ON ids(player_id)")
+            self._set_meta({**settings, "chunk_size": str(chunk_size), "staged": "1"})
+
+    # -- sending ------------------------------------------------------------------------
+
+    def open_chunks(self) -> list[tuple[int, int, int]]:
+        """``(chunk_no, first_seq, last_seq)`` of every chunk not yet acknowledged."""
+        return self._db.execute(
+            "SELECT chunk_no, first_seq, last_seq FROM chunks WHERE state != ? OR 1 ORDER BY chunk_no",
+            (ACKNOWLEDGED,),
+        ).fetchall()
+
+    def pending_ids(self, first_seq: int, last_seq: int) -> list[tuple[int, str]]:
+        """``(seq, player_id)`` of the ids in a range that have no final status yet."""
+        return self._db.execute(
+            "SELECT seq, player_id FROM ids WHERE seq BETWEEN ? AND ? AND (status = ? OR 1) ORDER BY seq",
+            (first_seq, last_seq, PENDING),
+        ).fetchall()
+
+    def mark_sent(self, chunk_no: int) -> None:
+        """Record that a chunk is about to be sent (committed before it is)."""
+        with self._tx():
+            self._db.execute(
+                "UPDATE chunks SET state = ?, sends = sends + 1 WHERE chunk_no = ?",
+                (SENT, chunk_no),
+            )
+
+    def record(
+        self,
+        chunk_no: int,
+        *,
+        loaded: Sequence[int] = (),
+        rejected: Sequence[tuple[int, str]] = (),
+    ) -> bool:
+        """Commit the server's answer for some ids of a chunk: ``loaded`` seqs, and
+        ``rejected`` ``(seq, server message)``. Returns whether the chunk is now
+        acknowledged (no id in it left pending)."""
+        now = _now()
+        with self._tx():
+            self._db.executemany(
+                "UPDATE ids SET status = ?, updated_at = ? WHERE seq = ?",
+                ((LOADED, now, seq) for seq in loaded),
+            )
+            self._db.executemany(
+                "UPDATE ids SET status = ?, reason = ?, updated_at = ? WHERE seq = ?",
+                ((REJECTED, reason, now, seq) for seq, reason in rejected),
+            )
+            first, last = self._db.execute(
+                "SELECT first_seq, last_seq FROM chunks WHERE chunk_no = ?", (chunk_no,)
+            ).fetchone()
+            left = self._scalar(
+                "SELECT count(*) FROM ids WHERE seq BETWEEN ? AND ? AND status = ?",
+                first, last, PENDING,
+            )
+            if left == 0:
+                self._db.execute(
+                    "UPDATE chunks SET state = ?, acknowledged_at = ? WHERE chunk_no = ?",
+                    (ACKNOWLEDGED, now, chunk_no),
+                )
+        return left == 0
+
+    # -- reading ------------------------------------------------------------------------
+
+    def counts(self) -> Counts:
+        """Where every row and chunk stands now."""
+        by_code = dict(
+            self._db.execute(
+                "SELECT reason_code, count(*) FROM rows WHERE reason_code IS NOT NULL "
+                "GROUP BY reason_code"
+            ).fetchall()
+        )
+        rows = self._scalar("SELECT count(*) FROM rows")
+        status = dict(self._db.execute("SELECT status, count(*) FROM ids GROUP BY status"))
+        unique = sum(status.values())
+        chunk_states = dict(self._db.execute("SELECT state, count(*) FROM chunks GROUP BY state"))
+        return Counts(
+            rows=rows,
+            rejected_local={k: int(v) for k, v in by_code.items()},
+            duplicate=rows - sum(by_code.values()) - unique,
+            loaded=int(status.get(LOADED, 0)),
+            refused_by_server=int(status.get(REJECTED, 0)),
+            not_attempted=int(status.get(PENDING, 0)),
+            chunks=sum(chunk_states.values()),
+            chunks_acknowledged=int(chunk_states.get(ACKNOWLEDGED, 0)),
+            chunks_unknown=int(chunk_states.get(SENT, 0)),
+        )
+
+    def settings(self) -> dict[str, Any]:
+        """The source details and settings recorded when the rows were staged."""
+        meta = self.meta()
+        return json.loads(meta["source_details"]) if "source_details" in meta else {}
+
+
+#: Per-row outcome of a load, read from a journal file: ``line, raw, player_id, outcome,
+#: reason_code, detail``.
+OUTCOME_SQL: Final = f"""
+SELECT r.line, COALESCE(r.raw, r.player_id) AS raw, r.player_id,
+  CASE
+    WHEN r.reason_code IS NOT NULL THEN 'rejected'
+    WHEN i.first_line != r.line THEN 'duplicate'
+    WHEN i.status = '{LOADED}' THEN 'loaded'
+    WHEN i.status = '{REJECTED}' THEN 'rejected'
+    ELSE 'not_attempted'
+  END AS outcome,
+  CASE
+    WHEN r.reason_code IS NOT NULL THEN r.reason_code
+    WHEN i.first_line != r.line THEN NULL
+    WHEN i.status = '{REJECTED}' THEN '{REFUSED_BY_SERVER}'
+    ELSE NULL
+  END AS reason_code,
+  CASE
+    WHEN r.reason_code IS NOT NULL THEN r.reason
+    WHEN i.first_line != r.line THEN 'duplicate of line ' || i.first_line
+    WHEN i.status = '{REJECTED}' THEN i.reason
+    ELSE NULL
+  END AS detail
+FROM rows r LEFT JOIN ids i ON i.player_id = r.player_id
+"""
+
+
+def read_outcomes(path: Path, where: str = "") -> Iterator[tuple[Any, ...]]:
+    """Stream the per-row outcomes of the journal at ``path`` (``where`` filters on
+    ``outcome``/``reason_code``), in line order."""
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        sql = f"SELECT * FROM ({OUTCOME_SQL}) {where} ORDER BY line"
+        yield from db.execute(sql)
+    finally:
+        db.close()
+
+
+class _Transaction:
+    """``BEGIN IMMEDIATE`` ... ``COMMIT`` (``ROLLBACK`` on error) on an autocommit connection."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+
+    def __enter__(self) -> None:
+        self._db.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, kind: object, exc: object, tb: object) -> None:
+        self._db.execute("COMMIT" if kind is None else "ROLLBACK")

@@ -1,0 +1,52 @@
+"""The sandbox: a simulation of the provider's public API for tests, notebooks and demos.
+
+It behaves as the API document says (HTTP Basic auth, both brand path forms and the legacy
+campaign path, the documented errors and limits, all rate tiers) and fills each gap with
+the assumption recorded in :mod:`gptools.spec`. It never imports :mod:`gptools.client`, so
+tests that run the client against it check two independent readings of the document.
+
+>>> from gptools.sandbox import run_sandbox, SandboxConfig
+>>> with run_sandbox(SandboxConfig(seed=0)) as sb:          # doctest: +SKIP
+...     httpx.get(sb.base_url + "/api/v1/self",
+...               auth=(sb.accounts["partner"].username, sb.accounts["partner"].password))
+
+Demo accounts are listed in :mod:`gptools.sandbox._accounts` (and ``GET /_sandbox/accounts``);
+the catalogue is :data:`CATALOGUE`; inspection paths are described in
+:mod:`gptools.sandbox._inspect`.
+"""
+
+from gptools.sandbox._accounts import BRANDS, DEMO_ACCOUNTS, UNCOVERED_BRAND_IDS, SandboxAccount
+from gptools.sandbox._app import SandboxApp, create_app
+from gptools.sandbox._catalogue import (
+    CATALOGUE,
+    CURRENCIES,
+    CatalogueBuyFeature,
+    CatalogueGame,
+    feature_cost,
+)
+from gptools.sandbox._config import SandboxConfig
+from gptools.sandbox._faults import FaultRule, Faults
+from gptools.sandbox._server import RunningSandbox, run_sandbox
+from gptools.sandbox._state import RecordedRequest, SandboxState, StoredCampaign
+
+__all__ = [
+    "BRANDS",
+    "CATALOGUE",
+    "CURRENCIES",
+    "DEMO_ACCOUNTS",
+    "UNCOVERED_BRAND_IDS",
+    "CatalogueBuyFeature",
+    "CatalogueGame",
+    "FaultRule",
+    "Faults",
+    "RecordedRequest",
+    "RunningSandbox",
+    "SandboxAccount",
+    "SandboxApp",
+    "SandboxConfig",
+    "SandboxState",
+    "StoredCampaign",
+    "create_app",
+    "feature_cost",
+    "run_sandbox",
+]

@@ -1,0 +1,117 @@
+"""HTTP inspection paths under ``/_sandbox/`` (no authentication, no rate limits).
+
+================================================  ============================================
+``GET /_sandbox/accounts``                        the demo accounts, with their passwords
+``GET /_sandbox/requests``                        recorded API requests (``?limit=N``: last N)
+``GET /_sandbox/campaigns``                       stored campaigns
+``GET /_sandbox/campaigns/{id}/participants``     player id -> times added
+``GET /_sandbox/subscriptions``                   webhook subscriptions per brand, secrets masked
+``GET|POST|DELETE /_sandbox/faults``              list, add (a FaultRule as JSON), clear
+``POST /_sandbox/reset``                          forget everything (as ``RunningSandbox.reset``)
+================================================  ============================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from gptools import spec
+from gptools.models import dumps_wire, loads_wire
+from gptools.sandbox._faults import FaultRule
+from gptools.sandbox._refusal import error_body
+from gptools.sandbox._state import masked
+
+if TYPE_CHECKING:
+    from gptools.sandbox._app import SandboxApp
+
+PREFIX = "/_sandbox"
+
+
+def _answer(payload: Any, status: int = 200) -> Response:
+    return Response(dumps_wire(payload), status, media_type="application/json")
+
+
+def _refuse(request: Request, message: str) -> Response:
+    return Response(error_body(spec.VALIDATION_ERROR_CODE, message, request.url.path), 400,
+                    media_type="application/json")
+
+
+def build_inspection_app(app: SandboxApp, extra: Sequence[BaseRoute]) -> Starlette:
+    """The Starlette application serving the inspection paths of ``app``."""
+    state = app.state
+
+    async def accounts(request: Request) -> Response:
+        return _answer([
+            {"key": a.key, "username": a.username, "password": a.password,
+             "principalType": a.principal_type, "brandIds": list(a.brand_ids)}
+            for a in app.config.accounts.values()
+        ])
+
+    async def requests(request: Request) -> Response:
+        try:
+            limit = int(request.query_params.get("limit", "0"))
+        except ValueError:
+            return _refuse(request, f"limit must be an integer, got "
+                                    f"{request.query_params['limit']!r}")
+        with state.lock:
+            records = list(state.requests[-limit:] if limit > 0 else state.requests)
+        return _answer([
+            {"method": r.method, "path": r.path, "query": r.query, "username": r.username,
+             "brandId": r.brand_id, "status": r.status, "at": r.at.isoformat(),
+             "body": r.body.decode("utf-8", errors="replace")}
+            for r in records
+        ])
+
+    async def campaigns(request: Request) -> Response:
+        with state.lock:
+            stored = list(state.campaigns.values())
+        return _answer([
+            {"campaignId": c.campaign_id, "brandId": c.brand_id, "requestId": c.request_id,
+             "createdAt": c.created_at.isoformat(), "body": c.body}
+            for c in stored
+        ])
+
+    async def participants(request: Request) -> Response:
+        campaign_id = request.path_params["campaign_id"]
+        if campaign_id not in state.campaigns:
+            return Response(error_body(spec.NOT_FOUND_CODE, f"no campaign {campaign_id!r}",
+                                       request.url.path), 404, media_type="application/json")
+        return _answer(state.participants(campaign_id))
+
+    async def subscriptions(request: Request) -> Response:
+        with state.lock:
+            return _answer({str(b): masked(s) for b, s in state.subscriptions.items()})
+
+    async def faults(request: Request) -> Response:
+        if request.method == "DELETE":
+            app.faults.clear()
+        elif request.method == "POST":
+            try:
+                app.faults.add(FaultRule.from_json(loads_wire(await request.body())))
+            except (ValueError, TypeError) as exc:
+                return _refuse(request, str(exc))
+        # Fault rules hold floats (rate, latency), which dumps_wire rightly refuses.
+        return JSONResponse([asdict(r) for r in app.faults.rules])
+
+    async def reset(request: Request) -> Response:
+        app.reset()
+        return _answer({"reset": True})
+
+    routes: list[BaseRoute] = [
+        Route(f"{PREFIX}/accounts", accounts),
+        Route(f"{PREFIX}/requests", requests),
+        Route(f"{PREFIX}/campaigns", campaigns),
+        Route(f"{PREFIX}/campaigns/{{campaign_id}}/participants", participants),
+        Route(f"{PREFIX}/subscriptions", subscriptions),
+        Route(f"{PREFIX}/faults", faults, methods=["GET", "POST", "DELETE"]),
+        Route(f"{PREFIX}/reset", reset, methods=["POST"]),
+        *extra,
+    ]
+    return Starlette(routes=routes)

@@ -1,0 +1,107 @@
+"""What the sandbox remembers: requests, campaigns, participants, subscriptions."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+_MASK = "****"
+_SECRET_FIELDS = ("apiKey", "password")
+
+
+def masked(subscription: dict[str, Any]) -> dict[str, Any]:
+    """A subscription body with its secrets replaced by ``****``."""
+    return {k: (_MASK if k in _SECRET_FIELDS and v else v) for k, v in subscription.items()}
+
+
+@dataclass(slots=True)
+class RecordedRequest:
+    """One request the API paths received (inspection paths are not recorded).
+
+    ``query`` holds the query parameters (last value wins), ``username`` the authenticated
+    account (``None`` when authentication failed), ``brand_id`` the brand the request acted
+    on (``None`` when none was resolved), ``status`` the answer's HTTP status (``0`` when the
+    connection was dropped without an answer), ``at`` when it arrived (aware, UTC).
+    """
+
+    method: str
+    path: str
+    query: dict[str, str]
+    username: str | None
+    brand_id: int | None
+    status: int
+    at: datetime
+    body: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class StoredCampaign:
+    """A campaign the sandbox created: its id, brand, idempotency key and the body sent."""
+
+    campaign_id: str
+    brand_id: int
+    request_id: str | None
+    body: dict[str, Any]
+    created_at: datetime
+
+
+@dataclass(slots=True)
+class SandboxState:
+    """The sandbox's memory. Read it freely from tests; it is mutated by the server.
+
+    ``subscriptions`` maps a brand id to its stored webhook subscription body (camelCase
+    wire fields, secrets in clear: a dispatcher needs them to authenticate deliveries).
+    ``wallet_url`` is the configured wallet base URL (``None``: not configured).
+    """
+
+    wallet_url: str | None = None
+    requests: list[RecordedRequest] = field(default_factory=list)
+    campaigns: dict[str, StoredCampaign] = field(default_factory=dict)
+    subscriptions: dict[int, dict[str, Any]] = field(default_factory=dict)
+    lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
+    _participants: dict[str, Counter[str]] = field(default_factory=dict, repr=False)
+    _by_request_id: dict[tuple[int, str], str] = field(default_factory=dict, repr=False)
+    _next_campaign: int = 1
+
+    def participants(self, campaign_id: str) -> dict[str, int]:
+        """Player id -> how many times it was added to the campaign (repeats are counted)."""
+        with self.lock:
+            return dict(self._participants.get(campaign_id, {}))
+
+    def clear(self) -> None:
+        """Forget everything; campaign ids start again at ``CMP-000001``."""
+        with self.lock:
+            self.requests.clear()
+            self.campaigns.clear()
+            self.subscriptions.clear()
+            self._participants.clear()
+            self._by_request_id.clear()
+            self._next_campaign = 1
+
+    # The methods below are the server's; they run on its event loop thread.
+
+    def campaign_for_request_id(self, brand_id: int, request_id: str) -> StoredCampaign | None:
+        """The campaign an earlier request with this ``requestId`` created for this brand."""
+        campaign_id = self._by_request_id.get((brand_id, request_id))
+        return None if campaign_id is None else self.campaigns.get(campaign_id)
+
+    def add_campaign(self, brand_id: int, request_id: str | None, body: dict[str, Any],
+                     at: datetime) -> StoredCampaign:
+        """Store a new campaign under the next deterministic id."""
+        campaign = StoredCampaign(f"CMP-{self._next_campaign:06d}", brand_id, request_id, body, at)
+        self._next_campaign += 1
+        self.campaigns[campaign.campaign_id] = campaign
+        self._participants[campaign.campaign_id] = Counter()
+        if request_id is not None:
+            self._by_request_id[(brand_id, request_id)] = campaign.campaign_id
+        return campaign
+
+    def add_participants(self, campaign_id: str, player_ids: list[str]) -> int:
+        """Count each id once more; return how many were new to the campaign."""
+        counter = self._participants[campaign_id]
+        new = len({p for p in player_ids if p not in counter})
+        counter.update(player_ids)
+        return new

@@ -1,0 +1,50 @@
+"""Receive the provider's game-event webhooks durably, and keep a log of every delivery.
+
+- :class:`WebhookReceiver`: the ASGI receiver (auth, validation, durable dedupe, 200 only
+  after the commit, 503 when the store cannot write).
+- :func:`open_store`: the SQLite (WAL) or PostgreSQL store of dedupe keys, processing
+  queue and ``delivery_log``.
+- :class:`ProcessingQueue`: runs a user handler after the acknowledgement, at least once.
+- :func:`export_log`: the delivery log as JSONL or Parquet.
+
+The log analyser lives in :mod:`gptools.webhooks.analysis`.
+"""
+
+from gptools.webhooks._app import InjectedFault, WebhookReceiver, load_handler, receiver_from_env
+from gptools.webhooks._auth import AuthConfigError, ReceiverAuth
+from gptools.webhooks._export import ExportResult, export_log, log_record
+from gptools.webhooks._queue import GroupCommitWriter, ProcessingQueue
+from gptools.webhooks._store import (
+    LOG_COLUMNS,
+    LogEntry,
+    PostgresStore,
+    QueueCounts,
+    SQLiteStore,
+    Store,
+    StoreConnection,
+    StoreError,
+    open_store,
+)
+
+__all__ = [
+    "LOG_COLUMNS",
+    "AuthConfigError",
+    "ExportResult",
+    "GroupCommitWriter",
+    "InjectedFault",
+    "LogEntry",
+    "PostgresStore",
+    "ProcessingQueue",
+    "QueueCounts",
+    "ReceiverAuth",
+    "SQLiteStore",
+    "Store",
+    "StoreConnection",
+    "StoreError",
+    "WebhookReceiver",
+    "export_log",
+    "load_handler",
+    "log_record",
+    "open_store",
+    "receiver_from_env",
+]

@@ -1,0 +1,392 @@
+"""The webhook receiver: a plain ASGI application, served by uvicorn.
+
+What a delivery goes through, in order (each refusal is logged, then answered):
+
+1. ``POST`` on the configured path (default ``/v1/game-action-events``), else 405/404.
+2. A body over ``max_body_bytes`` gets 413; the declared length is checked first and the
+   body is read in chunks, stopping as soon as the limit is passed.
+3. The ``Authorization`` header is checked in constant time (401 when wrong or missing).
+4. ``Content-Type`` must be ``application/json`` (415).
+5. The body must be UTF-8 JSON (400) holding a valid game event notification (422, with a
+   JSON reason naming each bad field).
+6. The action is stored through the group-commit writer together with its log row; 200
+   comes only after that commit. A repeated ``actionId`` is answered 200 and logged as a
+   duplicate. When the store cannot write, the answer is 503 so the provider retries.
+
+Rule: no answer goes out before its ``delivery_log`` row is committed, except 503 "store
+unavailable" (the store is what failed). ``GET /healthz`` reports liveness. On shutdown
+uvicorn drains in-flight requests first; then the writer commits what it holds and the
+processing queue finishes its current run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+import logging
+import os
+import time
+from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from pydantic import ValidationError
+
+from gptools import spec
+from gptools.models import GameEventNotification, loads_wire
+from gptools.webhooks._auth import ReceiverAuth
+from gptools.webhooks._queue import (
+    Clock,
+    GroupCommitWriter,
+    Handler,
+    ProcessingQueue,
+    utc_now,
+)
+from gptools.webhooks._store import LogEntry, Store, StoreError, WriteItem, open_store
+
+logger = logging.getLogger("gptools.webhooks")
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+#: Where the liveness check answers.
+HEALTH_PATH = "/healthz"
+#: How much of an over-size body the log keeps.
+LOGGED_PREFIX_BYTES = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class InjectedFault:
+    """What a fault drill does to one valid delivery: wait ``delay`` first, then answer
+    ``status`` without storing (when set). Used to rehearse outages and slow answers."""
+
+    delay: timedelta = timedelta(0)
+    status: int | None = None
+
+
+FaultHook = Callable[[], InjectedFault | None]
+
+
+class WebhookReceiver:
+    """The ASGI receiver of game-event webhooks (see the module docstring for the rules).
+
+    ``store`` is a :class:`~gptools.webhooks._store.Store` or its URL; ``auth`` the
+    expected credentials; ``handler`` (optional) runs for each new action after the
+    acknowledgement, from the durable queue, with ``queue_options`` passed to
+    :class:`~gptools.webhooks._queue.ProcessingQueue`. ``ack_timeout`` bounds the wait for
+    the durable write: past it the answer is 503 (the provider expects an answer within a
+    second and will retry). ``clock`` gives ``received_at``; ``faults`` is a drill hook.
+    """
+
+    def __init__(
+        self,
+        store: Store | str,
+        *,
+        auth: ReceiverAuth,
+        path: str = spec.DEFAULT_WEBHOOK_PATH,
+        max_body_bytes: int = spec.WEBHOOK_MAX_BODY_BYTES,
+        handler: Handler | None = None,
+        queue_options: dict[str, Any] | None = None,
+        ack_timeout: timedelta = timedelta(milliseconds=800),
+        max_batch: int = 512,
+        clock: Clock = utc_now,
+        faults: FaultHook | None = None,
+    ) -> None:
+        if not path.startswith("/"):
+            raise ValueError(f"path must start with '/', got {path!r}")
+        if max_body_bytes < 1:
+            raise ValueError(f"max_body_bytes must be positive, got {max_body_bytes}")
+        self.store = open_store(store) if isinstance(store, str) else store
+        self.auth = auth
+        self.path = path
+        self.max_body_bytes = max_body_bytes
+        self.ack_timeout = ack_timeout
+        self.clock = clock
+        self.faults = faults
+        self.writer = GroupCommitWriter(
+            self.store, max_batch=max_batch, clock=clock,
+            state="pending" if handler is not None else "done",
+        )
+        self.processing = (
+            ProcessingQueue(self.store, handler, clock=clock, **(queue_options or {}))
+            if handler is not None
+            else None
+        )
+        self._started = False
+
+    # -- lifecycle --------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Open the store and start the writer (and the processing queue)."""
+        if self._started:
+            return
+        if self.auth.kind == "NONE":
+            logger.warning(
+                "webhook receiver accepts deliveries WITHOUT authentication (NONE); "
+                "the provider's document advises against this in production"
+            )
+        self.writer.start()
+        if self.processing is not None:
+            self.processing.start()
+        self._started = True
+        logger.info("webhook receiver ready: POST %s, store %s, auth %s",
+                    self.path, self.store.url, self.auth.kind)
+
+    def stop(self) -> None:
+        """Commit what the writer holds, stop the queue after its current run."""
+        if not self._started:
+            return
+        self.writer.stop()
+        if self.processing is not None:
+            self.processing.stop()
+        self._started = False
+
+    # -- ASGI -------------------------------------------------------------------------
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The ASGI entry point (HTTP and lifespan)."""
+        kind = scope["type"]
+        if kind == "http":
+            await self._http(scope, receive, send)
+        elif kind == "lifespan":
+            await self._lifespan(receive, send)
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                try:
+                    await asyncio.to_thread(self.start)
+                except Exception as exc:
+                    await send({"type": "lifespan.startup.failed", "message": str(exc)})
+                    return
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await asyncio.to_thread(self.stop)
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        started = time.perf_counter()
+        path = scope["path"]
+        method = scope["method"]
+        if path == HEALTH_PATH and method in ("GET", "HEAD"):
+            ok = self.writer.alive
+            await _respond(send, 200 if ok else 503,
+                           {"status": "ok" if ok else "store writer stopped"})
+            return
+        if path != self.path and method != "POST":
+            await _respond(send, 404, {"error": "not_found", "reason": f"no resource at {path}"})
+            return
+        received_at = self.clock()
+        client = scope.get("client")
+        entry = LogEntry(
+            received_at=received_at, status=0, body="", started=started,
+            remote_addr=client[0] if client else None,
+        )
+        if path != self.path:
+            await self._refuse(send, entry, 404, "not_found",
+                               f"deliveries go to {self.path}, not {path}")
+            return
+        if method != "POST":
+            await self._refuse(send, entry, 405, "method_not_allowed",
+                               f"{method} is not allowed; deliveries are POSTed",
+                               extra=[(b"allow", b"POST")])
+            return
+
+        authorization = content_type = content_length = None
+        for name, value in scope["headers"]:
+            if name == b"authorization":
+                authorization = value
+            elif name == b"content-type":
+                content_type = value
+            elif name == b"content-length":
+                content_length = value
+
+        body, too_large = await self._read_body(receive, content_length)
+        if too_large:
+            entry.body = body[:LOGGED_PREFIX_BYTES].decode("utf-8", errors="replace")
+            await self._refuse(send, entry, 413, "payload_too_large",
+                               f"body is larger than the limit of {self.max_body_bytes} bytes"
+                               f" (the log keeps its first {LOGGED_PREFIX_BYTES} bytes)")
+            return
+        entry.body = body.decode("utf-8", errors="replace")
+        entry.auth_ok = self.auth.check(authorization)
+        if not entry.auth_ok:
+            challenge = self.auth.challenge()
+            extra = [(b"www-authenticate", challenge)] if challenge else []
+            reason = "missing credentials" if authorization is None else "wrong credentials"
+            await self._refuse(send, entry, 401, "unauthorized", reason, extra=extra)
+            return
+        media = (content_type or b"").split(b";", 1)[0].strip().lower()
+        if media != spec.WEBHOOK_CONTENT_TYPE.encode():
+            shown = content_type.decode("latin-1") if content_type else "none"
+            await self._refuse(send, entry, 415, "unsupported_media_type",
+                               f"content type must be {spec.WEBHOOK_CONTENT_TYPE}, got {shown}")
+            return
+
+        event, status, reason, fields = _parse(body)
+        if event is None:
+            await self._refuse(send, entry, status, "invalid_payload", reason, fields=fields)
+            return
+        entry.action_id = str(event.action_id)
+
+        if self.faults is not None and (fault := self.faults()) is not None:
+            if fault.delay:
+                await asyncio.sleep(fault.delay.total_seconds())
+            if fault.status is not None:
+                await self._refuse(send, entry, fault.status, "injected_fault",
+                                   "fault drill: answered without storing")
+                return
+
+        entry.status = 200
+        try:
+            new = await asyncio.wait_for(
+                asyncio.wrap_future(self.writer.submit(WriteItem(entry, accept=True))),
+                self.ack_timeout.total_seconds(),
+            )
+        except (StoreError, TimeoutError) as exc:
+            await self._unavailable(send, exc)
+            return
+        if new and self.processing is not None:
+            self.processing.wake()
+        await _respond(send, 200, {
+            "status": "accepted" if new else "duplicate", "actionId": entry.action_id,
+        })
+
+    async def _read_body(self, receive: Receive, declared: bytes | None) -> tuple[bytes, bool]:
+        """The request body and False, or what was read and True once it is known to
+        exceed the limit (reading stops there)."""
+        if declared is not None:
+            try:
+                if int(declared) > self.max_body_bytes:
+                    return b"", True
+            except ValueError:
+                pass
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                break
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            chunks.append(chunk)
+            if size > self.max_body_bytes:
+                return b"".join(chunks), True
+            if not message.get("more_body", False):
+                break
+        return b"".join(chunks), False
+
+    async def _refuse(
+        self,
+        send: Send,
+        entry: LogEntry,
+        status: int,
+        error: str,
+        reason: str,
+        *,
+        extra: list[tuple[bytes, bytes]] | None = None,
+        fields: list[dict[str, str]] | None = None,
+    ) -> None:
+        entry.status = status
+        entry.error = f"{error}: {reason}"
+        try:
+            await asyncio.wait_for(
+                asyncio.wrap_future(self.writer.submit(WriteItem(entry))),
+                self.ack_timeout.total_seconds(),
+            )
+        except (StoreError, TimeoutError) as exc:
+            await self._unavailable(send, exc)
+            return
+        document: dict[str, Any] = {"error": error, "reason": reason}
+        if fields:
+            document["fields"] = fields
+        await _respond(send, status, document, extra=extra)
+
+    async def _unavailable(self, send: Send, exc: BaseException) -> None:
+        why = str(exc) or "the durable write did not finish in time"
+        logger.warning("answering 503: %s", why)
+        await _respond(send, 503, {"error": "store_unavailable",
+                                   "reason": "the delivery could not be stored; retry later"},
+                       extra=[(b"retry-after", b"1")])
+
+
+def _parse(
+    body: bytes,
+) -> tuple[GameEventNotification | None, int, str, list[dict[str, str]] | None]:
+    """Validate a body: (event, 0, "", None) or (None, status, reason, field errors)."""
+    if not body.strip():
+        return None, 400, "empty body", None
+    try:
+        data = loads_wire(body.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        return None, 400, f"body is not UTF-8: {exc.reason} at byte {exc.start}", None
+    except json.JSONDecodeError as exc:
+        return None, 400, f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}", None
+    if not isinstance(data, dict):
+        return None, 422, f"body must be a JSON object, got {type(data).__name__}", None
+    try:
+        return GameEventNotification.model_validate(data), 0, "", None
+    except ValidationError as exc:
+        fields = [
+            {"field": ".".join(str(p) for p in err["loc"]) or "(body)", "reason": err["msg"]}
+            for err in exc.errors(include_url=False, include_input=False)
+        ]
+        names = ", ".join(f["field"] for f in fields)
+        return None, 422, f"not a valid game event notification ({names})", fields
+
+
+async def _respond(
+    send: Send, status: int, document: dict[str, Any],
+    *, extra: list[tuple[bytes, bytes]] | None = None,
+) -> None:
+    payload = json.dumps(document, separators=(",", ":")).encode()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(payload)).encode()),
+    ]
+    if extra:
+        headers.extend(extra)
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": payload})
+
+
+# -- configuration from the environment (one receiver per uvicorn worker process) ------
+
+ENV_STORE = "GP_WEBHOOK_STORE"
+ENV_AUTH = "GP_WEBHOOK_AUTH"
+ENV_PATH = "GP_WEBHOOK_PATH"
+ENV_MAX_BODY = "GP_WEBHOOK_MAX_BODY_BYTES"
+ENV_HANDLER = "GP_WEBHOOK_HANDLER"
+DEFAULT_STORE_URL = "sqlite:///webhooks.sqlite3"
+
+
+def load_handler(spec_text: str) -> Handler:
+    """Import ``module:function`` and return the function (the user's handler)."""
+    module_name, sep, attr = spec_text.partition(":")
+    if not sep or not module_name or not attr:
+        raise ValueError(f"handler {spec_text!r} must look like package.module:function")
+    function = getattr(importlib.import_module(module_name), attr, None)
+    if not callable(function):
+        raise ValueError(f"handler {spec_text!r}: {attr} is not a callable in {module_name}")
+    handler: Handler = function
+    return handler
+
+
+def receiver_from_env() -> WebhookReceiver:
+    """Build a receiver from ``GP_WEBHOOK_*`` variables (what ``gptools webhooks serve``
+    sets for each worker): store URL, auth kind and secrets, path, body limit, handler."""
+    env = os.environ
+    handler_text = env.get(ENV_HANDLER)
+    return WebhookReceiver(
+        env.get(ENV_STORE, DEFAULT_STORE_URL),
+        auth=ReceiverAuth.from_env(env.get(ENV_AUTH, "bearer")),
+        path=env.get(ENV_PATH, spec.DEFAULT_WEBHOOK_PATH),
+        max_body_bytes=int(env.get(ENV_MAX_BODY, str(spec.WEBHOOK_MAX_BODY_BYTES))),
+        handler=load_handler(handler_text) if handler_text else None,
+    )

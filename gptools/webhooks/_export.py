@@ -1,0 +1,116 @@
+"""Export the delivery log from a store to JSONL or Parquet (the DESIGN.md record shape).
+
+JSONL: one object per line with ``received_at`` (ISO 8601 UTC, ``Z``, microseconds),
+``status``, ``latency_ms``, then ``payload`` (the body parsed, when it is a JSON object) or
+``body`` (the raw text otherwise), then ``action_id``, ``duplicate``, ``auth_ok``,
+``error`` and ``remote_addr``. Numbers in a payload keep their exact digits.
+
+Parquet: the same columns with ``body`` always the raw text (a payload's shape varies
+too much for one column type); ``received_at`` is a UTC timestamp column.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, Literal
+
+from gptools.models import dumps_wire, loads_wire
+from gptools.webhooks._store import LOG_COLUMNS, Store, format_utc
+
+ExportFormat = Literal["jsonl", "parquet"]
+
+
+@dataclass(frozen=True, slots=True)
+class ExportResult:
+    """What an export wrote: the file, its format and the number of records."""
+
+    path: Path
+    format: ExportFormat
+    records: int
+
+
+def log_record(row: dict[str, Any]) -> dict[str, Any]:
+    """One ``delivery_log`` row (as :meth:`StoreConnection.iter_log` yields it) as its
+    JSONL object."""
+    out: dict[str, Any] = {
+        "received_at": format_utc(row["received_at"]),
+        "status": row["status"],
+        "latency_ms": row["latency_ms"],
+    }
+    try:
+        parsed = loads_wire(row["body"])
+    except ValueError:
+        parsed = None
+    if isinstance(parsed, dict):
+        out["payload"] = parsed
+    else:
+        out["body"] = row["body"]
+    for name in ("action_id", "duplicate", "auth_ok", "error", "remote_addr"):
+        out[name] = row[name]
+    return out
+
+
+def iter_jsonl_lines(rows: Iterable[dict[str, Any]]) -> Iterator[bytes]:
+    """The JSONL lines (without newline) of ``rows``, Decimal digits kept."""
+    for row in rows:
+        record = log_record(row)
+        # dumps_wire refuses floats (money must not be one); a latency is a measurement,
+        # written from the float's shortest repr.
+        record["latency_ms"] = Decimal(repr(float(record["latency_ms"])))
+        yield dumps_wire(record)
+
+
+def export_log(store: Store, out: str | Path, *, format: ExportFormat) -> ExportResult:
+    """Write ``store``'s delivery log to ``out`` as ``jsonl`` or ``parquet``."""
+    path = Path(out)
+    conn = store.connect()
+    try:
+        rows = conn.iter_log()
+        if format == "jsonl":
+            count = 0
+            with path.open("wb") as fh:
+                for line in iter_jsonl_lines(rows):
+                    fh.write(line + b"\n")
+                    count += 1
+        elif format == "parquet":
+            count = _write_parquet(rows, path)
+        else:
+            raise ValueError(f"unknown export format {format!r}: use jsonl or parquet")
+    finally:
+        conn.close()
+    return ExportResult(path, format, count)
+
+
+def _write_parquet(rows: Iterable[dict[str, Any]], path: Path, *, chunk: int = 50_000) -> int:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = pa.schema([
+        ("received_at", pa.timestamp("us", tz="UTC")),
+        ("status", pa.int32()),
+        ("latency_ms", pa.float64()),
+        ("body", pa.string()),
+        ("action_id", pa.string()),
+        ("duplicate", pa.bool_()),
+        ("auth_ok", pa.bool_()),
+        ("error", pa.string()),
+        ("remote_addr", pa.string()),
+    ])
+    assert tuple(schema.names) == LOG_COLUMNS
+    count = 0
+    with pq.ParquetWriter(path, schema) as writer:
+        buffer: list[dict[str, Any]] = []
+        for row in rows:
+            buffer.append(row)
+            if len(buffer) >= chunk:
+                writer.write_table(pa.Table.from_pylist(buffer, schema=schema))
+                count += len(buffer)
+                buffer = []
+        if buffer or count == 0:
+            writer.write_table(pa.Table.from_pylist(buffer, schema=schema))
+            count += len(buffer)
+    return count
+

@@ -1,0 +1,270 @@
+"""Writing and processing off the request path: the group-commit writer and the
+durable processing queue.
+
+:class:`GroupCommitWriter` owns one store connection in a thread. Requests hand it a
+:class:`~gptools.webhooks._store.WriteItem` and wait on a future; the thread takes every
+item waiting, writes them in one transaction, commits, and only then resolves the futures.
+So each 200 still follows a durable commit, but one commit (and one fsync) serves a whole
+batch: that is where the throughput comes from.
+
+:class:`ProcessingQueue` runs the user's handler for each stored action after the
+acknowledgement, from the ``webhook_actions`` table: at least once per action (a claim is a
+lease; a worker that dies leaves it to expire and the action is claimed again), retried
+with exponential backoff on failure, and ``dead`` after ``max_attempts``. A restart resumes
+whatever is pending.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+from gptools.models import GameEventNotification, loads_wire
+from gptools.webhooks._store import (
+    ActionState,
+    Store,
+    StoreConnection,
+    StoreError,
+    WriteItem,
+)
+
+logger = logging.getLogger("gptools.webhooks")
+
+#: The user's processing step; any exception it raises counts as a failed attempt.
+Handler = Callable[[GameEventNotification], object]
+Clock = Callable[[], datetime]
+
+
+def utc_now() -> datetime:
+    """The current time, aware UTC (the default clock)."""
+    return datetime.now(UTC)
+
+
+class GroupCommitWriter:
+    """A thread that writes submitted items in batches, one transaction per batch.
+
+    ``max_batch`` bounds a batch; ``state`` is where new actions start (``pending`` when
+    a :class:`ProcessingQueue` will handle them, ``done`` when nothing will);
+    ``purge_every`` is how often (while running) dedupe keys older than the store's
+    retention are purged, measured on ``clock``.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        max_batch: int = 512,
+        clock: Clock = utc_now,
+        purge_every: timedelta = timedelta(hours=1),
+        state: ActionState = "pending",
+    ) -> None:
+        self.store = store
+        self.state = state
+        self.max_batch = max_batch
+        self.clock = clock
+        self.purge_every = purge_every
+        self.batches = 0
+        self._queue: queue.SimpleQueue[
+            tuple[WriteItem, concurrent.futures.Future[bool]] | None
+        ] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._conn: StoreConnection | None = None
+
+    def start(self) -> None:
+        """Open the store (creating its tables) and start the thread."""
+        self._conn = self.store.connect()
+        self._thread = threading.Thread(target=self._run, name="webhook-writer", daemon=True)
+        self._thread.start()
+
+    @property
+    def alive(self) -> bool:
+        """Whether the writer thread is running."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def submit(self, item: WriteItem) -> concurrent.futures.Future[bool]:
+        """Queue ``item``; the future resolves to "the action was new" after the commit,
+        or raises :class:`StoreError` when the batch could not be written."""
+        fut: concurrent.futures.Future[bool] = concurrent.futures.Future()
+        if not self.alive:
+            fut.set_exception(StoreError("the store writer is not running"))
+        else:
+            self._queue.put((item, fut))
+        return fut
+
+    def stop(self) -> None:
+        """Write everything already submitted, then stop the thread and close the store."""
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread.join()
+            self._thread = None
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def _run(self) -> None:
+        assert self._conn is not None
+        conn = self._conn
+        last_purge = self.clock()
+        stopping = False
+        while not stopping:
+            first = self._queue.get()
+            if first is None:
+                break
+            batch = [first]
+            while len(batch) < self.max_batch:
+                try:
+                    nxt = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if nxt is None:
+                    stopping = True
+                    break
+                batch.append(nxt)
+            self._write(conn, batch)
+            now = self.clock()
+            if now - last_purge >= self.purge_every:
+                last_purge = now
+                try:
+                    purged = conn.purge(now)
+                except StoreError as exc:
+                    logger.warning("purging old dedupe keys failed: %s", exc)
+                else:
+                    if purged:
+                        logger.info("purged %d dedupe keys older than %s", purged,
+                                    self.store.retention)
+
+    def _write(
+        self, conn: StoreConnection,
+        batch: list[tuple[WriteItem, concurrent.futures.Future[bool]]],
+    ) -> None:
+        try:
+            fresh = conn.write_batch([item for item, _ in batch], state=self.state)
+        except StoreError as exc:
+            logger.error("store write failed for %d deliveries: %s", len(batch), exc)
+            for _, fut in batch:
+                fut.set_exception(exc)
+            return
+        self.batches += 1
+        for (_, fut), new in zip(batch, fresh, strict=True):
+            fut.set_result(new)
+
+
+class ProcessingQueue:
+    """Runs ``handler`` for every stored action, at least once, off the request path.
+
+    A failed run is retried after ``first_delay`` × ``factor`` ** (attempt − 1), capped at
+    ``max_delay``; after ``max_attempts`` failed runs the action is ``dead`` (kept with its
+    last error, never retried by itself). ``lease`` is how long a claim is held: a worker
+    that dies mid-run leaves the action to be claimed again once it expires, so the
+    handler must be idempotent (it is told the attempt number).
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        handler: Handler,
+        *,
+        max_attempts: int = 5,
+        first_delay: timedelta = timedelta(seconds=1),
+        factor: float = 2.0,
+        max_delay: timedelta = timedelta(minutes=10),
+        lease: timedelta = timedelta(minutes=5),
+        batch: int = 32,
+        idle_wait: timedelta = timedelta(milliseconds=200),
+        clock: Clock = utc_now,
+    ) -> None:
+        if max_attempts < 1:
+            raise ValueError(f"max_attempts must be at least 1, got {max_attempts}")
+        self.store = store
+        self.handler = handler
+        self.max_attempts = max_attempts
+        self.first_delay = first_delay
+        self.factor = factor
+        self.max_delay = max_delay
+        self.lease = lease
+        self.batch = batch
+        self.idle_wait = idle_wait
+        self.clock = clock
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def delay_after(self, attempt: int) -> timedelta:
+        """The wait before the run that follows failed run number ``attempt`` (1-based)."""
+        seconds = self.first_delay.total_seconds() * self.factor ** (attempt - 1)
+        return min(timedelta(seconds=seconds), self.max_delay)
+
+    def start(self) -> None:
+        """Run the queue in a background thread until :meth:`stop`."""
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, name="webhook-queue", daemon=True)
+        self._thread.start()
+
+    def wake(self) -> None:
+        """Tell the background thread new work was committed (saves a poll interval)."""
+        self._wake.set()
+
+    def stop(self) -> None:
+        """Finish the run in progress and stop the background thread."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def _loop(self) -> None:
+        conn = self.store.connect()
+        try:
+            while not self._stop.is_set():
+                try:
+                    ran = self.run_due(conn)
+                except StoreError as exc:
+                    logger.warning("processing queue: %s", exc)
+                    ran = 0
+                if not ran:
+                    self._wake.wait(self.idle_wait.total_seconds())
+                    self._wake.clear()
+        finally:
+            conn.close()
+
+    def run_due(self, conn: StoreConnection) -> int:
+        """Claim and run one batch of due actions; return how many ran."""
+        claimed = conn.claim(self.clock(), limit=self.batch, lease=self.lease)
+        for action in claimed:
+            if self._stop.is_set():
+                # Unclaimed work keeps its lease and is picked up after it expires.
+                break
+            state, error, retry_at = self._run_one(action.body, action.attempts)
+            conn.finish(action.action_id, state, error=error, retry_at=retry_at)
+        return len(claimed)
+
+    def drain(self, *, timeout: timedelta = timedelta(seconds=30)) -> None:
+        """Run every action that is due now, in the calling thread, until none is left
+        (for scripts and tests; actions waiting for a retry delay are not waited for)."""
+        deadline = time.monotonic() + timeout.total_seconds()
+        conn = self.store.connect()
+        try:
+            while self.run_due(conn):
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"processing queue not drained within {timeout}")
+        finally:
+            conn.close()
+
+    def _run_one(
+        self, body: str, attempt: int
+    ) -> tuple[ActionState, str | None, datetime | None]:
+        try:
+            event = GameEventNotification.model_validate(loads_wire(body))
+            self.handler(event)
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            if attempt >= self.max_attempts:
+                logger.error("handler gave up after %d attempts: %s", attempt, error)
+                return "dead", error, None
+            return "pending", error, self.clock() + self.delay_after(attempt)
+        return "done", None, None

@@ -1,0 +1,39 @@
+"""The webhook delivery-log analyser: duplicates, retries, backoff, lost and pending
+actions, latency and silent periods, from any delivery log (JSONL, Parquet, SQLite,
+PostgreSQL), with charts and a report.
+
+Metrics are defined once as Ibis expressions (:mod:`._metrics`) and run by DuckDB, out of
+core. Typical use::
+
+    from gptools.webhooks.analysis import analyze, plot_retry_gaps
+    with analyze("data/sample_delivery_log.jsonl") as analysis:
+        analysis.report            # headline numbers and warnings (HTML in a notebook)
+        analysis.lost_actions()    # what to ask the provider to replay
+        plot_retry_gaps(analysis)  # the observed gaps and the fitted backoff
+"""
+
+from gptools.webhooks.analysis._analysis import (
+    DEFAULT_SILENCE_THRESHOLD,
+    DeliveryAnalysis,
+    analyze,
+)
+from gptools.webhooks.analysis._readers import (
+    ColumnMapping,
+    DeliveryLog,
+    DeliveryLogError,
+    LogFormat,
+    read_delivery_log,
+)
+from gptools.webhooks.analysis._report import DeliveryReport
+
+__all__ = [
+    "DEFAULT_SILENCE_THRESHOLD",
+    "ColumnMapping",
+    "DeliveryAnalysis",
+    "DeliveryLog",
+    "DeliveryLogError",
+    "DeliveryReport",
+    "LogFormat",
+    "analyze",
+    "read_delivery_log",
+]

@@ -1,0 +1,357 @@
+"""The analysis of one delivery log: runs the metrics of :mod:`._metrics` and hands small
+results to pandas (drill-downs) and to :class:`DeliveryReport` (the summary)."""
+
+from __future__ import annotations
+
+import math
+import uuid
+from datetime import UTC, datetime, timedelta
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import ibis.expr.types as ir
+import pandas as pd
+
+from gptools import spec
+from gptools.webhooks.analysis import _metrics as m
+from gptools.webhooks.analysis._readers import (
+    DEFAULT_MAPPING,
+    ColumnMapping,
+    DeliveryLog,
+    LogFormat,
+    read_delivery_log,
+)
+from gptools.webhooks.analysis._report import DeliveryReport
+
+#: A gap between consecutive deliveries longer than this is a silent period by default.
+DEFAULT_SILENCE_THRESHOLD = timedelta(minutes=5)
+#: How many silent periods the summary lists (all of them: :meth:`DeliveryAnalysis.silent_periods`).
+SUMMARY_SILENT_PERIODS = 20
+
+
+class DeliveryAnalysis:
+    """Everything the analyser knows about one delivery log.
+
+    Opening it scans the log once into two DuckDB tables (attempts and actions); each
+    method then runs one query. ``now`` is the moment pending actions are judged against
+    (time left in their 7-day window); by default it is the log's last ``received_at``,
+    so a result never depends on when it was computed. ``silence_threshold`` is the gap
+    between consecutive deliveries that counts as a silent period.
+
+    Drill-downs return pandas DataFrames; :attr:`report` is the summary. Close the
+    analysis (or use ``with``) to release DuckDB.
+    """
+
+    def __init__(
+        self,
+        log: DeliveryLog,
+        *,
+        now: datetime | None = None,
+        silence_threshold: timedelta = DEFAULT_SILENCE_THRESHOLD,
+    ) -> None:
+        if now is not None and now.tzinfo is None:
+            raise ValueError("now must be timezone-aware (for example datetime.now(UTC))")
+        if silence_threshold <= timedelta(0):
+            raise ValueError(f"silence_threshold must be positive, got {silence_threshold}")
+        self.log = log
+        self.silence_threshold = silence_threshold
+        con = log.con
+        self.attempts: ir.Table = log.load(
+            "gp_attempts", lambda raw: m.annotate(m.validate(raw))
+        )
+        self.actions: ir.Table = con.create_table(
+            "gp_actions", m.action_table(self.attempts), temp=True
+        )
+        self._counts = _row(con.execute(m.delivery_counts(self.attempts)))
+        last = _datetime(self._counts["last_received_at"])
+        self.now: datetime | None = now.astimezone(UTC) if now is not None else last
+
+    # ---------------------------------------------------------------- lifecycle
+
+    def close(self) -> None:
+        """Release the DuckDB connection and its spill directory."""
+        self.log.close()
+
+    def __enter__(self) -> DeliveryAnalysis:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _repr_html_(self) -> str:
+        return self.report._repr_html_()
+
+    # ---------------------------------------------------------------- helpers
+
+    def _df(self, expr: ir.Table) -> pd.DataFrame:
+        df: pd.DataFrame = self.log.con.execute(expr)
+        return df
+
+    def _now(self) -> ir.Value:
+        # An empty log has no "last delivery"; nothing is pending then, any time will do.
+        return m.literal_time(self.now or datetime(1970, 1, 1, tzinfo=UTC))
+
+    # ---------------------------------------------------------------- summary
+
+    @cached_property
+    def report(self) -> DeliveryReport:
+        """The summary of every metric, with warnings (see :class:`DeliveryReport`)."""
+        con = self.log.con
+        c = self._counts
+        a = _row(con.execute(m.action_counts(self.actions, self._now())))
+        ooo = _row(con.execute(m.out_of_order(self.actions)))
+        invalid = self._df(m.count_by(self.attempts, "reason", where=self.attempts.reason.notnull()))
+        status = self._df(m.count_by(self.attempts, "status"))
+        attempts = self.attempts_per_action()
+        silent = self.silent_periods()
+        actions = _int(a["actions"])
+        events = _int(ooo["events"])
+        return DeliveryReport(
+            source=self.log.source,
+            now=self.now,
+            first_received_at=_datetime(c["first_received_at"]),
+            last_received_at=_datetime(c["last_received_at"]),
+            deliveries=_int(c["deliveries"]),
+            actions=actions,
+            acknowledged_actions=_int(a["acknowledged_actions"]),
+            duplicate_deliveries=_int(c["duplicate_deliveries"]),
+            retries=_int(c["retries"]),
+            lost_actions=_int(a["lost_actions"]),
+            pending_actions=_int(a["pending_actions"]),
+            pending_actions_expired=_int(a["pending_actions_expired"]),
+            pending_window_closes_first=_datetime(a["pending_window_closes_first"]),
+            invalid_deliveries=_int(c["invalid_deliveries"]),
+            invalid_deliveries_without_action_id=_int(c["unattributed"]),
+            invalid_by_reason={str(r): int(n) for r, n in zip(invalid.reason, invalid.n, strict=True)},
+            status_counts={str(s): int(n) for s, n in zip(status.status, status.n, strict=True)},
+            first_attempt_success_rate=_ratio(_int(a["first_attempt_successes"]), actions),
+            eventual_success_rate=_ratio(_int(a["acknowledged_actions"]), actions),
+            attempts_per_action={
+                "mean": _float(a["attempts_mean"]),
+                "max": _int(a["attempts_max"]) if actions else None,
+                "distribution": {
+                    str(k): int(v) for k, v in zip(attempts.attempts, attempts.actions, strict=True)
+                },
+            },
+            retry_gap_s=_stats(c, "gap_"),
+            backoff=self.backoff(),
+            delivery_lag_s=_stats(a, "lag_"),
+            out_of_order_events=_int(ooo["out_of_order"]),
+            out_of_order_share=_ratio(_int(ooo["out_of_order"]), events),
+            ack_latency_ms=_stats(c, "latency_"),
+            over_budget=_int(c["over_budget"]),
+            budget_ms=spec.WEBHOOK_RESPONSE_BUDGET.total_seconds() * 1000,
+            silent_periods={
+                "threshold_s": self.silence_threshold.total_seconds(),
+                "count": len(silent),
+                "total_s": float(silent.seconds.sum()),
+                "longest_s": float(silent.seconds.max()) if len(silent) else None,
+                "periods": [
+                    {"start": _iso(s), "end": _iso(e), "seconds": float(x)}
+                    for s, e, x in zip(
+                        silent.start[:SUMMARY_SILENT_PERIODS],
+                        silent.end[:SUMMARY_SILENT_PERIODS],
+                        silent.seconds[:SUMMARY_SILENT_PERIODS],
+                        strict=True,
+                    )
+                ],
+            },
+            first_attempts=_int(c["first_attempts"]),
+        )
+
+    # ---------------------------------------------------------------- drill-downs
+
+    def actions_frame(self) -> pd.DataFrame:
+        """One row per action: chain summary, outcome, payload fields, time left."""
+        t = self.actions
+        return self._df(
+            t.mutate(time_left_s=m.time_left_s(t, self._now())).order_by([t.first_at, t.action_id])
+        )
+
+    def chain(self, action_id: str) -> pd.DataFrame:
+        """The attempt chain of one action, in order (kind, status, gap, reason)."""
+        t = self.attempts
+        key = _canonical_uuid(action_id)
+        return self._df(
+            t.filter(t.action_id == key)
+            .select("attempt_no", "received_at", "status", "latency_ms", "kind", "gap_s", "reason")
+            .order_by("attempt_no")
+        )
+
+    def lost_actions(self) -> pd.DataFrame:
+        """Actions the provider will not deliver again (latest answer 4xx, never 200), with
+        what a replay request needs: ids, player, game, currency, bet, times."""
+        return self._outcome_frame("lost")
+
+    def pending_actions(self) -> pd.DataFrame:
+        """Actions without a 200 whose latest answer was not 4xx, with ``time_left_s`` in
+        their 7-day window at :attr:`now` (0: the provider has stopped retrying)."""
+        return self._outcome_frame("pending")
+
+    def _outcome_frame(self, outcome: str) -> pd.DataFrame:
+        t = self.actions
+        t = t.filter(t.outcome == outcome)
+        return self._df(
+            t.select(
+                "action_id", "round_id", "player_id", "game_id", "currency_code", "bet",
+                "event_ts", "first_at", "last_at", "attempts", "last_status", "window_end",
+                time_left_s=m.time_left_s(t, self._now()),
+            ).order_by([t.first_at, t.action_id])
+        )  # fmt: skip
+
+    def per_hour(self) -> pd.DataFrame:
+        """Per hour: deliveries by kind and status class, latency p99."""
+        return self._df(m.per_hour(self.attempts))
+
+    def per_game(self) -> pd.DataFrame:
+        """Per game: actions by outcome, retries, duplicates, bets (exact decimals)."""
+        return self._df(m.per_attribute(self.actions, "game_id"))
+
+    def per_currency(self) -> pd.DataFrame:
+        """Per currency: actions by outcome, retries, duplicates, bets (exact decimals)."""
+        return self._df(m.per_attribute(self.actions, "currency_code"))
+
+    def attempts_per_action(self) -> pd.DataFrame:
+        """How many actions needed 1, 2, ... attempts (all deliveries of the action)."""
+        t = self.actions
+        return self._df(t.group_by("attempts").aggregate(actions=t.count()).order_by("attempts"))
+
+    def silent_periods(self) -> pd.DataFrame:
+        """Gaps with no delivery longer than the threshold: start, end, seconds."""
+        return self._df(m.silent_periods(self.attempts, self.silence_threshold.total_seconds()))
+
+    def retry_gaps_by_retry(self) -> pd.DataFrame:
+        """Per retry number n: count, median, p10, p90 of the gap before the n-th retry."""
+        return self._df(m.backoff_by_retry(m.backoff_points(self.attempts)))
+
+    def backoff(self) -> dict[str, Any]:
+        """The fitted schedule gap_n = base_s * factor^(n-1), its r², and the gaps per retry."""
+        fit = _row(self.log.con.execute(m.backoff_fit(m.backoff_points(self.attempts))))
+        gaps = _int(fit["gaps"])
+        by_retry = self.retry_gaps_by_retry()
+        base = factor = r2 = None
+        if gaps:
+            var_x = _float(fit["var_x"]) or 0.0
+            slope = (_float(fit["cov_xy"]) or 0.0) / var_x if var_x > 0 else None
+            y_mean = _float(fit["y_mean"]) or 0.0
+            x_mean = _float(fit["x_mean"]) or 0.0
+            # With every gap at n = 1 there is no slope: base is their geometric mean.
+            base = math.exp(y_mean - (slope or 0.0) * x_mean)
+            factor = math.exp(slope) if slope is not None else None
+            corr = _float(fit["corr"])
+            r2 = corr * corr if corr is not None else None
+        return {
+            "base_s": base,
+            "factor": factor,
+            "r2": r2,
+            "gaps": gaps,
+            "by_retry": [
+                {"retry": int(n), "count": int(k), "median_s": float(med)}
+                for n, k, med in zip(by_retry.n, by_retry["count"], by_retry.median_s, strict=True)
+            ],
+        }
+
+    def log_histogram(self, column: str, *, per_decade: int = 10) -> pd.DataFrame:
+        """Counts of a positive column (``latency_ms`` or ``gap_s`` of retries) in
+        logarithmic bins: ``lo``, ``hi``, ``count``; computed in the engine, for charts."""
+        t = self.attempts
+        if column == "gap_s":
+            t = t.filter(t.kind == "retry")
+        elif column != "latency_ms":
+            raise ValueError(f"column must be 'latency_ms' or 'gap_s', got {column!r}")
+        col = t[column]
+        t = t.filter(col > 0)
+        b = (t[column].log10() * per_decade).floor()
+        counts = t.group_by(bin=b).aggregate(count=t.count()).order_by("bin")
+        df = self._df(counts)
+        df["lo"] = 10 ** (df["bin"].astype(float) / per_decade)
+        df["hi"] = 10 ** ((df["bin"].astype(float) + 1) / per_decade)
+        return df[["lo", "hi", "count"]]
+
+
+def analyze(
+    source: str | Path | DeliveryLog,
+    *,
+    format: LogFormat = "auto",
+    mapping: ColumnMapping = DEFAULT_MAPPING,
+    table: str = "delivery_log",
+    now: datetime | None = None,
+    silence_threshold: timedelta = DEFAULT_SILENCE_THRESHOLD,
+    memory_limit: str = "1GB",
+    threads: int | None = None,
+) -> DeliveryAnalysis:
+    """Open and analyse a delivery log (a path, a store URL or a :class:`DeliveryLog`).
+
+    >>> with analyze("data/sample_delivery_log.jsonl") as analysis:  # doctest: +SKIP
+    ...     print(analysis.report.lost_actions)
+    """
+    log = (
+        source
+        if isinstance(source, DeliveryLog)
+        else read_delivery_log(
+            source, format=format, mapping=mapping, table=table,
+            memory_limit=memory_limit, threads=threads,
+        )
+    )  # fmt: skip
+    try:
+        return DeliveryAnalysis(log, now=now, silence_threshold=silence_threshold)
+    except BaseException:
+        log.close()
+        raise
+
+
+# --------------------------------------------------------------------------------------
+# Small conversions of engine results
+# --------------------------------------------------------------------------------------
+
+
+def _row(df: pd.DataFrame) -> dict[str, Any]:
+    return {k: (None if _missing(v) else v) for k, v in df.iloc[0].to_dict().items()}
+
+
+def _missing(value: Any) -> bool:
+    try:
+        return bool(pd.isna(value))
+    except (TypeError, ValueError):
+        return False
+
+
+def _int(value: Any) -> int:
+    return 0 if value is None else int(value)
+
+
+def _float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def _ratio(part: int, whole: int) -> float | None:
+    return part / whole if whole else None
+
+
+def _datetime(value: Any) -> datetime | None:
+    if value is None:
+        return None
+    moment: datetime = pd.Timestamp(value).to_pydatetime()
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def _iso(value: Any) -> str | None:
+    moment = _datetime(value)
+    return None if moment is None else moment.isoformat().replace("+00:00", "Z")
+
+
+def _stats(row: dict[str, Any], prefix: str) -> dict[str, float | int | None]:
+    out: dict[str, float | int | None] = {"count": _int(row[f"{prefix}count"])}
+    for q in m.PERCENTILES:
+        out[f"p{round(q * 100)}"] = _float(row[f"{prefix}p{round(q * 100)}"])
+    out["max"] = _float(row[f"{prefix}max"])
+    return out
+
+
+def _canonical_uuid(text: str) -> str:
+    try:
+        return str(uuid.UUID(text))
+    except ValueError as exc:
+        raise ValueError(f"action id {text!r} is not a UUID") from exc
+

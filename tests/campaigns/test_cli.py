@@ -1,0 +1,76 @@
+"""``gptools campaigns plan|apply FILE`` against the sandbox, following the CLI contract."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from gptools.cli import cli
+from gptools.sandbox import RunningSandbox
+
+EXAMPLE = str(Path(__file__).resolve().parents[2] / "data" / "example_plan.yaml")
+NOW = "2029-12-01T12:00:00+00:00"
+
+
+@pytest.fixture
+def runner(fresh_sandbox: RunningSandbox, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
+    acct = fresh_sandbox.accounts["partner"]
+    monkeypatch.setenv("GP_BASE_URL", fresh_sandbox.base_url)
+    monkeypatch.setenv("GP_USERNAME", acct.username)
+    monkeypatch.setenv("GP_PASSWORD", acct.password)
+    return CliRunner()
+
+
+def test_plan_json_reports_budget_and_requests(runner: CliRunner) -> None:
+    result = runner.invoke(cli, ["campaigns", "plan", EXAMPLE, "--now", NOW, "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["ok"] and doc["bets_checked"] and doc["problems"] == []
+    assert doc["budget"]["total"] == "139300.00"
+    assert [r["currency"] for r in doc["requests"]] == ["EUR", "JPY", "KWD"]
+    assert all(len(r["requestId"]) == 36 for r in doc["requests"])
+    assert doc["requests"][2]["body"]["bet"] == "10.000"
+
+
+def test_plan_with_errors_exits_2_with_the_document(runner: CliRunner, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(Path(EXAMPLE).read_text().replace('bet: "20.00"', 'bet: "0.20"')
+                   .replace("bet_number: 10", "bet_number: 1501"))
+    result = runner.invoke(cli, ["campaigns", "plan", str(bad), "--now", NOW, "--json"])
+    assert result.exit_code == 2
+    doc = json.loads(result.stdout)
+    assert not doc["ok"] and doc["requests"] == []
+    assert {p["field"] for p in doc["problems"]} == {"bet_number", "currencies.EUR.bet"}
+
+
+def test_apply_twice_gives_the_same_campaigns(
+    runner: CliRunner, fresh_sandbox: RunningSandbox
+) -> None:
+    args = ["campaigns", "apply", EXAMPLE, "--now", NOW, "--json"]
+    first = runner.invoke(cli, [*args, "--add-participants"])
+    assert first.exit_code == 0, first.output
+    second = runner.invoke(cli, args)
+    assert second.exit_code == 0, second.output
+    ids = [[c["campaignId"] for c in json.loads(r.stdout)["campaigns"]] for r in (first, second)]
+    assert ids[0] == ids[1] and len(set(ids[0])) == 3
+    assert len(fresh_sandbox.state.campaigns) == 3
+    assert json.loads(first.stdout)["campaigns"][0]["participantsSent"] == 3
+    human = runner.invoke(cli, ["campaigns", "apply", EXAMPLE, "--now", NOW])
+    assert ids[0][0] in human.stdout
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["plan", "/nonexistent.yaml"], "cannot read"),
+    (["plan", EXAMPLE, "--now", "yesterday"], "not an ISO 8601"),
+    (["plan", EXAMPLE, "--now", "2030-01-01T00:00:00"], "needs an offset"),
+    (["apply", EXAMPLE, "--now", "2031-01-01T00:00:00+00:00"], "start in the future"),
+    (["apply", EXAMPLE, "--now", NOW, "--brand", "901"], "BRAND_NOT_ALLOWED"),
+])
+def test_bad_input_exits_2(runner: CliRunner, args: list[str], message: str) -> None:
+    result = runner.invoke(cli, ["campaigns", *args, "--json"])
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert "Traceback" not in result.output

@@ -1,0 +1,154 @@
+"""Fixtures of the client tests: a real sandbox on loopback and sync/async client twins.
+
+Every case runs twice, once with :class:`Client` and once with :class:`AsyncClient`. The
+async twin runs each coroutine on one private event loop (the client belongs to the loop
+it first ran on), so a test body reads the same for both.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from typing import Any
+
+import pytest
+
+from gptools import spec
+from gptools.client import AsyncClient, Client
+from gptools.sandbox import RunningSandbox, SandboxConfig, run_sandbox
+
+#: Fast, still exponential backoff: tests check that retries happen, not how long they take.
+FAST_BACKOFF = {"backoff_base": 0.01, "backoff_cap": 0.05}
+
+
+class AsyncTwin:
+    """Wraps an :class:`AsyncClient` (or its brand view): coroutine methods run to completion
+    on ``loop``; everything else passes through."""
+
+    def __init__(self, target: Any, loop: asyncio.AbstractEventLoop) -> None:
+        self.target = target
+        self.loop = loop
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.target, name)
+        if name == "brand":
+            return lambda *a, **k: AsyncTwin(attr(*a, **k), self.loop)
+        if inspect.iscoroutinefunction(attr):
+            return lambda *a, **k: self.loop.run_until_complete(attr(*a, **k))
+        return attr
+
+    def __repr__(self) -> str:
+        return repr(self.target)
+
+
+@pytest.fixture(scope="session")
+def sandbox_server() -> Iterator[RunningSandbox]:
+    """One sandbox with the documented limits for the whole session (reset per test)."""
+    with run_sandbox(SandboxConfig(seed=0)) as sb:
+        yield sb
+
+
+@pytest.fixture
+def sb(sandbox_server: RunningSandbox) -> RunningSandbox:
+    """The shared sandbox, with requests, campaigns, faults and rate windows forgotten."""
+    sandbox_server.reset()
+    return sandbox_server
+
+
+@pytest.fixture(params=["sync", "async"])
+def kind(request: pytest.FixtureRequest) -> str:
+    """Which client the test runs with."""
+    return str(request.param)
+
+
+@pytest.fixture
+def loop() -> Iterator[asyncio.AbstractEventLoop]:
+    """The private event loop of the async twin."""
+    lp = asyncio.new_event_loop()
+    yield lp
+    lp.close()
+
+
+MakeClient = Callable[..., Any]
+
+
+@pytest.fixture
+def make(kind: str, sb: RunningSandbox, loop: asyncio.AbstractEventLoop) -> Iterator[MakeClient]:
+    """``make(account="partner", sandbox=None, **options)``: a client (sync, or the async
+    twin) logged in to the sandbox as a demo account; closed after the test."""
+    made: list[Any] = []
+
+    def factory(account: str = "partner", sandbox: RunningSandbox | None = None,
+                **options: Any) -> Any:
+        server = sandbox or sb
+        acct = server.accounts[account]
+        kwargs: dict[str, Any] = {"base_url": server.base_url, "username": acct.username,
+                                  "password": acct.password, "env_file": None, **FAST_BACKOFF}
+        kwargs.update(options)
+        if kind == "sync":
+            client: Any = Client(**kwargs)
+        else:
+            client = AsyncTwin(AsyncClient(**kwargs), loop)
+        made.append(client)
+        return client
+
+    yield factory
+    for client in made:
+        client.close()
+
+
+def run_concurrently(client: Any, jobs: Sequence[tuple[str, tuple[Any, ...], dict[str, Any]]],
+                     *, workers: int = 8) -> list[Any]:
+    """Run ``(method, args, kwargs)`` jobs on ``client`` concurrently: a thread pool for the
+    sync client, tasks on its loop for the async twin. Returns results or exceptions."""
+    if isinstance(client, AsyncTwin):
+        target, loop = client.target, client.loop
+
+        async def main() -> list[Any]:
+            gate = asyncio.Semaphore(workers * 2)
+
+            async def one(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+                async with gate:
+                    return await getattr(target, name)(*args, **kwargs)
+
+            return await asyncio.gather(*(one(*job) for job in jobs), return_exceptions=True)
+
+        return loop.run_until_complete(main())
+
+    def call(job: tuple[str, tuple[Any, ...], dict[str, Any]]) -> Any:
+        name, args, kwargs = job
+        try:
+            return getattr(client, name)(*args, **kwargs)
+        except Exception as exc:
+            return exc
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(call, jobs))
+
+
+def busiest_window(times: Sequence[datetime], window_s: float = 1.0) -> int:
+    """The largest number of ``times`` inside any window of ``window_s`` seconds (a window
+    as the server sees it: the oldest one leaves once it is ``window_s`` old)."""
+    ordered = sorted(times)
+    best = lo = 0
+    for hi, t in enumerate(ordered):
+        while (t - ordered[lo]).total_seconds() >= window_s:
+            lo += 1
+        best = max(best, hi - lo + 1)
+    return best
+
+
+def tier_times(sb: RunningSandbox, tier: spec.RateTier) -> list[datetime]:
+    """Arrival times of the recorded requests that count against ``tier``."""
+    out = []
+    for r in sb.state.requests:
+        cls = spec.endpoint_class(r.method, r.path)
+        if tier.methods is not None and r.method not in tier.methods:
+            continue
+        if tier.endpoint is not None and tier.endpoint != cls:
+            continue
+        out.append(r.at)
+    return out

@@ -1,0 +1,241 @@
+"""Retries against injected faults: 5xx, 504, dropped connections, time-outs, the
+rate-limit response with Retry-After, and "commit then fail" on campaign creation."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from gptools import errors, spec
+from gptools.client import Client
+from gptools.models import loads_wire
+from gptools.sandbox import FaultRule, RunningSandbox, SandboxConfig, run_sandbox
+from tests.client.conftest import MakeClient
+from tests.client.test_operations import GAME, free_rounds
+
+GAME_PATH = "/api/v1/brands/201/game"
+
+
+def retry_logs(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [r for r in caplog.records
+            if r.name == "gptools.client" and r.levelno == logging.INFO
+            and r.getMessage().startswith("retry ")]
+
+
+@pytest.mark.parametrize(
+    "rule",
+    [
+        FaultRule("other", status=500, count=2),
+        FaultRule("other", status=503, count=2),
+        FaultRule("other", status=504, count=2),
+        FaultRule("other", drop=True, count=2),
+    ],
+    ids=["500", "503", "504-timeout", "dropped"],
+)
+def test_retried_until_success(make: MakeClient, sb: RunningSandbox, rule: FaultRule,
+                               caplog: pytest.LogCaptureFixture) -> None:
+    c = make("partner")
+    c.self()
+    sb.faults.add(rule)
+    with caplog.at_level(logging.INFO, logger="gptools.client"):
+        game = c.game(GAME.game_id, brand=201)
+    assert game.retries == 2
+    assert [r.path for r in sb.state.requests[1:]] == [GAME_PATH] * 3
+    assert c.stats.retries == 2 and c.stats.requests == 4
+    logs = retry_logs(caplog)
+    assert len(logs) == 2
+    assert GAME_PATH in logs[0].getMessage() and "retry 1 of" in logs[0].getMessage()
+
+
+def test_retries_exhausted_raise_with_count(make: MakeClient, sb: RunningSandbox) -> None:
+    c = make("partner", max_retries=2)
+    c.self()
+    sb.faults.add(FaultRule("other", status=504))
+    with pytest.raises(errors.GatewayTimeoutError) as caught:
+        c.game(GAME.game_id, brand=201)
+    assert caught.value.retries == 2
+    assert "2 retries" in str(caught.value)
+    assert len(sb.state.requests) == 1 + 3
+
+
+def test_dropped_connections_exhausted_give_transport_error(make: MakeClient,
+                                                            sb: RunningSandbox) -> None:
+    c = make("partner", max_retries=1)
+    c.self()
+    sb.faults.add(FaultRule("other", drop=True))
+    with pytest.raises(errors.TransportError) as caught:
+        c.game(GAME.game_id, brand=201)
+    assert caught.value.retries == 1
+    assert caught.value.url == f"{sb.base_url}{GAME_PATH}?gameId={GAME.game_id}"
+    assert c.stats.transport_errors == 2
+    assert [r.status for r in sb.state.requests[1:]] == [0, 0]  # 0: dropped, no answer
+
+
+def test_read_timeout_is_retried_and_overridable_per_call(make: MakeClient,
+                                                          sb: RunningSandbox) -> None:
+    c = make("partner")
+    c.self()
+    sb.faults.add(FaultRule("other", latency_s=1.5, count=1))
+    game = c.game(GAME.game_id, brand=201, timeout=(2.0, 0.2))
+    assert game.retries == 1
+    assert c.stats.transport_errors == 1
+    # The abandoned request is recorded when the server finishes it; wait for that so it
+    # does not land in the next test's record.
+    deadline = time.monotonic() + 10
+    while len(sb.state.requests) < 3 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert len(sb.state.requests) == 3
+    with pytest.raises(errors.ConfigurationError, match="wait forever"):
+        c.game(GAME.game_id, brand=201, timeout=None)
+
+
+def _closed_port() -> int:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port: int = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def test_connection_refused_is_retried(make: MakeClient, sb: RunningSandbox) -> None:
+    c = make("partner", base_url=f"http://127.0.0.1:{_closed_port()}", max_retries=2)
+    with pytest.raises(errors.TransportError) as caught:
+        c.self()
+    assert caught.value.retries == 2
+    assert "ConnectError" in str(caught.value)
+    assert c.stats.transport_errors == 3
+
+
+@pytest.mark.parametrize(
+    ("rule", "error"),
+    [
+        (FaultRule("other", status=400, code="BAD"), errors.BadRequestError),
+        (FaultRule("other", status=401, code=spec.CODE_NOT_AUTHORIZED), errors.NotAuthorizedError),
+        (FaultRule("other", status=403, code=spec.CODE_BRAND_NOT_ALLOWED),
+         errors.BrandNotAllowedError),
+        (FaultRule("other", status=403, code=spec.CODE_INVALID_REQUEST),
+         errors.InvalidRequestError),
+        (FaultRule("other", status=404, code=spec.NOT_FOUND_CODE), errors.NotFoundError),
+    ],
+    ids=["400", "401", "403-brand", "403-invalid", "404"],
+)
+def test_no_retry_on_4xx(make: MakeClient, sb: RunningSandbox, rule: FaultRule,
+                         error: type[errors.ApiError], caplog: pytest.LogCaptureFixture) -> None:
+    c = make("partner")
+    c.self()
+    sb.faults.add(rule)
+    with caplog.at_level(logging.INFO, logger="gptools.client"), pytest.raises(error) as caught:
+        c.game(GAME.game_id, brand=201)
+    assert caught.value.retries == 0
+    assert len(sb.state.requests) == 2, [(r.path, r.status, r.at) for r in sb.state.requests]
+    assert c.stats.retries == 0 and retry_logs(caplog) == []
+
+
+def test_commit_then_fail_creates_exactly_one_campaign(make: MakeClient,
+                                                       sb: RunningSandbox) -> None:
+    c = make("partner")
+    sb.faults.add(FaultRule(spec.ENDPOINT_CLASS_CAMPAIGN_CREATE, commit_then_fail=True, count=2))
+    created = c.create_campaign(free_rounds(), brand=202)
+    assert created.retries == 2
+    assert list(sb.state.campaigns) == [created.campaign_id]
+    attempts = [r for r in sb.state.requests if r.method == "POST"]
+    assert [r.status for r in attempts] == [504, 504, 200]
+    keys = {loads_wire(r.body)["requestId"] for r in attempts}
+    assert len(keys) == 1  # the same requestId on every attempt
+    (key,) = keys
+    assert len(key) == 36 and uuid.UUID(key).version == 4
+
+
+def test_participant_retry_after_commit_is_harmless(make: MakeClient,
+                                                    sb: RunningSandbox) -> None:
+    c = make("partner").brand(203)
+    campaign = c.create_campaign(free_rounds()).campaign_id
+    sb.faults.add(FaultRule(spec.ENDPOINT_CLASS_PARTICIPANT, commit_then_fail=True, count=1))
+    added = c.add_participants(campaign, ["p-1", "p-2"])
+    assert added.retries == 1
+    # The sandbox counts repeats: both attempts reached it, and the set of players is right.
+    assert sb.state.participants(campaign) == {"p-1": 2, "p-2": 2}
+
+
+def test_subscription_creation_not_repeated_after_ambiguous_failure(
+    make: MakeClient, sb: RunningSandbox,
+) -> None:
+    from gptools.models import WebhookSubscription
+    c = make("partner").brand(201)
+    sb.faults.add(FaultRule("POST /webhook-subscription", commit_then_fail=True, count=1))
+    with pytest.raises(errors.GatewayTimeoutError) as caught:
+        c.create_webhook_subscription(WebhookSubscription(authentication_type="NONE"))
+    assert caught.value.retries == 0
+    assert 201 in sb.state.subscriptions  # it was done; a repeat would have been refused
+
+
+# --------------------------------------------------------------------------------------
+# The rate-limit response: Retry-After honoured, or raised above the ceiling
+# --------------------------------------------------------------------------------------
+
+TIGHT = (spec.RateTier("user_other", "per_user_endpoint", 2, None, spec.ENDPOINT_CLASS_OTHER),)
+
+
+@pytest.fixture(scope="module")
+def tight_sandbox() -> Iterator[RunningSandbox]:
+    """A sandbox whose 'other endpoints' tier is 2 per second (the document allows tightening)."""
+    with run_sandbox(SandboxConfig(seed=0, rate_tiers=TIGHT)) as sb:
+        yield sb
+
+
+def test_retry_after_is_honoured(make: MakeClient, tight_sandbox: RunningSandbox) -> None:
+    tight_sandbox.reset()
+    # The client trusts the published 60/s, so the tightened server answers 429.
+    c = make("partner", sandbox=tight_sandbox)
+    c.self()
+    c.game(GAME.game_id, brand=201)
+    game = c.game(GAME.game_id, brand=201)
+    assert game.retries == 1
+    stats = c.stats
+    assert stats.rate_limited == 1 and stats.retries == 1
+    records = tight_sandbox.state.requests
+    assert [r.status for r in records] == [200, 200, 429, 200]
+    # The sandbox said Retry-After: 1; the retry came no sooner.
+    assert (records[3].at - records[2].at).total_seconds() >= 0.95
+    assert stats.backoff_seconds >= 1.0
+    # The limiter slowed down the tiers the refused request counted against.
+    assert c.limiter.allowed()["user_other"] < 60
+
+
+def test_retry_after_above_ceiling_raises(make: MakeClient,
+                                          tight_sandbox: RunningSandbox) -> None:
+    tight_sandbox.reset()
+    c = make("partner", sandbox=tight_sandbox, retry_after_ceiling=0.5)
+    c.self()
+    c.game(GAME.game_id, brand=201)
+    with pytest.raises(errors.RateLimitedError) as caught:
+        c.game(GAME.game_id, brand=201)
+    e = caught.value
+    assert (e.status, e.code, e.retry_after, e.retries) == (
+        spec.RATE_LIMIT_STATUS, spec.RATE_LIMIT_CODE, 1.0, 0)
+    assert len(tight_sandbox.state.requests) == 3
+
+
+def test_client_with_the_servers_figures_never_sees_429(
+    make: MakeClient, tight_sandbox: RunningSandbox,
+) -> None:
+    tight_sandbox.reset()
+    c = make("partner", sandbox=tight_sandbox, rate_tiers=TIGHT)
+    for _ in range(5):
+        c.game(GAME.game_id, brand=201)
+    assert c.stats.rate_limited == 0
+    assert {r.status for r in tight_sandbox.state.requests} == {200}
+    assert c.stats.wait_seconds > 1.0  # 6 requests at 2/s: it had to wait
+
+
+def test_sync_client_rejects_async_transport(sb: RunningSandbox) -> None:
+    import httpx
+    acct = sb.accounts["partner"]
+    with pytest.raises(TypeError, match="AsyncClient"):
+        Client(sb.base_url, acct.username, acct.password, env_file=None,
+               transport=httpx.AsyncHTTPTransport())

@@ -1,0 +1,28 @@
+"""Shared fixtures: one sandbox per test session, reset before each test that asks for it.
+
+``sandbox`` is a :class:`gptools.sandbox.RunningSandbox` with every rate tier enforced;
+use ``fresh_sandbox`` instead when a test must not see state left by earlier tests
+(it is the same server, reset: no requests, campaigns, faults or rate windows).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from gptools.sandbox import RunningSandbox, SandboxConfig, run_sandbox
+
+
+@pytest.fixture(scope="session")
+def sandbox() -> Iterator[RunningSandbox]:
+    """A sandbox served on 127.0.0.1 for the whole session (rate limits enforced)."""
+    with run_sandbox(SandboxConfig(seed=0)) as sb:
+        yield sb
+
+
+@pytest.fixture
+def fresh_sandbox(sandbox: RunningSandbox) -> RunningSandbox:
+    """The session sandbox, reset so the test starts from nothing."""
+    sandbox.reset()
+    return sandbox

@@ -1,0 +1,54 @@
+"""``gptools costs preview`` against the sandbox, following the CLI contract."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from gptools.cli import cli
+from gptools.sandbox import RunningSandbox
+
+
+@pytest.fixture
+def runner(fresh_sandbox: RunningSandbox, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
+    acct = fresh_sandbox.accounts["partner"]
+    monkeypatch.setenv("GP_BASE_URL", fresh_sandbox.base_url)
+    monkeypatch.setenv("GP_USERNAME", acct.username)
+    monkeypatch.setenv("GP_PASSWORD", acct.password)
+    return CliRunner()
+
+
+def test_preview_json_is_one_document_with_exact_costs(runner: CliRunner) -> None:
+    result = runner.invoke(cli, ["costs", "preview", "--game", "neon-fruits", "--currency",
+                                 "EUR", "--currency", "KWD", "--brand", "201", "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["source"] == "game"
+    costs = {(r["currency"], r["base_bet"]): r["feature_cost"] for r in doc["rows"]}
+    assert costs[("EUR", "0.15")] == "11.33"
+    assert costs[("KWD", "0.050")] == "3.775"
+
+
+def test_preview_human_output_and_configurations_source(runner: CliRunner) -> None:
+    result = runner.invoke(cli, ["costs", "preview", "--game", "wild-safari", "--currency",
+                                 "JPY", "--brand", "201", "--source", "configurations"])
+    assert result.exit_code == 0, result.output
+    assert "wild-safari" in result.stdout and "16000" in result.stdout
+
+
+@pytest.mark.parametrize(("args", "code", "message"), [
+    (["--game", "neon-fruits", "--currency", "EUR"], 2, "name one with --brand"),
+    (["--game", "neon-fruits", "--currency", "XYZ", "--brand", "201"], 2, "'XYZ'"),
+    (["--game", "no-such-game", "--currency", "EUR", "--brand", "201"], 2, "no-such-game"),
+    (["--game", "neon-fruits", "--currency", "EUR", "--brand", "901"], 2, "BRAND_NOT_ALLOWED"),
+])
+def test_bad_input_exits_2_with_a_message(
+    runner: CliRunner, args: list[str], code: int, message: str
+) -> None:
+    result = runner.invoke(cli, ["costs", "preview", *args, "--json"])
+    assert result.exit_code == code, result.output
+    assert message in result.output
+    assert result.stdout == ""  # no half document on stdout
+    assert "Traceback" not in result.output

@@ -1,0 +1,52 @@
+"""Fixtures of the participant loader tests: a client of the session sandbox, a campaign."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from datetime import datetime
+from decimal import Decimal
+
+import pytest
+
+from gptools.client import Client
+from gptools.models import CampaignRequest
+from gptools.sandbox import RunningSandbox
+
+BRAND = 201
+
+
+def campaign_request(name: str = "participants test") -> CampaignRequest:
+    """A campaign the sandbox accepts (free rounds at a bet size of golden-pharaoh)."""
+    return CampaignRequest(
+        type="FREE_ROUNDS", name=name, bet_number=10, game_ids=["golden-pharaoh"],
+        bet=Decimal("0.10"), currency_code="EUR", start_date=datetime(2026, 3, 1),
+        end_date=datetime(2026, 3, 8), time_zone="Europe/Malta",
+    )
+
+
+def make_client(sb: RunningSandbox, **options: object) -> Client:
+    """A partner client of ``sb`` with short, seeded backoff (faults make it retry)."""
+    acct = sb.accounts["partner"]
+    defaults: dict[str, object] = {"backoff_base": 0.02, "backoff_cap": 0.2,
+                                   "rng": random.Random(7), "env_file": None}
+    return Client(sb.base_url, acct.username, acct.password, **{**defaults, **options})
+
+
+@pytest.fixture
+def client(fresh_sandbox: RunningSandbox) -> Iterator[Client]:
+    """A partner client of the freshly reset session sandbox."""
+    with make_client(fresh_sandbox) as c:
+        yield c
+
+
+@pytest.fixture
+def campaign(client: Client) -> str:
+    """A new campaign on brand 201 of the session sandbox."""
+    return client.create_campaign(campaign_request(), brand=BRAND).campaign_id
+
+
+def participant_requests(sb: RunningSandbox) -> list[object]:
+    """The recorded participant-addition requests of ``sb``, in order."""
+    return [r for r in sb.state.requests
+            if r.method == "POST" and r.path.endswith("/participant")]

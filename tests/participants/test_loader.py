@@ -1,0 +1,249 @@
+"""The loader against the sandbox over loopback: accounting, rejects, resume, bisection,
+faults, and the stop on an unknown campaign."""
+
+from __future__ import annotations
+
+import csv
+import json
+import sqlite3
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from gptools.client import Client
+from gptools.errors import InvalidRequestError
+from gptools.participants import (
+    OUTCOMES,
+    JournalMismatchError,
+    LoadSummary,
+    load_participants,
+)
+from gptools.sandbox import FaultRule, RunningSandbox, SandboxConfig, run_sandbox
+from tests.participants.conftest import BRAND, campaign_request, make_client, participant_requests
+
+MESSY = Path(__file__).resolve().parents[2] / "data" / "players_messy.csv"
+MESSY_VALID = {
+    "p-100001", "p-100002", "p-100003", "p-100004", "p-100005", "jöhn-77", "игрок-5",
+    "p-100008", "p-100009", "p-100011", "p-100012", "P-100012", "p-100013", "p-100014",
+    "p-100015", "p-100016", "p-100017", "p-100018", "p-100019", "p-100020",
+}
+MESSY_REJECTED = {  # line -> reason code
+    10: "empty", 11: "empty", 16: "too_long", 17: "header_row", 18: "control_character",
+    19: "missing_field", 20: "empty",
+}
+MESSY_DUPLICATES = {9: 4, 15: 3, 26: 6}  # line -> line of the first occurrence
+
+
+def _assert_adds_up(summary: LoadSummary) -> pd.DataFrame:
+    frame = summary.to_frame()
+    counts = frame["outcome"].value_counts().to_dict()
+    assert summary.balanced
+    assert summary.rows == len(frame)
+    for outcome in OUTCOMES:
+        assert counts.get(outcome, 0) == getattr(summary, outcome), outcome
+    assert summary.rows == (summary.loaded + summary.rejected + summary.duplicate
+                            + summary.not_attempted)
+    return frame
+
+
+def test_messy_file_every_row_accounted(fresh_sandbox: RunningSandbox, client: Client,
+                                        campaign: str, tmp_path: Path) -> None:
+    rejects = tmp_path / "rejects.csv"
+    summary = load_participants(client, campaign, MESSY, brand=BRAND,
+                                journal=tmp_path / "j.sqlite", rejects=rejects, progress=False)
+    frame = _assert_adds_up(summary)
+    assert (summary.rows, summary.loaded, summary.rejected, summary.duplicate,
+            summary.not_attempted) == (30, 20, 7, 3, 0)
+    assert summary.complete and not summary.resumed
+    assert dict(summary.rejected_by_reason) == {"empty": 3, "too_long": 1, "header_row": 1,
+                                                "control_character": 1, "missing_field": 1}
+    rejected = frame[frame.outcome == "rejected"]
+    assert dict(zip(rejected.line, rejected.reason_code, strict=True)) == MESSY_REJECTED
+    duplicates = frame[frame.outcome == "duplicate"]
+    assert dict(zip(duplicates.line, duplicates.detail, strict=True)) == {
+        line: f"duplicate of line {first}" for line, first in MESSY_DUPLICATES.items()}
+    assert set(frame[frame.outcome == "loaded"].player_id) == MESSY_VALID
+    # The server's own record: every valid id exactly once, nothing else.
+    assert fresh_sandbox.state.participants(campaign) == dict.fromkeys(MESSY_VALID, 1)
+
+    with rejects.open(encoding="utf-8", newline="") as fh:
+        lines = list(csv.DictReader(fh))
+    assert [int(r["line"]) for r in lines] == sorted(MESSY_REJECTED)
+    assert {int(r["line"]): r["reason_code"] for r in lines} == MESSY_REJECTED
+    by_line = {int(r["line"]): r for r in lines}
+    assert by_line[18]["playerId"] == "p-10\x0710"
+    assert by_line[11]["playerId"] == "   "
+    assert "limit is 128" in by_line[16]["reason"]
+
+
+def test_second_run_loads_nothing_new(fresh_sandbox: RunningSandbox, client: Client,
+                                      campaign: str, tmp_path: Path) -> None:
+    journal = tmp_path / "j.sqlite"
+    load_participants(client, campaign, MESSY, brand=BRAND, journal=journal, progress=False)
+    sent = len(participant_requests(fresh_sandbox))
+    again = load_participants(client, campaign, MESSY, brand=BRAND, journal=journal,
+                              progress=False)
+    assert len(participant_requests(fresh_sandbox)) == sent == 1
+    assert again.resumed and again.requests == 0 and again.loaded_this_run == 0
+    assert (again.loaded, again.rejected, again.duplicate) == (20, 7, 3)
+    _assert_adds_up(again)
+
+
+def test_fixed_rejects_fed_back_load_the_rest(fresh_sandbox: RunningSandbox, client: Client,
+                                              campaign: str, tmp_path: Path) -> None:
+    rejects = tmp_path / "rejects.csv"
+    load_participants(client, campaign, MESSY, brand=BRAND, journal=tmp_path / "a.sqlite",
+                      rejects=rejects, progress=False)
+    text = rejects.read_text(encoding="utf-8").replace("p-10\x0710", "p-101010")
+    fixed = tmp_path / "fixed.csv"
+    fixed.write_text(text, encoding="utf-8")
+    summary = load_participants(client, campaign, fixed, brand=BRAND,
+                                journal=tmp_path / "b.sqlite", progress=False)
+    assert summary.loaded == 1
+    assert summary.rejected == 6
+    assert fresh_sandbox.state.participants(campaign)["p-101010"] == 1
+
+
+def test_chunks_several_in_flight_and_deterministic(fresh_sandbox: RunningSandbox,
+                                                   client: Client, campaign: str,
+                                                   tmp_path: Path) -> None:
+    ids = [f"c-{i:05d}" for i in range(1_000)]
+    summary = load_participants(client, campaign, ids, brand=BRAND, chunk_size=37,
+                                journal=tmp_path / "j.sqlite", progress=False)
+    assert summary.loaded == 1_000 and summary.chunks == 28 and summary.requests == 28
+    bodies = [json.loads(r.body)["playerIds"] for r in participant_requests(fresh_sandbox)]
+    assert sorted(len(b) for b in bodies) == [1_000 - 27 * 37] + [37] * 27
+    assert sorted(p for b in bodies for p in b) == ids
+    db = sqlite3.connect(tmp_path / "j.sqlite")
+    ranges = db.execute("SELECT first_seq, last_seq FROM chunks ORDER BY chunk_no").fetchall()
+    db.close()
+    assert ranges == [(i * 37, min(i * 37 + 36, 999)) for i in range(28)]
+
+
+def test_unknown_campaign_stops_at_the_first_request(fresh_sandbox: RunningSandbox,
+                                                     client: Client, tmp_path: Path) -> None:
+    ids = [f"u-{i}" for i in range(500)]
+    with pytest.raises(InvalidRequestError, match="'CMP-404' is invalid or does not exist"):
+        load_participants(client, "CMP-404", ids, brand=BRAND, chunk_size=10,
+                          journal=tmp_path / "j.sqlite", progress=False)
+    assert len(participant_requests(fresh_sandbox)) == 1
+
+
+def test_bisection_isolates_the_ids_the_server_refuses(tmp_path: Path) -> None:
+    # The server allows 16 characters, the loader 128: the longer ids reach the server.
+    with run_sandbox(SandboxConfig(seed=0, player_id_max_length=16)) as sb, \
+            make_client(sb) as client:
+        campaign = client.create_campaign(campaign_request(), brand=BRAND).campaign_id
+        ids = [f"b-{i:03d}" for i in range(200)]
+        bad = {17: "x" * 20, 90: "y" * 17, 91: "z" * 30, 199: "w" * 64}
+        for index, value in bad.items():
+            ids[index] = value
+        summary = load_participants(client, campaign, ids, brand=BRAND, chunk_size=50,
+                                    journal=tmp_path / "j.sqlite", progress=False)
+        assert summary.complete
+        assert (summary.loaded, summary.rejected) == (196, 4)
+        assert summary.bisections > 0
+        frame = _assert_adds_up(summary)
+        refused = frame[frame.outcome == "rejected"]
+        assert set(refused.raw) == set(bad.values())
+        assert set(refused.reason_code) == {"refused_by_server"}
+        assert all("VALIDATION_ERROR" in d and "the limit is 16 characters" in d
+                   for d in refused.detail)
+        loaded = sb.state.participants(campaign)
+        assert loaded == {i: 1 for i in ids if i not in bad.values()}
+        # Chunks without a bad id went once; each refused chunk was split, never resent whole.
+        assert summary.requests < 4 + 2 * 4 * 6 + 4
+
+
+@pytest.mark.parametrize(
+    "rule",
+    [
+        FaultRule(endpoint="POST /campaign/*/participant", status=503, rate=0.3),
+        FaultRule(endpoint="POST /campaign/*/participant", status=504, rate=0.3),
+        FaultRule(endpoint="POST /campaign/*/participant", drop=True, rate=0.3),
+        FaultRule(endpoint="POST /campaign/*/participant", status=429, rate=0.5, count=40),
+    ],
+    ids=["503", "504", "dropped", "rate-limit-storm"],
+)
+def test_faults_still_load_every_id_exactly_once(fresh_sandbox: RunningSandbox, client: Client,
+                                                 campaign: str, tmp_path: Path,
+                                                 rule: FaultRule) -> None:
+    fresh_sandbox.faults.add(rule)
+    ids = [f"f-{i:04d}" for i in range(600)]
+    summary = load_participants(client, campaign, ids, brand=BRAND, chunk_size=20,
+                                journal=tmp_path / "j.sqlite", progress=False, seed=1)
+    fresh_sandbox.faults.clear()
+    assert summary.complete and summary.loaded == 600 and summary.failed_chunks == 0
+    assert fresh_sandbox.state.participants(campaign) == dict.fromkeys(ids, 1)
+    statuses = [r.status for r in participant_requests(fresh_sandbox)]
+    assert len(statuses) > 30  # the faults did hit
+    if rule.status == 429:
+        assert summary.rate_limited > 0
+
+
+def test_commit_then_fail_sends_again_only_what_was_unanswered(
+        fresh_sandbox: RunningSandbox, client: Client, campaign: str, tmp_path: Path) -> None:
+    # The answer is lost after the server applied the change: the API has no idempotency
+    # key for participant additions, so those chunks may be counted twice by the server.
+    fresh_sandbox.faults.add(FaultRule(endpoint="POST /campaign/*/participant",
+                                       commit_then_fail=True, rate=1.0, count=3))
+    ids = [f"t-{i:04d}" for i in range(200)]
+    summary = load_participants(client, campaign, ids, brand=BRAND, chunk_size=20,
+                                journal=tmp_path / "j.sqlite", progress=False)
+    assert summary.complete and summary.loaded == 200
+    counts = fresh_sandbox.state.participants(campaign)
+    assert set(counts) == set(ids)
+    twice = [p for p, n in counts.items() if n > 1]
+    assert len(twice) <= 3 * 20
+    assert sum(counts.values()) == 200 + sum(n - 1 for n in counts.values())
+
+
+def test_a_request_failing_every_time_is_left_for_the_next_run(
+        fresh_sandbox: RunningSandbox, tmp_path: Path) -> None:
+    with make_client(fresh_sandbox, max_retries=0) as client:
+        campaign = client.create_campaign(campaign_request(), brand=BRAND).campaign_id
+        fresh_sandbox.faults.add(FaultRule(endpoint="POST /campaign/*/participant", status=500))
+        ids = [f"r-{i}" for i in range(30)]
+        journal = tmp_path / "j.sqlite"
+        first = load_participants(client, campaign, ids, brand=BRAND, chunk_size=10,
+                                  journal=journal, progress=False, max_attempts=2)
+        assert first.failed_chunks >= 1 and not first.complete
+        assert first.not_attempted == 30 - first.loaded
+        assert "UNKNOWN_ERROR" in (first.last_error or "")
+        _assert_adds_up(first)
+        fresh_sandbox.faults.clear()
+        second = load_participants(client, campaign, ids, brand=BRAND, journal=journal,
+                                   progress=False)
+        assert second.complete and second.loaded == 30 and second.resumed
+        assert second.unknown_resent >= 1
+        assert fresh_sandbox.state.participants(campaign) == dict.fromkeys(ids, 1)
+
+
+def test_brand_client_dataframe_and_journal_mismatch(fresh_sandbox: RunningSandbox,
+                                                     client: Client, campaign: str,
+                                                     tmp_path: Path) -> None:
+    frame = pd.DataFrame({"Player ID": ["d-1", "d-2", "d-1", None], "x": [1, 2, 3, 4]})
+    journal = tmp_path / "j.sqlite"
+    summary = load_participants(client.brand(BRAND), campaign, frame, journal=journal,
+                                progress=False)
+    assert (summary.loaded, summary.duplicate, summary.rejected) == (2, 1, 1)
+    assert summary.brand == BRAND
+    with pytest.raises(JournalMismatchError, match="journal of another load.*fingerprint"):
+        load_participants(client, campaign, ["other"], brand=BRAND, journal=journal,
+                          progress=False)
+    with pytest.raises(ValueError, match="conflicts"):
+        load_participants(client.brand(BRAND), campaign, ["a"], brand=202, progress=False)
+
+
+def test_summary_display(client: Client, campaign: str, tmp_path: Path) -> None:
+    summary = load_participants(client, campaign, MESSY, brand=BRAND,
+                                journal=tmp_path / "j.sqlite", progress=False)
+    html = summary._repr_html_()
+    assert "<table>" in html and "adds up" in html and "players_messy.csv" in html
+    text = str(summary)
+    assert "rows read      30" in text and "adds up        yes" in text
+    data = summary.to_dict()
+    assert json.loads(json.dumps(data))["loaded"] == 20
+    assert data["balanced"] is True
+    assert list(summary.rejects().line) == sorted(MESSY_REJECTED)

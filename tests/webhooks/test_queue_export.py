@@ -1,0 +1,204 @@
+"""The processing queue (at least once, retries, dead letter, restart), retention purge,
+the exports and the CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import httpx
+import pyarrow.parquet as pq
+import pytest
+
+from gptools.models import GameEventNotification
+from gptools.webhooks import (
+    LOG_COLUMNS,
+    LogEntry,
+    ProcessingQueue,
+    ReceiverAuth,
+    WebhookReceiver,
+    export_log,
+    open_store,
+)
+from gptools.webhooks._store import WriteItem
+from tests.webhooks.conftest import JSON, event, serve_in_thread, wire
+
+T0 = datetime(2026, 3, 2, tzinfo=UTC)
+
+
+class ManualClock:
+    """A clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def _accept(store_url: str, action_ids: list[str], at: datetime = T0) -> None:
+    conn = open_store(store_url).connect()
+    try:
+        conn.write_batch([WriteItem(LogEntry(at, 200, wire(event(a)).decode(), a, latency_ms=1.0),
+                                    accept=True) for a in action_ids])
+    finally:
+        conn.close()
+
+
+def test_handler_runs_once_per_action_after_the_ack(tmp_path: Path) -> None:
+    seen: list[str] = []
+    done = threading.Event()
+
+    def handler(ev: GameEventNotification) -> None:
+        seen.append(str(ev.action_id))
+        if len(seen) == 3:
+            done.set()
+
+    receiver = WebhookReceiver(f"sqlite:///{tmp_path / 's.db'}", auth=ReceiverAuth.none(),
+                               handler=handler)
+    ids = [str(uuid.uuid4()) for _ in range(3)]
+    with serve_in_thread(receiver) as srv:
+        for a in [*ids, ids[0]]:  # a duplicate is not processed again
+            assert httpx.post(srv.url, content=wire(event(a)), headers=JSON).status_code == 200
+        assert done.wait(10)
+    assert sorted(seen) == sorted(ids)
+    conn = receiver.store.connect()
+    assert conn.queue_counts().done == 3
+    conn.close()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_failures_are_retried_with_backoff_then_dead_lettered(
+    tmp_path: Path, backend: str, request: pytest.FixtureRequest,
+) -> None:
+    url = (f"sqlite:///{tmp_path / 's.db'}" if backend == "sqlite"
+           else request.getfixturevalue("pg_url"))
+    ok, flaky, bad = (str(uuid.uuid4()) for _ in range(3))
+    _accept(url, [ok, flaky, bad])
+    calls: dict[str, int] = {}
+
+    def handler(ev: GameEventNotification) -> None:
+        key = str(ev.action_id)
+        calls[key] = calls.get(key, 0) + 1
+        if key == bad or (key == flaky and calls[key] < 3):
+            raise RuntimeError(f"boom {calls[key]}")
+
+    clock = ManualClock()
+    q = ProcessingQueue(open_store(url), handler, max_attempts=4, clock=clock,
+                        first_delay=timedelta(seconds=10), factor=2)
+    q.drain()
+    assert calls == {ok: 1, flaky: 1, bad: 1}
+    for step in (10, 20, 40):  # nothing runs before its backoff has passed
+        clock.now += timedelta(seconds=step - 1)
+        q.drain()
+        before = dict(calls)
+        clock.now += timedelta(seconds=1)
+        q.drain()
+        assert calls != before
+    assert calls == {ok: 1, flaky: 3, bad: 4}
+    conn = open_store(url).connect()
+    counts = conn.queue_counts()
+    last_error = conn.raw.execute(
+        "SELECT last_error FROM webhook_actions WHERE action_id = " +
+        ("?" if backend == "sqlite" else "%s"), (bad,)).fetchone()[0]
+    conn.close()
+    assert (counts.pending, counts.done, counts.dead) == (0, 2, 1)
+    assert last_error == "RuntimeError: boom 4"
+
+
+def test_restart_resumes_pending_and_expired_claims(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    ids = [str(uuid.uuid4()) for _ in range(5)]
+    _accept(url, ids)
+    clock = ManualClock()
+    # A worker claims two actions and dies before finishing them.
+    conn = open_store(url).connect()
+    claimed = conn.claim(clock(), limit=2, lease=timedelta(minutes=5))
+    conn.close()
+    seen: list[str] = []
+    q = ProcessingQueue(open_store(url), lambda ev: seen.append(str(ev.action_id)),
+                        clock=clock, lease=timedelta(minutes=5))
+    q.drain()
+    assert len(seen) == 3  # the claimed ones wait for their lease to run out
+    clock.now += timedelta(minutes=5)
+    q.drain()
+    assert sorted(seen) == sorted(ids)
+    assert {c.action_id for c in claimed} <= set(seen)
+
+
+def test_purge_keeps_keys_for_the_retention_window(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    old, recent = str(uuid.uuid4()), str(uuid.uuid4())
+    _accept(url, [old], at=T0)
+    _accept(url, [recent], at=T0 + timedelta(days=5))
+    conn = open_store(url).connect()
+    conn.finish(old, "done")
+    conn.finish(recent, "done")
+    assert conn.purge(T0 + timedelta(days=7, hours=23)) == 0  # 8 days by default
+    assert conn.purge(T0 + timedelta(days=8, seconds=1)) == 1
+    assert conn.action_ids() == {recent}
+    conn.close()
+
+
+def test_exports_follow_the_log_contract(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    receiver = WebhookReceiver(url, auth=ReceiverAuth.none())
+    good = event()
+    with serve_in_thread(receiver) as srv:
+        httpx.post(srv.url, content=wire(good), headers=JSON)
+        httpx.post(srv.url, content=wire(good), headers=JSON)
+        httpx.post(srv.url, content=b"not json", headers=JSON)
+    out = tmp_path / "log.jsonl"
+    result = export_log(open_store(url), out, format="jsonl")
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert result.records == 3 == len(lines)
+    assert lines[0]["payload"]["actionId"] == good["actionId"]
+    assert '"bet":2.10' in out.read_text().splitlines()[0].replace(" ", "")
+    assert lines[1]["duplicate"] is True
+    assert lines[2]["body"] == "not json" and "payload" not in lines[2]
+    assert all(ln["received_at"].endswith("Z") for ln in lines)
+    pq_out = tmp_path / "log.parquet"
+    export_log(open_store(url), pq_out, format="parquet")
+    table = pq.read_table(pq_out)
+    assert tuple(table.column_names) == LOG_COLUMNS
+    assert table.num_rows == 3
+    assert table.column("body").to_pylist()[2] == "not json"
+    assert str(table.schema.field("received_at").type) == "timestamp[us, tz=UTC]"
+
+
+def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", "from gptools.cli import main; main()", *args],
+                          capture_output=True, text=True, env=env, timeout=120, check=False)
+
+
+def test_cli_serve_refuses_missing_secrets_and_bad_store(tmp_path: Path) -> None:
+    env = {"PATH": "/usr/bin:/bin"}
+    r = _cli("webhooks", "serve", "--auth", "bearer", env=env)
+    assert r.returncode == 2 and "GP_WEBHOOK_API_KEY" in r.stderr and "Traceback" not in r.stderr
+    r = _cli("webhooks", "serve", "--auth", "none", "--store", "mysql://x", env=env)
+    assert r.returncode == 2 and "sqlite:///PATH" in r.stderr
+
+
+def test_cli_deliver_then_export(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    receiver = WebhookReceiver(url, auth=ReceiverAuth.bearer("demo-key"))
+    env = {"PATH": "/usr/bin:/bin", "GP_WEBHOOK_API_KEY": "demo-key"}
+    with serve_in_thread(receiver) as srv:
+        r = _cli("sandbox", "deliver", "--url", srv.url, "-n", "50", "--auth", "bearer",
+                 "--json", env=env)
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    assert report["delivered"] == 50 and report["attempts"] == 50
+    assert "demo-key" not in r.stdout + r.stderr
+    out = tmp_path / "out.parquet"
+    r = _cli("webhooks", "export", "--store", url, "--format", "parquet", str(out), "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["records"] == 50
+    assert pq.read_table(out).num_rows == 50
+    r = _cli("webhooks", "export", "--store", "nope://", "--format", "jsonl", str(out))
+    assert r.returncode == 2 and "unknown store URL" in r.stderr
