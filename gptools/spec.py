@@ -239,6 +239,8 @@ NOT_FOUND_CODE: Final = "NOT_FOUND"
 SUBSCRIPTION_EXISTS_STATUS: Final = 409
 SUBSCRIPTION_EXISTS_CODE: Final = "SUBSCRIPTION_EXISTS"
 
+PARTICIPANT_ADDITION_IDEMPOTENT: Final = True
+
 ASSUMPTIONS: Final[tuple[Assumption, ...]] = (
     Assumption(
         "FREE_ROUNDS_CAMPAIGN_TYPE", FREE_ROUNDS_CAMPAIGN_TYPE,
@@ -375,6 +377,12 @@ ASSUMPTIONS: Final[tuple[Assumption, ...]] = (
         "creating a webhook subscription for a brand that has one is not shown; refused "
         "so that an update is explicit (PUT)",
         "unknown codes still map to errors.ApiError (409: errors.ConflictError)",
+    ),
+    Assumption(
+        "PARTICIPANT_ADDITION_IDEMPOTENT", PARTICIPANT_ADDITION_IDEMPOTENT,
+        "whether adding a player who is already a participant is harmless is not shown; the "
+        "client repeats participant additions after a lost answer or a 5xx",
+        "Client(max_retries=0) never repeats a request",
     ),
 )
 

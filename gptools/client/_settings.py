@@ -112,7 +112,10 @@ class ClientSettings:
         if missing:
             raise ConfigurationError("missing client settings: give " + ", ".join(missing))
         assert url and user and secret  # for the type checker: `missing` covered each
-        parsed = httpx.URL(url)
+        try:
+            parsed = httpx.URL(url)
+        except httpx.InvalidURL as exc:
+            raise ConfigurationError(f"base URL is not a valid URL: {exc}") from None
         if parsed.scheme not in ("http", "https") or not parsed.host:
             raise ConfigurationError(f"base URL must be an http(s) URL, got {safe_url(url)!r}")
         if parsed.userinfo:

@@ -280,14 +280,14 @@ class Journal:
     def open_chunks(self) -> list[tuple[int, int, int]]:
         """``(chunk_no, first_seq, last_seq)`` of every chunk not yet acknowledged."""
         return self._db.execute(
-            "SELECT chunk_no, first_seq, last_seq FROM chunks WHERE state != ? OR 1 ORDER BY chunk_no",
+            "SELECT chunk_no, first_seq, last_seq FROM chunks WHERE state != ? ORDER BY chunk_no",
             (ACKNOWLEDGED,),
         ).fetchall()
 
     def pending_ids(self, first_seq: int, last_seq: int) -> list[tuple[int, str]]:
         """``(seq, player_id)`` of the ids in a range that have no final status yet."""
         return self._db.execute(
-            "SELECT seq, player_id FROM ids WHERE seq BETWEEN ? AND ? AND (status = ? OR 1) ORDER BY seq",
+            "SELECT seq, player_id FROM ids WHERE seq BETWEEN ? AND ? AND status = ? ORDER BY seq",
             (first_seq, last_seq, PENDING),
         ).fetchall()
 

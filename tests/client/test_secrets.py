@@ -39,6 +39,8 @@ def test_missing_settings_name_what_to_set() -> None:
     assert "GP_BASE_URL" in text and "GP_PASSWORD" in text and "GP_USERNAME" not in text
     with pytest.raises(errors.ConfigurationError, match="http"):
         ClientSettings.resolve("ftp://x", "u", "p", env_file=None, environ={})
+    with pytest.raises(errors.ConfigurationError, match="not a valid URL"):
+        ClientSettings.resolve("http://[::1", "u", "p", env_file=None, environ={})
     with pytest.raises(errors.ConfigurationError, match="must not carry credentials"):
         ClientSettings.resolve("https://u:hunter2@x.example", "u", "p", env_file=None,
                                environ={})

@@ -6,12 +6,13 @@ import random
 from collections.abc import Iterator
 from datetime import datetime
 from decimal import Decimal
+from typing import Any
 
 import pytest
 
 from gptools.client import Client
 from gptools.models import CampaignRequest
-from gptools.sandbox import RunningSandbox
+from gptools.sandbox import RecordedRequest, RunningSandbox
 
 BRAND = 201
 
@@ -25,10 +26,10 @@ def campaign_request(name: str = "participants test") -> CampaignRequest:
     )
 
 
-def make_client(sb: RunningSandbox, **options: object) -> Client:
+def make_client(sb: RunningSandbox, **options: Any) -> Client:
     """A partner client of ``sb`` with short, seeded backoff (faults make it retry)."""
     acct = sb.accounts["partner"]
-    defaults: dict[str, object] = {"backoff_base": 0.02, "backoff_cap": 0.2,
+    defaults: dict[str, Any] = {"backoff_base": 0.02, "backoff_cap": 0.2,
                                    "rng": random.Random(7), "env_file": None}
     return Client(sb.base_url, acct.username, acct.password, **{**defaults, **options})
 
@@ -46,7 +47,7 @@ def campaign(client: Client) -> str:
     return client.create_campaign(campaign_request(), brand=BRAND).campaign_id
 
 
-def participant_requests(sb: RunningSandbox) -> list[object]:
+def participant_requests(sb: RunningSandbox) -> list[RecordedRequest]:
     """The recorded participant-addition requests of ``sb``, in order."""
     return [r for r in sb.state.requests
             if r.method == "POST" and r.path.endswith("/participant")]

@@ -103,6 +103,6 @@ def test_sigkill_then_resume(fresh_sandbox: RunningSandbox, tmp_path: Path) -> N
     assert {p for p, n in counts.items() if n > 1} <= unknown_ids
     # The resumed run's requests named no id of an acknowledged chunk.
     after = participant_requests(fresh_sandbox)[before:]
-    sent_again = {p for r in after for p in json.loads(r.body)["playerIds"]}  # type: ignore[attr-defined]
+    sent_again = {p for r in after for p in json.loads(r.body)["playerIds"]}
     assert sent_again.isdisjoint(acked_ids)
     assert sent_again == set(ids) - acked_ids

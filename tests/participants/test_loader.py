@@ -229,7 +229,7 @@ def test_brand_client_dataframe_and_journal_mismatch(fresh_sandbox: RunningSandb
                                 progress=False)
     assert (summary.loaded, summary.duplicate, summary.rejected) == (2, 1, 1)
     assert summary.brand == BRAND
-    with pytest.raises(JournalMismatchError, match="journal of another load.*fingerprint"):
+    with pytest.raises(JournalMismatchError, match=r"journal of another load.*fingerprint"):
         load_participants(client, campaign, ["other"], brand=BRAND, journal=journal,
                           progress=False)
     with pytest.raises(ValueError, match="conflicts"):
