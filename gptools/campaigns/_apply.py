@@ -72,7 +72,7 @@ def add_players(
 ) -> int:
     """Add ``player_ids`` to a campaign in requests of at most ``chunk_size`` ids; returns
     how many ids were sent. Whether the provider ignores an id added twice is not
-    documented, so call this once per player (large lists: the participants loader)."""
+    documented, so send each player once (large lists: the participants loader)."""
     if chunk_size < 1:
         raise ValueError(f"chunk_size must be at least 1, got {chunk_size}")
     ids = list(player_ids)
@@ -95,8 +95,9 @@ def apply_plan(
     plan again returns the same campaign ids and creates nothing new. For AWARDED_FEATURE
     without ``costs`` the bets are checked against the configurations endpoint (the
     document's recommended source) first. With ``add_participants`` every currency's
-    ``player_ids`` are added after its campaign is created (not idempotent as far as the
-    document says: leave it off when re-running). ``client`` is a
+    ``player_ids`` are added after its campaign is created; the document does not say
+    whether adding a player twice is harmless (``spec.PARTICIPANT_ADDITION_IDEMPOTENT`` is
+    our assumption), so leave it off when re-running. ``client`` is a
     :class:`~gptools.client.Client`; the plan's ``brand`` selects its brand view.
     """
     api: CampaignClient = scoped(client, plan.brand)

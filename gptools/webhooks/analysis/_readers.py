@@ -180,6 +180,7 @@ def connect_duckdb(
         config["threads"] = threads
     con = ibis.duckdb.connect(**config)
     con.raw_sql("SET TimeZone = 'UTC'")
+    con.raw_sql("SET enable_progress_bar = false")
     return con, tmp
 
 

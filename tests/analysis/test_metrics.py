@@ -1,0 +1,261 @@
+"""Every metric equals the truth the generator built in, on generated logs."""
+
+from __future__ import annotations
+
+import math
+from datetime import timedelta
+from decimal import Decimal
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gptools.webhooks.analysis import DeliveryAnalysis, analyze
+from tests.analysis.conftest import START, LogBuilder, iso, random_log
+
+
+def _pct(values: list[float], q: float) -> float:
+    return float(np.percentile(np.array(values), q * 100))
+
+
+@pytest.fixture(scope="module", params=[0, 1, 2])
+def generated(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[
+    LogBuilder, DeliveryAnalysis
+]:
+    b = random_log(request.param)
+    path = b.write_jsonl(tmp_path_factory.mktemp("log") / "log.jsonl")
+    analysis = analyze(path)
+    yield b, analysis
+    analysis.close()
+
+
+def test_counts_equal_the_truth(generated: tuple[LogBuilder, DeliveryAnalysis]) -> None:
+    b, analysis = generated
+    t, r = b.truth, analysis.report
+    assert r.deliveries == t.deliveries
+    assert r.actions == t.actions
+    assert r.acknowledged_actions == t.acknowledged
+    assert r.duplicate_deliveries == t.duplicates
+    assert r.retries == t.retries
+    assert r.lost_actions == t.lost
+    assert r.pending_actions == t.pending
+    assert r.pending_actions_expired == 0
+    assert r.invalid_deliveries == t.invalid
+    assert r.invalid_deliveries_without_action_id == t.invalid_without_action_id
+    assert r.invalid_by_reason == dict(t.invalid_by_reason)
+    assert r.status_counts == {str(k): v for k, v in t.status_counts.items()}
+    assert r.first_attempt_success_rate == t.first_attempt_successes / t.actions
+    assert r.eventual_success_rate == t.acknowledged / t.actions
+    dist = r.attempts_per_action["distribution"]
+    assert dist == {str(k): v for k, v in sorted(t.attempts.items())}
+    assert r.attempts_per_action["max"] == max(t.attempts)
+    # The identity of DESIGN.md, and the partition of actions by outcome.
+    assert r.identity_holds
+    assert r.to_dict()["check"]["holds"] is True
+    assert r.deliveries == r.actions + r.retries + r.duplicate_deliveries + (
+        r.invalid_deliveries_without_action_id
+    )
+    assert r.acknowledged_actions + r.lost_actions + r.pending_actions == r.actions
+
+
+def test_distributions_equal_the_truth(generated: tuple[LogBuilder, DeliveryAnalysis]) -> None:
+    b, analysis = generated
+    t, r = b.truth, analysis.report
+    gaps = [g for _, g in t.retry_gaps]
+    assert r.retry_gap_s["count"] == len(gaps)
+    for q in (0.5, 0.9, 0.99):
+        key = f"p{round(q * 100)}"
+        assert r.retry_gap_s[key] == pytest.approx(_pct(gaps, q), rel=1e-9)
+        assert r.ack_latency_ms[key] == pytest.approx(_pct(t.latencies, q), rel=1e-9)
+        assert r.delivery_lag_s[key] == pytest.approx(_pct(t.lags, q), rel=1e-9)
+    assert r.retry_gap_s["max"] == pytest.approx(max(gaps))
+    assert r.over_budget == sum(1 for x in t.latencies if x >= 1000)
+    events, late = b.out_of_order()
+    assert r.out_of_order_events == late
+    assert r.out_of_order_share == pytest.approx(late / events)
+
+
+def test_backoff_fit_recovers_the_schedule(generated: tuple[LogBuilder, DeliveryAnalysis]) -> None:
+    b, analysis = generated
+    fit = analysis.report.backoff
+    # Least squares of ln(gap) on n-1, computed here independently with numpy.
+    xs = np.array([n - 1 for n, _ in b.truth.retry_gaps], dtype=float)
+    ys = np.log([g for _, g in b.truth.retry_gaps])
+    slope, intercept = np.polyfit(xs, ys, 1)
+    assert fit["factor"] == pytest.approx(math.exp(slope), rel=1e-6)
+    assert fit["base_s"] == pytest.approx(math.exp(intercept), rel=1e-6)
+    # The generator used 30 s x 2^(n-1) with +-10 % jitter.
+    assert fit["base_s"] == pytest.approx(30, rel=0.1)
+    assert fit["factor"] == pytest.approx(2, rel=0.1)
+    assert fit["gaps"] == len(b.truth.retry_gaps)
+    by_retry = {row["retry"]: row["count"] for row in fit["by_retry"]}
+    assert sum(by_retry.values()) == len(b.truth.retry_gaps)
+
+
+def test_lost_and_pending_lists(generated: tuple[LogBuilder, DeliveryAnalysis]) -> None:
+    b, analysis = generated
+    lost = analysis.lost_actions()
+    assert set(lost.action_id) == b.truth.lost_ids
+    assert lost.last_status.between(400, 499).all()
+    assert lost.player_id.notna().all() and lost.game_id.notna().all()
+    pending = analysis.pending_actions()
+    assert set(pending.action_id) == b.truth.pending_ids
+    assert (pending.time_left_s > 0).all()
+
+
+def test_silent_period_found(generated: tuple[LogBuilder, DeliveryAnalysis]) -> None:
+    _, analysis = generated
+    silent = analysis.report.silent_periods
+    assert silent["count"] >= 1
+    assert silent["longest_s"] >= 23 * 60
+    assert analysis.silent_periods().seconds.max() == silent["longest_s"]
+
+
+def test_drill_downs_add_up(generated: tuple[LogBuilder, DeliveryAnalysis]) -> None:
+    b, analysis = generated
+    r = analysis.report
+    hours = analysis.per_hour()
+    assert hours.deliveries.sum() == r.deliveries
+    assert hours.retries.sum() == r.retries and hours.duplicates.sum() == r.duplicate_deliveries
+    assert (hours.status_2xx + hours.status_4xx + hours.status_5xx + hours.status_other).sum() == (
+        r.deliveries
+    )
+    games = analysis.per_game()
+    assert games.actions.sum() == r.actions
+    assert games.lost.sum() == r.lost_actions
+    # Bets are exact decimals, summed in the engine.
+    expected = sum(
+        (Decimal(str(rec["payload"]["bet"])) for rec in _first_valid_attempts(b)), Decimal(0)
+    )
+    assert sum(games.bet_total.dropna(), Decimal(0)) == expected
+    currencies = analysis.per_currency()
+    assert currencies.actions.sum() == r.actions
+    chain_id = next(iter(b.truth.lost_ids))
+    chain = analysis.chain(chain_id)
+    assert list(chain.attempt_no) == list(range(1, len(chain) + 1))
+    assert chain.kind.iloc[0] == "first"
+
+
+def _first_valid_attempts(b: LogBuilder) -> list[dict[str, object]]:
+    seen: set[str] = set()
+    out = []
+    for rec in sorted(b.records, key=lambda r: r["received_at"]):
+        p = rec.get("payload")
+        if isinstance(p, dict) and "bet" in p and p.get("actionId") not in seen:
+            try:
+                import uuid
+
+                uuid.UUID(str(p["actionId"]))
+            except ValueError:
+                continue
+            seen.add(str(p["actionId"]))
+            out.append(rec)
+    return out
+
+
+# ------------------------------------------------------------------ edge cases
+
+
+def test_ties_in_received_at(tmp_path: Path) -> None:
+    """Same instant: non-200 is ordered first, so 503+200 is a retry that succeeded and
+    200+200 a first attempt and a duplicate, whatever the line order."""
+    b = LogBuilder(1)
+    b.action([503, 200], at=START, gaps=[0.0])
+    b.action([200, 200], at=START + timedelta(seconds=5), gaps=[0.0])
+    b.action([503, 400], at=START + timedelta(seconds=9), gaps=[0.0])
+    b.records.reverse()  # line order must not matter
+    path = tmp_path / "ties.jsonl"
+    with path.open("wb") as fh:
+        from gptools.models import dumps_wire
+
+        for rec in b.records:
+            fh.write(dumps_wire(rec) + b"\n")
+    with analyze(path) as analysis:
+        r = analysis.report
+        assert (r.retries, r.duplicate_deliveries, r.acknowledged_actions) == (2, 1, 2)
+        # 503 and 400 at the same instant: 400 sorts after 503, so the action is lost.
+        assert r.lost_actions == 1 and r.pending_actions == 0
+        assert r.identity_holds
+
+
+def test_log_spanning_more_than_seven_days(tmp_path: Path) -> None:
+    b = LogBuilder(2)
+    old = b.action([503, 503], at=START, gaps=[60.0])
+    recent = b.action([503], at=START + timedelta(days=8))
+    b.action([200], at=START + timedelta(days=8, hours=1))
+    path = b.write_jsonl(tmp_path / "long.jsonl")
+    with analyze(path) as analysis:
+        r = analysis.report
+        assert r.pending_actions == 2 and r.pending_actions_expired == 1
+        assert analysis.now == START + timedelta(days=8, hours=1)
+        pending = analysis.pending_actions().set_index("action_id")
+        assert pending.loc[old, "time_left_s"] == 0
+        assert pending.loc[recent, "time_left_s"] == pytest.approx(
+            timedelta(days=7, hours=-1).total_seconds()
+        )
+        assert any("past their 7-day retry window" in w for w in r.warnings)
+    # An explicit "now" moves the judgement.
+    with analyze(path, now=START + timedelta(days=20)) as analysis:
+        assert analysis.report.pending_actions_expired == 2
+
+
+def test_actions_with_only_4xx_are_lost(tmp_path: Path) -> None:
+    b = LogBuilder(3)
+    a1 = b.action([400], at=START)
+    a2 = b.action([422, 409], at=START + timedelta(seconds=1), gaps=[5.0])
+    path = b.write_jsonl(tmp_path / "lost.jsonl")
+    with analyze(path) as analysis:
+        r = analysis.report
+        assert r.lost_actions == 2 and r.acknowledged_actions == 0 and r.pending_actions == 0
+        assert set(analysis.lost_actions().action_id) == {a1, a2}
+        assert r.eventual_success_rate == 0
+        assert any(w.startswith("2 actions lost: answered 4xx") for w in r.warnings)
+
+
+def test_bodies_without_action_id(tmp_path: Path) -> None:
+    b = LogBuilder(4)
+    p = b.payload(b.new_id(), START)
+    del p["actionId"]
+    b.invalid(START, reason="missing:actionId", payload=p)
+    b.invalid(START + timedelta(seconds=1), reason="not_json", body="{not json")
+    b.invalid(START + timedelta(seconds=2), reason="no_body", body=None)
+    b.action([200], at=START + timedelta(seconds=3))
+    path = b.write_jsonl(tmp_path / "noid.jsonl")
+    with analyze(path) as analysis:
+        r = analysis.report
+        assert r.deliveries == 4 and r.actions == 1
+        assert r.invalid_deliveries_without_action_id == 3
+        assert r.invalid_by_reason == {"missing:actionId": 1, "not_json": 1, "no_body": 1}
+        assert r.identity_holds
+
+
+def test_empty_log(tmp_path: Path) -> None:
+    path = tmp_path / "empty.jsonl"
+    path.write_text("")
+    with analyze(path) as analysis:
+        r = analysis.report
+        assert r.deliveries == 0 and r.actions == 0 and r.now is None
+        assert r.first_attempt_success_rate is None and r.out_of_order_share is None
+        assert r.backoff["base_s"] is None and r.ack_latency_ms["p50"] is None
+        assert r.identity_holds and r.warnings == ()
+        doc = r.to_dict()
+        assert doc["deliveries"] == 0 and doc["check"]["holds"]
+        assert analysis.lost_actions().empty and analysis.per_hour().empty
+        assert "Deliveries" in r._repr_html_()
+
+
+def test_report_html_and_dict(generated: tuple[LogBuilder, DeliveryAnalysis]) -> None:
+    _, analysis = generated
+    r = analysis.report
+    html = analysis._repr_html_()
+    assert f"{r.deliveries:,}" in html and "Warnings" in html
+    doc = r.to_dict()
+    for key in (
+        "deliveries", "actions", "acknowledged_actions", "duplicate_deliveries", "retries",
+        "lost_actions", "pending_actions", "invalid_by_reason", "status_counts",
+        "first_attempt_success_rate", "eventual_success_rate", "attempts_per_action",
+        "retry_gap_s", "backoff", "delivery_lag_s", "out_of_order_share", "ack_latency_ms",
+        "over_budget", "silent_periods", "check", "warnings",
+    ):  # fmt: skip
+        assert key in doc, key
+    assert doc["first_received_at"] == iso(analysis.report.first_received_at)  # type: ignore[arg-type]
