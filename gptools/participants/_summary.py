@@ -24,7 +24,7 @@ REJECTS_COLUMNS: Final = ("line", "playerId", "reason_code", "reason")
 _FRAME_COLUMNS: Final = ("line", "raw", "player_id", "outcome", "reason_code", "detail")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class LoadSummary:
     """What a load did, read back from its journal when it ended.
 
@@ -146,6 +146,11 @@ class LoadSummary:
         if self.rejects_file is not None:
             out.append(("rejects file", str(self.rejects_file)))
         return out
+
+    def __repr__(self) -> str:
+        return (f"<LoadSummary campaign={self.campaign_id} rows={self.rows} "
+                f"loaded={self.loaded} rejected={self.rejected} duplicate={self.duplicate} "
+                f"not_attempted={self.not_attempted}>")
 
     def __str__(self) -> str:
         head = f"Participants for campaign {self.campaign_id}"

@@ -66,6 +66,7 @@ class Truth:
     lags: list[float] = field(default_factory=list)
     lost_ids: set[str] = field(default_factory=set)
     pending_ids: set[str] = field(default_factory=set)
+    bet_total: Decimal = Decimal(0)
 
 
 @dataclass
@@ -143,6 +144,7 @@ class LogBuilder:
             gaps = [30 * 2 ** (n - 1) * self.rng.uniform(0.9, 1.1) for n in range(1, len(statuses))]
         moment = at
         acked = False
+        bet_seen = False
         for i, status in enumerate(statuses):
             if i:
                 gap = round(gaps[i - 1], 6)
@@ -160,7 +162,9 @@ class LogBuilder:
                 t.invalid_by_reason[reason] += 1
             self._add(moment, status, payload=this)
             acked = acked or status == 200
+            bet_seen = bet_seen or "bet" in this
         t.actions += 1
+        t.bet_total += body["bet"] if bet_seen else 0
         t.attempts[len(statuses)] += 1
         t.lags.append(lag)
         self.events.append((body["playerId"], at, event_at))
@@ -333,3 +337,21 @@ def write_json_lines(path: Path, lines: list[Any]) -> Path:
             fh.write(line if isinstance(line, str) else json.dumps(line))
             fh.write("\n")
     return path
+
+
+# Ibis 12 still calls DuckDB's deprecated fetch_arrow_table() and pandas' deprecated
+# future.infer_string option; the warnings are theirs, and pytest turns them into errors.
+IBIS_DUCKDB_DEPRECATIONS = (
+    "ignore:fetch_arrow_table\\(\\) is deprecated:DeprecationWarning",
+    "ignore:fetch_record_batch\\(\\) is deprecated:DeprecationWarning",
+    "ignore:The 'future.infer_string' option is deprecated",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Apply :data:`IBIS_DUCKDB_DEPRECATIONS` to the tests of this directory."""
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(str(item.fspath)).parents:
+            for spec in IBIS_DUCKDB_DEPRECATIONS:
+                item.add_marker(pytest.mark.filterwarnings(spec))

@@ -8,8 +8,8 @@ implementation. Three relations carry them, each a pure function of the one befo
    extraction and type checks), the first failing ``reason``, and a usable ``action_id``
    (a UUID string, canonical lower case) even when another field is wrong.
 2. :func:`annotate` (per delivery): the attempt chain of each action, ordered by
-   ``received_at``; ties are broken by answering non-200 before 200, then by status and
-   latency, so the order never depends on how a store returns rows. ``kind`` is
+   ``received_at``; ties are broken by :func:`delivery_order` (a retried answer, then a
+   4xx, then a 200), so the order never depends on how a store returns rows. ``kind`` is
    ``first``, ``retry`` (no earlier attempt got 200), ``duplicate`` (an earlier one did)
    or ``unattributed`` (an invalid delivery without a usable actionId). Hence, per row,
    deliveries = first attempts + retries + duplicate deliveries + unattributed.
@@ -171,8 +171,12 @@ def validate(raw: ir.Table) -> ir.Table:
 
 
 def delivery_order(t: ir.Table) -> list[ir.Value]:
-    """The order of deliveries in time, ties broken without regard to storage order."""
-    return [t.received_at, t.status == 200, t.status, t.latency_ms]
+    """The order of deliveries in time. Ties are broken by what could follow what: an
+    answer the provider retries (5xx, others) first, then a 4xx (never retried), then a
+    200 (never retried either); then status and latency, so the order never depends on
+    how a store returns rows."""
+    finality = ibis.cases((t.status == 200, 2), (t.status.between(400, 499), 1), else_=0)
+    return [t.received_at, finality, t.status, t.latency_ms]
 
 
 def annotate(d: ir.Table) -> ir.Table:
