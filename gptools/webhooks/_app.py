@@ -245,10 +245,10 @@ class WebhookReceiver:
 
         entry.status = 200
         try:
-            new = await asyncio.wait_for(
-                asyncio.wrap_future(self.writer.submit(WriteItem(entry, accept=True))),
-                self.ack_timeout.total_seconds(),
-            )
+            # asyncio.timeout, unlike wait_for, does not wrap the wait in another task.
+            async with asyncio.timeout(self.ack_timeout.total_seconds()):
+                new = await asyncio.wrap_future(
+                    self.writer.submit(WriteItem(entry, accept=True)))
         except (StoreError, TimeoutError) as exc:
             await self._unavailable(send, exc)
             return
@@ -296,10 +296,8 @@ class WebhookReceiver:
         entry.status = status
         entry.error = f"{error}: {reason}"
         try:
-            await asyncio.wait_for(
-                asyncio.wrap_future(self.writer.submit(WriteItem(entry))),
-                self.ack_timeout.total_seconds(),
-            )
+            async with asyncio.timeout(self.ack_timeout.total_seconds()):
+                await asyncio.wrap_future(self.writer.submit(WriteItem(entry)))
         except (StoreError, TimeoutError) as exc:
             await self._unavailable(send, exc)
             return

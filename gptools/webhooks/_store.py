@@ -318,10 +318,10 @@ def open_store(url: str, **options: Any) -> Store:
     ``options`` are passed to :class:`SQLiteStore` or :class:`PostgresStore`.
     """
     if url.startswith("sqlite:///"):
-        path, _, query = url[len("sqlite:///") :].partition("?")
+        path, _, params = url[len("sqlite:///") :].partition("?")
         if not path:
             raise ValueError("sqlite store URL needs a path: sqlite:///PATH")
-        sync = parse_qs(query).get("synchronous", [None])[0]
+        sync = parse_qs(params).get("synchronous", [None])[0]
         if sync is not None:
             if sync.upper() not in ("FULL", "NORMAL"):
                 raise ValueError(f"synchronous={sync!r}: use FULL or NORMAL")

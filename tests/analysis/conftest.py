@@ -193,7 +193,7 @@ class LogBuilder:
         payload time is earlier than the previous arrival's."""
         late = 0
         last: dict[str, datetime] = {}
-        for player, arrived, stamped in sorted(self.events, key=lambda e: (e[1], e[2])):
+        for player, _arrived, stamped in sorted(self.events, key=lambda e: (e[1], e[2])):
             if player in last and stamped < last[player]:
                 late += 1
             last[player] = stamped

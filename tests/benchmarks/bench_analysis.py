@@ -154,7 +154,10 @@ def main() -> None:
         assert report["check"]["holds"], report["check"]
         pandas_slice_s = run_pandas(path, PANDAS_SLICE)
         pandas_s = pandas_slice_s * LINES / PANDAS_SLICE
-        print(f"(c) pandas on {PANDAS_SLICE:,} lines: {pandas_slice_s:.1f} s, scaled {pandas_s:.1f} s")
+        print(
+            f"(c) pandas on {PANDAS_SLICE:,} lines: {pandas_slice_s:.1f} s,"
+            f" scaled {pandas_s:.1f} s"
+        )
     own_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"(this process, incl. pandas: peak {own_peak:.0f} MB)")
     print(

@@ -17,6 +17,13 @@ from gptools.webhooks.analysis._analysis import (
     DeliveryAnalysis,
     analyze,
 )
+from gptools.webhooks.analysis._charts import (
+    plot_attempts_per_action,
+    plot_duplicates_and_retries,
+    plot_latency,
+    plot_retry_gaps,
+    plot_status_mix,
+)
 from gptools.webhooks.analysis._readers import (
     ColumnMapping,
     DeliveryLog,
@@ -35,5 +42,10 @@ __all__ = [
     "DeliveryReport",
     "LogFormat",
     "analyze",
+    "plot_attempts_per_action",
+    "plot_duplicates_and_retries",
+    "plot_latency",
+    "plot_retry_gaps",
+    "plot_status_mix",
     "read_delivery_log",
 ]

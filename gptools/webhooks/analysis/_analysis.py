@@ -101,7 +101,8 @@ class DeliveryAnalysis:
         c = self._counts
         a = _row(con.execute(m.action_counts(self.actions, self._now())))
         ooo = _row(con.execute(m.out_of_order(self.actions)))
-        invalid = self._df(m.count_by(self.attempts, "reason", where=self.attempts.reason.notnull()))
+        att = self.attempts
+        invalid = self._df(m.count_by(att, "reason", where=att.reason.notnull()))
         status = self._df(m.count_by(self.attempts, "status"))
         attempts = self.attempts_per_action()
         silent = self.silent_periods()
@@ -123,8 +124,8 @@ class DeliveryAnalysis:
             pending_window_closes_first=_datetime(a["pending_window_closes_first"]),
             invalid_deliveries=_int(c["invalid_deliveries"]),
             invalid_deliveries_without_action_id=_int(c["unattributed"]),
-            invalid_by_reason={str(r): int(n) for r, n in zip(invalid.reason, invalid.n, strict=True)},
-            status_counts={str(s): int(n) for s, n in zip(status.status, status.n, strict=True)},
+            invalid_by_reason=_counts(invalid, "reason"),
+            status_counts=_counts(status, "status"),
             first_attempt_success_rate=_ratio(_int(a["first_attempt_successes"]), actions),
             eventual_success_rate=_ratio(_int(a["acknowledged_actions"]), actions),
             attempts_per_action={
@@ -307,7 +308,7 @@ def analyze(
 
 
 def _row(df: pd.DataFrame) -> dict[str, Any]:
-    return {k: (None if _missing(v) else v) for k, v in df.iloc[0].to_dict().items()}
+    return {str(k): (None if _missing(v) else v) for k, v in df.iloc[0].to_dict().items()}
 
 
 def _missing(value: Any) -> bool:
@@ -315,6 +316,12 @@ def _missing(value: Any) -> bool:
         return bool(pd.isna(value))
     except (TypeError, ValueError):
         return False
+
+
+def _counts(df: pd.DataFrame, key: str) -> dict[str, int]:
+    """A ``key``/``n`` frame as a plain dict (str keys, Python ints, for JSON)."""
+    keys = [str(k) for k in df[key].tolist()]
+    return dict(zip(keys, [int(n) for n in df["n"].tolist()], strict=True))
 
 
 def _int(value: Any) -> int:

@@ -289,7 +289,9 @@ def action_counts(actions: ir.Table, now: ir.Value) -> ir.Table:
         "lost_actions": (actions.outcome == "lost").sum(),
         "pending_actions": pending.sum(),
         "pending_actions_expired": (pending & (actions.window_end <= now)).sum(),
-        "pending_window_closes_first": actions.window_end.min(where=pending & (actions.window_end > now)),
+        "pending_window_closes_first": actions.window_end.min(
+            where=pending & (actions.window_end > now)
+        ),
         "first_attempt_successes": (actions.first_status == 200).sum(),
         "attempts_mean": actions.attempts.mean(),
         "attempts_max": actions.attempts.max(),

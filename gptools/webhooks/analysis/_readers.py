@@ -134,6 +134,8 @@ class DeliveryLog:
                 table = self.con.create_table(name, build(raw), temp=True)
             except duckdb.InvalidInputException as exc:
                 if len(self.candidates) > 1 and "Expected OBJECT" in str(exc):
+                    # Ibis creates the table before filling it; the retry needs the name.
+                    self.con.raw_sql(f'DROP TABLE IF EXISTS "{name}"')
                     self.candidates.pop(0)
                     continue
                 raise _duckdb_error(self.source, exc) from None
@@ -416,8 +418,13 @@ def _batches(cursor: Any) -> Iterator[pa.RecordBatch]:
 
 def _load_store(con: Any, cursor: Any, name: str) -> ir.Table:
     reader = pa.RecordBatchReader.from_batches(_STORE_SCHEMA, _batches(cursor))
+    name = ibis.util.gen_name("store")
     try:
-        return con.create_table(ibis.util.gen_name("store"), reader, temp=True)
+        # Streamed batch by batch into DuckDB (which spills), never collected in Python.
+        con.con.register(f"{name}_stream", reader)
+        con.raw_sql(f'CREATE TEMP TABLE "{name}" AS SELECT * FROM "{name}_stream"')
+        con.con.unregister(f"{name}_stream")
+        return con.table(name)
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
         raise DeliveryLogError(
             f"{name}: a row does not fit the delivery_log contract: {exc}"
@@ -432,7 +439,8 @@ def _read_sqlite(
         raise DeliveryLogError(f"{path}: no such SQLite file")
     sql = _store_select(mapping, table, f'"{mapping.received_at}"')
     uri = f"file:{Path(path).resolve()}?mode=ro"
-    with contextlib.closing(sqlite3.connect(uri, uri=True)) as db:
+    # DuckDB pulls the batches from its own thread, one at a time.
+    with contextlib.closing(sqlite3.connect(uri, uri=True, check_same_thread=False)) as db:
         try:
             cursor = db.execute(sql)
         except sqlite3.Error as exc:

@@ -1,0 +1,133 @@
+"""Charts of a delivery-log analysis (matplotlib); each function returns a Figure.
+
+The data behind each chart is aggregated by the engine first (per hour, per log bin), so
+a chart of a log of millions of deliveries draws a few hundred points.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+from gptools.webhooks.analysis._analysis import DeliveryAnalysis
+
+FIGSIZE = (9.0, 3.6)
+
+
+def _hours(col: pd.Series) -> pd.Series:
+    """Hour starts as naive UTC (matplotlib's date axis wants one clock)."""
+    hours = pd.to_datetime(col)
+    return hours.dt.tz_convert("UTC").dt.tz_localize(None) if hours.dt.tz is not None else hours
+
+
+def _empty(ax: Any, what: str) -> None:
+    ax.text(0.5, 0.5, f"no {what} in this log", ha="center", va="center",
+            transform=ax.transAxes)  # fmt: skip
+
+
+def plot_duplicates_and_retries(analysis: DeliveryAnalysis) -> Figure:
+    """First attempts, retries and duplicate deliveries per hour."""
+    fig, ax = plt.subplots(figsize=FIGSIZE, layout="constrained")
+    hours = analysis.per_hour()
+    if hours.empty:
+        _empty(ax, "deliveries")
+    else:
+        x = _hours(hours.hour)
+        ax.plot(x, hours.first_attempts, label="first attempts", color="0.6", lw=1)
+        ax.plot(x, hours.retries, label="retries", color="tab:orange", lw=1.5)
+        ax.plot(x, hours.duplicates, label="duplicate deliveries", color="tab:purple", lw=1.5)
+        ax.legend(loc="upper right", frameon=False)
+    ax.set_title("Deliveries per hour by kind")
+    ax.set_ylabel("deliveries")
+    ax.set_xlabel("hour (UTC)")
+    return fig
+
+
+def plot_status_mix(analysis: DeliveryAnalysis) -> Figure:
+    """Answers per hour stacked by status class (2xx, 4xx, 5xx, other)."""
+    fig, ax = plt.subplots(figsize=FIGSIZE, layout="constrained")
+    hours = analysis.per_hour()
+    if hours.empty:
+        _empty(ax, "deliveries")
+    else:
+        x = _hours(hours.hour)
+        ax.stackplot(
+            x,
+            hours.status_2xx, hours.status_4xx, hours.status_5xx, hours.status_other,
+            labels=["2xx", "4xx", "5xx", "other"],
+            colors=["tab:green", "tab:red", "tab:orange", "0.7"],
+        )  # fmt: skip
+        ax.legend(loc="upper right", frameon=False, ncols=4)
+    ax.set_title("Status mix per hour")
+    ax.set_ylabel("deliveries")
+    ax.set_xlabel("hour (UTC)")
+    return fig
+
+
+def plot_retry_gaps(analysis: DeliveryAnalysis) -> Figure:
+    """Histogram of retry gaps on a log scale, with the fitted backoff
+    (base × factor^(n-1)) marked for each retry number seen."""
+    fig, ax = plt.subplots(figsize=FIGSIZE, layout="constrained")
+    hist = analysis.log_histogram("gap_s")
+    fit = analysis.report.backoff
+    if hist.empty:
+        _empty(ax, "retries")
+    else:
+        ax.bar(hist.lo, hist["count"], width=hist.hi - hist.lo, align="edge",
+               color="tab:blue", alpha=0.7, label="observed gaps")  # fmt: skip
+        ax.set_xscale("log")
+        if fit["base_s"] is not None:
+            retries = [row["retry"] for row in fit["by_retry"]]
+            factor = fit["factor"] or 1.0
+            for i, n in enumerate(retries):
+                ax.axvline(fit["base_s"] * factor ** (n - 1), color="tab:red", lw=1, ls="--",
+                           label="fitted backoff" if i == 0 else None)  # fmt: skip
+            ax.legend(loc="upper left", frameon=False)
+    title = "Retry gaps"
+    if fit["factor"] is not None:
+        title += f": fitted gap_n = {fit['base_s']:.1f} s × {fit['factor']:.2f}^(n-1)"
+    ax.set_title(title)
+    ax.set_xlabel("seconds since the previous attempt (log scale)")
+    ax.set_ylabel("retries")
+    return fig
+
+
+def plot_attempts_per_action(analysis: DeliveryAnalysis) -> Figure:
+    """How many actions needed 1, 2, ... attempts (log-scaled counts)."""
+    fig, ax = plt.subplots(figsize=FIGSIZE, layout="constrained")
+    dist = analysis.attempts_per_action()
+    if dist.empty:
+        _empty(ax, "actions")
+    else:
+        ax.bar(dist.attempts.astype(int), dist.actions, color="tab:blue")
+        ax.set_yscale("log")
+        ax.set_xticks(np.arange(1, int(dist.attempts.max()) + 1))
+    ax.set_title("Attempts per action")
+    ax.set_xlabel("attempts (all deliveries of the action)")
+    ax.set_ylabel("actions (log scale)")
+    return fig
+
+
+def plot_latency(analysis: DeliveryAnalysis) -> Figure:
+    """Acknowledgement latency on a log scale, with the 1-second budget marked."""
+    fig, ax = plt.subplots(figsize=FIGSIZE, layout="constrained")
+    hist = analysis.log_histogram("latency_ms")
+    budget = analysis.report.budget_ms
+    if hist.empty:
+        _empty(ax, "latencies")
+    else:
+        over = hist.lo >= budget
+        ax.bar(hist.lo, hist["count"], width=hist.hi - hist.lo, align="edge",
+               color=np.where(over, "tab:red", "tab:blue"), alpha=0.8)  # fmt: skip
+        ax.set_xscale("log")
+        label = f"budget {budget:,.0f} ms ({analysis.report.over_budget:,} at or over)"
+        ax.axvline(budget, color="black", lw=1.2, ls="--", label=label)
+        ax.legend(loc="upper right", frameon=False)
+    ax.set_title("Acknowledgement latency")
+    ax.set_xlabel("milliseconds (log scale)")
+    ax.set_ylabel("deliveries")
+    return fig
