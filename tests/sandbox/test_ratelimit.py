@@ -230,7 +230,7 @@ def test_retry_after_reflects_the_window() -> None:
 
 
 def test_unauthenticated_requests_are_limited_too() -> None:
-    with serving(SandboxConfig(rate_tiers=tiers(user_other=5))) as (sb, http):
+    with serving(SandboxConfig(rate_tiers=tiers(user_other=5))) as (_sb, http):
         def anonymous(h: httpx.Client, i: int) -> httpx.Response:
             return h.get(path("game"), auth=("nobody", "nothing"))
         for i in range(5):
@@ -241,7 +241,7 @@ def test_unauthenticated_requests_are_limited_too() -> None:
 
 
 def test_inspection_paths_are_not_limited() -> None:
-    with serving(SandboxConfig(rate_tiers=tiers(global_all=2, global_get=2))) as (sb, http):
+    with serving(SandboxConfig(rate_tiers=tiers(global_all=2, global_get=2))) as (_sb, http):
         for _ in range(2):
             assert get_game("individual", None)(http, 0).status_code == 200
         assert get_game("individual", None)(http, 0).status_code == spec.RATE_LIMIT_STATUS
@@ -251,6 +251,6 @@ def test_inspection_paths_are_not_limited() -> None:
 
 def test_limits_can_be_switched_off() -> None:
     with serving(SandboxConfig(enforce_rate_limits=False,
-                               rate_tiers=tiers(user_other=2))) as (sb, http):
+                               rate_tiers=tiers(user_other=2))) as (_sb, http):
         statuses = {get_game("individual", None)(http, i).status_code for i in range(50)}
         assert statuses == {200}

@@ -114,3 +114,5 @@ def test_cli_serve_prints_url_and_credentials_and_stops_on_ctrl_c() -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+        if proc.stderr is not None:
+            proc.stderr.close()

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
 class DeliveryReport:
     """Every metric of the analyser for one log (DESIGN.md's definitions).
 
@@ -115,6 +115,13 @@ class DeliveryReport:
             f" ({html.escape(_iso(self.first_received_at) or '-')} to"
             f" {html.escape(_iso(self.last_received_at) or '-')})</p>"
             f"<table>{rows}</table>{warn_html}</div>"
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"DeliveryReport(source={self.source!r}, deliveries={self.deliveries},"
+            f" actions={self.actions}, lost_actions={self.lost_actions},"
+            f" pending_actions={self.pending_actions}, warnings={len(self.warnings)})"
         )
 
     def __str__(self) -> str:
