@@ -50,3 +50,25 @@ def test_readme_names_exactly_the_two_setup_commands_and_ci_runs_the_test_one() 
     commands = [ln.strip() for ln in ci.splitlines()
                 if ln.strip() and not ln.lstrip().startswith(("#", "set ", "cd "))]
     assert commands == ["make test"]
+
+
+def test_import_gptools_stays_light() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, gptools; heavy = [m for m in ('pandas', 'duckdb', 'matplotlib', "
+            "'ibis', 'ipywidgets') if m in sys.modules]; print(','.join(heavy))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == "", f"import gptools pulled in {out}"
+
+
+def test_cli_registers_every_capability_group() -> None:
+    from click.testing import CliRunner
+
+    from gptools.cli import cli
+
+    result = CliRunner().invoke(cli, ["webhooks", "--help"])
+    assert result.exit_code == 0
+    for command in ("serve", "export", "analyze"):
+        assert command in result.output

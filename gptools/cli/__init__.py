@@ -5,6 +5,7 @@ JSON document on stdout; exit code 0 on success, 2 on bad input, 1 on failure.
 """
 
 from gptools.cli import (  # noqa: F401  (importing registers the commands)
+    _analyze,
     _campaigns,
     _costs,
     _notebooks,

@@ -200,8 +200,11 @@ class SandboxApp:
             if rule.drop:
                 raise _DropConnection
             if rule.status is not None:
+                # An injected rate-limit answer looks like a real one, Retry-After included.
+                retry = ((b"retry-after", b"1"),) \
+                    if rule.status == self.config.rate_limit_status else ()
                 raise Refusal(rule.status, rule.error_code,
-                              f"injected fault: {rule.endpoint} answers {rule.status}")
+                              f"injected fault: {rule.endpoint} answers {rule.status}", retry)
         with self.state.lock:
             answer = handler(self, call)
         if rule is not None and rule.commit_then_fail:

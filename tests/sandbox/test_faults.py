@@ -60,6 +60,10 @@ def test_status_body_is_the_documented_error(sb: RunningSandbox, client: httpx.C
     assert_error(_game(client), 504, spec.CODE_TIMEOUT)
     assert_error(_game(client), 502, "BAD_GATEWAY")
     assert _game(client).status_code == 200
+    sb.faults.add(FaultRule(endpoint="GET /game", status=429, count=1))
+    limited = _game(client)
+    assert_error(limited, 429, spec.RATE_LIMIT_CODE)
+    assert limited.headers["Retry-After"] == "1"
 
 
 def test_count_limits_a_rule_to_the_next_n(sb: RunningSandbox, client: httpx.Client) -> None:

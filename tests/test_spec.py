@@ -1,0 +1,92 @@
+"""gptools.spec against the API document: published constants, rate tiers, endpoint classes."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from gptools import spec
+
+
+def test_error_table() -> None:
+    assert spec.ERROR_STATUS == {
+        "BRAND_REQUIRED": 400, "NOT_AUTHORIZED": 401, "BRAND_NOT_ALLOWED": 403,
+        "INVALID_REQUEST": 403, "UNKNOWN_ERROR": 500, "TIMEOUT": 504,
+    }
+
+
+def test_field_limits_and_other_constants() -> None:
+    assert (spec.NAME_MAX_LENGTH, spec.EXTERNAL_CAMPAIGN_ID_MAX_LENGTH,
+            spec.REQUEST_ID_MAX_LENGTH, spec.RULES_URL_MAX_LENGTH, spec.BET_NUMBER_MAX) == (
+        255, 512, 36, 2048, 1500)
+    assert spec.BACK_OFFICE_CSV_IMPORT_MAX_ROWS == 50_000
+    assert timedelta(days=7) == spec.WEBHOOK_RETRY_WINDOW
+    assert timedelta(seconds=1) == spec.WEBHOOK_RESPONSE_BUDGET
+    assert spec.DEFAULT_WEBHOOK_PATH == "/v1/game-action-events"
+    assert spec.WEBHOOK_AUTH_TYPES == ("BEARER", "BASIC", "NONE")
+    assert spec.CAMPAIGN_TYPE_AWARDED_FEATURE == "AWARDED_FEATURE"
+    assert spec.ENDPOINT_LEGACY_CAMPAIGN == "freeround/campaign"
+    assert {"INDIVIDUAL", "PARTNER", "THIRD_PARTY", "INTERNAL"} == spec.KNOWN_PRINCIPAL_TYPES
+    assert {"PARTNER", "THIRD_PARTY"} == spec.EXPLICIT_ONLY_PRINCIPALS
+    assert {"INDIVIDUAL"} == spec.IMPLICIT_ALLOWED_PRINCIPALS
+
+
+def test_rate_table_has_all_seven_rows() -> None:
+    rows = {(t.scope, t.per_second, t.methods, t.endpoint) for t in spec.RATE_TIERS}
+    assert rows == {
+        ("global", 500, None, None),
+        ("global", 1000, frozenset({"GET"}), None),
+        ("per_user_endpoint", 130, None, "POST /campaign/*/participant"),
+        ("per_user_endpoint", 60, None, "POST /campaign"),
+        ("per_user_endpoint", 60, None, "other"),
+        ("per_endpoint", 270, None, "POST /campaign/*/participant"),
+        ("per_endpoint", 135, None, "POST /campaign"),
+    }
+    assert len({t.name for t in spec.RATE_TIERS}) == 7
+
+
+@pytest.mark.parametrize(("method", "path", "expected"), [
+    ("POST", "/api/v1/campaign", spec.ENDPOINT_CLASS_CAMPAIGN_CREATE),
+    ("post", "/api/v1/brands/7/campaign", spec.ENDPOINT_CLASS_CAMPAIGN_CREATE),
+    ("POST", "/api/v1/freeround/campaign", spec.ENDPOINT_CLASS_CAMPAIGN_CREATE),
+    ("POST", "/api/v1/brands/7/freeround/campaign/", spec.ENDPOINT_CLASS_CAMPAIGN_CREATE),
+    ("POST", "/api/v1/campaign/C1/participant", spec.ENDPOINT_CLASS_PARTICIPANT),
+    ("POST", "/api/v1/brands/7/campaign/C1/participant", spec.ENDPOINT_CLASS_PARTICIPANT),
+    ("POST", "/api/v1/freeround/campaign/C1/participant", spec.ENDPOINT_CLASS_PARTICIPANT),
+    ("POST", "/api/v1/campaign/C1/participant/batch", spec.ENDPOINT_CLASS_PARTICIPANT),
+    ("GET", "/api/v1/campaign", spec.ENDPOINT_CLASS_OTHER),
+    ("GET", "/api/v1/campaign/C1/participant", spec.ENDPOINT_CLASS_OTHER),
+    ("GET", "/api/v1/game", spec.ENDPOINT_CLASS_OTHER),
+    ("POST", "/api/v1/webhook-subscription", spec.ENDPOINT_CLASS_OTHER),
+    ("GET", "/api/v1/self", spec.ENDPOINT_CLASS_OTHER),
+])
+def test_endpoint_class(method: str, path: str, expected: str) -> None:
+    assert spec.endpoint_class(method, path) == expected
+
+
+@pytest.mark.parametrize(("method", "path", "names"), [
+    ("GET", "/api/v1/game", {"global_all", "global_get", "user_other"}),
+    ("PUT", "/api/v1/webhook-subscription", {"global_all", "user_other"}),
+    ("POST", "/api/v1/campaign", {"global_all", "user_campaign", "endpoint_campaign"}),
+    ("POST", "/api/v1/brands/3/campaign/X/participant",
+     {"global_all", "user_participant", "endpoint_participant"}),
+])
+def test_tiers_for(method: str, path: str, names: set[str]) -> None:
+    assert {t.name for t in spec.tiers_for(method, path)} == names
+
+
+def test_assumption_lookup() -> None:
+    found = spec.assumption("PARTICIPANT_MAX_IDS")
+    assert found.value == spec.PARTICIPANT_MAX_IDS and found.source == "assumed"
+    with pytest.raises(KeyError, match="no assumption named"):
+        spec.assumption("NOPE")
+
+
+def test_assumed_gaps_the_issue_names_are_recorded() -> None:
+    names = " ".join(a.name for a in spec.ASSUMPTIONS)
+    for needed in ("FREE_ROUNDS_CAMPAIGN_TYPE", "CAMPAIGN_START_FIELD", "CAMPAIGN_PLAYERS_FIELD",
+                   "RATE_LIMIT_STATUS", "VALIDATION_ERROR_CODE",
+                   "ENDPOINT_BATCH_PARTICIPANT_TEMPLATE", "ENDPOINT_WEBHOOK_SUBSCRIPTION",
+                   "PARTICIPANT_MAX_IDS"):
+        assert needed in names, needed
