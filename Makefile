@@ -46,6 +46,7 @@ lab: $(STAMP)
 
 ## Benchmarks (not part of `make test`): each prints a final RESULT line.
 bench: $(STAMP)
+	@command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk) || echo "no wrk: benchmarks fall back to httpx"
 	@for b in tests/benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 ## Re-resolve requirements.lock after changing pyproject.toml.

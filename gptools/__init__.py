@@ -97,6 +97,8 @@ if TYPE_CHECKING:
     )
     from gptools.sandbox import (
         FaultRule,
+        RunningSandbox,
+        SandboxAccount,
         SandboxConfig,
         run_sandbox,
     )
@@ -188,6 +190,8 @@ _LAZY: dict[str, str] = {
     "analyze": "gptools.webhooks.analysis",
     "read_delivery_log": "gptools.webhooks.analysis",
     "FaultRule": "gptools.sandbox",
+    "RunningSandbox": "gptools.sandbox",
+    "SandboxAccount": "gptools.sandbox",
     "SandboxConfig": "gptools.sandbox",
     "run_sandbox": "gptools.sandbox",
     "build_ui": "gptools.widgets",
@@ -265,7 +269,9 @@ __all__ = [
     "ProcessingQueue",
     "RateLimitedError",
     "ReceiverAuth",
+    "RunningSandbox",
     "SQLiteStore",
+    "SandboxAccount",
     "SandboxConfig",
     "SelfInfo",
     "ServerError",

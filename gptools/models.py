@@ -245,10 +245,10 @@ class CampaignRequest(BaseModel):
     game_ids: list[str] = Field(min_length=1)
     bet: Decimal = Field(gt=0, allow_inf_nan=False)
     currency_code: str = Field(min_length=1)
-    players: list[str] | None = None
-    start_date: datetime
-    end_date: datetime
-    time_zone: str
+    players: list[str] | None = Field(default=None, alias=spec.CAMPAIGN_PLAYERS_FIELD)
+    start_date: datetime = Field(alias=spec.CAMPAIGN_START_FIELD)
+    end_date: datetime = Field(alias=spec.CAMPAIGN_END_FIELD)
+    time_zone: str = Field(alias=spec.CAMPAIGN_TIME_ZONE_FIELD)
 
     @field_validator("time_zone")
     @classmethod
@@ -275,9 +275,16 @@ class CampaignRequest(BaseModel):
     def _fmt_date(self, value: datetime) -> str:
         return value.strftime(spec.CAMPAIGN_DATE_FORMAT)
 
-    def to_wire(self) -> bytes:
-        """The JSON body for ``POST /campaign`` (camelCase, exact numbers)."""
-        return dumps_wire(self)
+    def to_wire(self, *, rename: Mapping[str, str] | None = None) -> bytes:
+        """The JSON body for ``POST /campaign`` (camelCase, exact numbers).
+
+        ``rename`` maps our JSON names to others (for example
+        ``{"startDate": "validFrom"}``) for a server whose names differ from the assumed ones.
+        """
+        data = self.model_dump(mode="python", by_alias=True, exclude_none=True)
+        if rename:
+            data = {rename.get(key, key): value for key, value in data.items()}
+        return dumps_wire(data)
 
 
 class CampaignCreated(ApiModel):

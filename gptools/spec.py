@@ -251,17 +251,17 @@ ASSUMPTIONS: Final[tuple[Assumption, ...]] = (
         "CAMPAIGN_START_FIELD / CAMPAIGN_END_FIELD / CAMPAIGN_TIME_ZONE_FIELD",
         (CAMPAIGN_START_FIELD, CAMPAIGN_END_FIELD, CAMPAIGN_TIME_ZONE_FIELD),
         "the document says 'start and end dates based on a time zone' without JSON names",
-        "CampaignRequest(extra fields are sent as given)",
+        "Client(campaign_field_names={'startDate': ...}); the sandbox reads these constants",
     ),
     Assumption(
         "CAMPAIGN_DATE_FORMAT", CAMPAIGN_DATE_FORMAT,
         "dates are wall-clock times in the campaign's zone, so no offset is sent",
-        "CampaignRequest(start=/end= accept a pre-formatted string)",
+        "spec.CAMPAIGN_DATE_FORMAT (the model and the sandbox both read it)",
     ),
     Assumption(
         "CAMPAIGN_PLAYERS_FIELD", "players: array of player-id strings",
         "the shape is shown only for participant addition, which names players by id",
-        "CampaignRequest(players=...) accepts any JSON value",
+        "Client(campaign_field_names={'players': ...}), or add participants instead",
     ),
     Assumption(
         "BET_NUMBER_MIN", BET_NUMBER_MIN,

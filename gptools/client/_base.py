@@ -202,6 +202,7 @@ class BaseClient:
         rng: random.Random | None = None,
         batch_participant_path: str = spec.ENDPOINT_BATCH_PARTICIPANT_TEMPLATE,
         webhook_subscription_path: str = spec.ENDPOINT_WEBHOOK_SUBSCRIPTION,
+        campaign_field_names: Mapping[str, str] | None = None,
         env_file: str | Path | None = ".env",
         transport: httpx.BaseTransport | httpx.AsyncBaseTransport | None = None,
     ) -> None:
@@ -217,6 +218,9 @@ class BaseClient:
         self.backoff_cap = backoff_cap
         self.batch_participant_path = batch_participant_path
         self.webhook_subscription_path = webhook_subscription_path
+        # The campaign body's date/zone/players names are assumptions; a user who learns the
+        # real ones renames them here instead of patching the model.
+        self.campaign_field_names = dict(campaign_field_names or {})
         self.limiter = RateLimiter(rate_tiers)
         # Seeded by the caller for reproducible jitter; a fresh one otherwise.
         self._rng = rng if rng is not None else random.Random()
@@ -343,7 +347,8 @@ class BaseClient:
             # same one, so the server creates the campaign at most once.
             request = request.model_copy(update={"request_id": str(uuid.uuid4())})
         path = self._brand_path("POST", self._campaign_endpoint(), brand, info)
-        return self._call("POST", path, CampaignCreated, body=request.to_wire(),
+        body = request.to_wire(rename=self.campaign_field_names)
+        return self._call("POST", path, CampaignCreated, body=body,
                           idempotent=request.request_id is not None)
 
     def _build_participants(

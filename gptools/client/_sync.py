@@ -49,7 +49,9 @@ class Client(BaseClient):
     (use ``/freeround/campaign``), ``rate_tiers`` (the rate table to respect; ``()`` turns
     client-side limiting off), ``rate_limit_status``, ``retry_after_ceiling``,
     ``backoff_base``/``backoff_cap``, ``rng`` (a seeded :class:`random.Random` for
-    reproducible jitter), ``batch_participant_path``, ``webhook_subscription_path`` and
+    reproducible jitter), ``batch_participant_path``, ``webhook_subscription_path``,
+    ``campaign_field_names`` (renames assumed campaign JSON fields, e.g.
+    ``{"startDate": "validFrom"}``) and
     ``transport`` (an :class:`httpx.BaseTransport`). Defaults live in
     :mod:`gptools.client._constants` and :mod:`gptools.spec`.
 

@@ -11,7 +11,8 @@ tests that run the client against it check two independent readings of the docum
 ...               auth=(sb.accounts["partner"].username, sb.accounts["partner"].password))
 
 Demo accounts are listed in :mod:`gptools.sandbox._accounts` (and ``GET /_sandbox/accounts``);
-the catalogue is :data:`CATALOGUE`; inspection paths are described in
+the catalogue is :data:`CATALOGUE`; the provider's webhook side (deliveries with
+retries on a simulated clock) is :class:`WebhookDispatcher`; inspection paths are described in
 :mod:`gptools.sandbox._inspect`.
 """
 
@@ -25,6 +26,15 @@ from gptools.sandbox._catalogue import (
     feature_cost,
 )
 from gptools.sandbox._config import SandboxConfig
+from gptools.sandbox._dispatcher import (
+    SIMULATED_TIME_HEADER,
+    DeliveryTarget,
+    ScaledClock,
+    VirtualClock,
+    WebhookDispatcher,
+    attach_dispatcher,
+)
+from gptools.sandbox._events import CampaignPlay, EventGenerator
 from gptools.sandbox._faults import FaultRule, Faults
 from gptools.sandbox._server import RunningSandbox, run_sandbox
 from gptools.sandbox._state import RecordedRequest, SandboxState, StoredCampaign
@@ -34,9 +44,13 @@ __all__ = [
     "CATALOGUE",
     "CURRENCIES",
     "DEMO_ACCOUNTS",
+    "SIMULATED_TIME_HEADER",
     "UNCOVERED_BRAND_IDS",
+    "CampaignPlay",
     "CatalogueBuyFeature",
     "CatalogueGame",
+    "DeliveryTarget",
+    "EventGenerator",
     "FaultRule",
     "Faults",
     "RecordedRequest",
@@ -45,7 +59,11 @@ __all__ = [
     "SandboxApp",
     "SandboxConfig",
     "SandboxState",
+    "ScaledClock",
     "StoredCampaign",
+    "VirtualClock",
+    "WebhookDispatcher",
+    "attach_dispatcher",
     "create_app",
     "feature_cost",
     "run_sandbox",

@@ -2,10 +2,11 @@
 durable processing queue.
 
 :class:`GroupCommitWriter` owns one store connection in a thread. Requests hand it a
-:class:`~gptools.webhooks._store.WriteItem` and wait on a future; the thread takes every
-item waiting, writes them in one transaction, commits, and only then resolves the futures.
-So each 200 still follows a durable commit, but one commit (and one fsync) serves a whole
-batch: that is where the throughput comes from.
+:class:`~gptools.webhooks._store.WriteItem` and await a future; the thread takes every
+item waiting, writes them in one transaction, commits, and only then resolves the futures,
+the whole batch with one wake-up of the event loop. So each 200 still follows a durable
+commit, but one commit (and one fsync) serves a whole batch: that is where the throughput
+comes from.
 
 :class:`ProcessingQueue` runs the user's handler for each stored action after the
 acknowledgement, from the ``webhook_actions`` table: at least once per action (a claim is a
@@ -16,7 +17,8 @@ whatever is pending.
 
 from __future__ import annotations
 
-import concurrent.futures
+import asyncio
+import contextlib
 import logging
 import queue
 import threading
@@ -45,11 +47,21 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+#: A queued write: the item and the future its request awaits.
+_Pending = tuple[WriteItem, "asyncio.Future[bool]"]
+
+
 class GroupCommitWriter:
     """A thread that writes submitted items in batches, one transaction per batch.
 
-    ``max_batch`` bounds a batch; ``state`` is where new actions start (``pending`` when
-    a :class:`ProcessingQueue` will handle them, ``done`` when nothing will);
+    Requests ``await`` :meth:`write` on their event loop. The thread waits for the first
+    item, takes the store's write lock (another process may be committing), then takes
+    every item queued by then (at most ``max_batch``), writes them in one transaction,
+    commits, and settles the whole batch with ONE ``call_soon_threadsafe`` per event
+    loop. Items keep arriving during the commit's fsync, so the busier the receiver, the
+    larger the batches. ``state`` is where new actions start (``pending`` when a
+    :class:`ProcessingQueue` will handle them, ``done`` when nothing will);
+    ``wait_limit`` is how long :meth:`write` waits for the commit before giving up;
     ``purge_every`` is how often (while running) dedupe keys older than the store's
     retention are purged, measured on ``clock``.
     """
@@ -62,16 +74,19 @@ class GroupCommitWriter:
         clock: Clock = utc_now,
         purge_every: timedelta = timedelta(hours=1),
         state: ActionState = "pending",
+        wait_limit: timedelta = timedelta(milliseconds=800),
     ) -> None:
+        if max_batch < 1:
+            raise ValueError(f"max_batch must be at least 1, got {max_batch}")
         self.store = store
         self.state = state
         self.max_batch = max_batch
         self.clock = clock
         self.purge_every = purge_every
+        self._wait_seconds = wait_limit.total_seconds()
+        #: How many batches were committed (for tests and diagnostics).
         self.batches = 0
-        self._queue: queue.SimpleQueue[
-            tuple[WriteItem, concurrent.futures.Future[bool]] | None
-        ] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._conn: StoreConnection | None = None
 
@@ -86,15 +101,24 @@ class GroupCommitWriter:
         """Whether the writer thread is running."""
         return self._thread is not None and self._thread.is_alive()
 
-    def submit(self, item: WriteItem) -> concurrent.futures.Future[bool]:
-        """Queue ``item``; the future resolves to "the action was new" after the commit,
-        or raises :class:`StoreError` when the batch could not be written."""
-        fut: concurrent.futures.Future[bool] = concurrent.futures.Future()
+    async def write(self, item: WriteItem) -> bool:
+        """Write ``item`` in the next group commit; return whether its action was new.
+
+        Returns only after the commit. Raises :class:`StoreError` when the batch could
+        not be written, or :class:`TimeoutError` after ``wait_limit`` without a commit
+        (the item may still be committed later; the caller must not claim it was).
+        """
         if not self.alive:
-            fut.set_exception(StoreError("the store writer is not running"))
-        else:
-            self._queue.put((item, fut))
-        return fut
+            raise StoreError("the store writer is not running")
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[bool] = loop.create_future()
+        self._queue.put((item, fut))
+        # A bare timer handle is much cheaper per request than asyncio.timeout().
+        timer = loop.call_later(self._wait_seconds, _expire, fut)
+        try:
+            return await fut
+        finally:
+            timer.cancel()
 
     def stop(self) -> None:
         """Write everything already submitted, then stop the thread and close the store."""
@@ -115,17 +139,27 @@ class GroupCommitWriter:
             first = self._queue.get()
             if first is None:
                 break
+            outcome: list[bool] | StoreError
             batch = [first]
-            while len(batch) < self.max_batch:
-                try:
-                    nxt = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if nxt is None:
-                    stopping = True
-                    break
-                batch.append(nxt)
-            self._write(conn, batch)
+            try:
+                with conn.write_lock():
+                    # Whatever queued up while this process waited for the lock joins in.
+                    while len(batch) < self.max_batch:
+                        try:
+                            nxt = self._queue.get_nowait()
+                        except queue.Empty:
+                            break
+                        if nxt is None:
+                            stopping = True
+                            break
+                        batch.append(nxt)
+                    outcome = conn.write_batch([item for item, _ in batch], state=self.state)
+            except (StoreError, OSError) as exc:
+                logger.error("store write failed for %d deliveries: %s", len(batch), exc)
+                outcome = exc if isinstance(exc, StoreError) else StoreError(str(exc))
+            else:
+                self.batches += 1
+            _settle_threadsafe(batch, outcome)
             now = self.clock()
             if now - last_purge >= self.purge_every:
                 last_purge = now
@@ -138,20 +172,40 @@ class GroupCommitWriter:
                         logger.info("purged %d dedupe keys older than %s", purged,
                                     self.store.retention)
 
-    def _write(
-        self, conn: StoreConnection,
-        batch: list[tuple[WriteItem, concurrent.futures.Future[bool]]],
-    ) -> None:
-        try:
-            fresh = conn.write_batch([item for item, _ in batch], state=self.state)
-        except StoreError as exc:
-            logger.error("store write failed for %d deliveries: %s", len(batch), exc)
-            for _, fut in batch:
-                fut.set_exception(exc)
-            return
-        self.batches += 1
-        for (_, fut), new in zip(batch, fresh, strict=True):
-            fut.set_result(new)
+
+def _expire(fut: asyncio.Future[bool]) -> None:
+    if not fut.done():
+        fut.set_exception(TimeoutError("the durable write did not finish in time"))
+
+
+def _settle_threadsafe(batch: list[_Pending], outcome: list[bool] | StoreError) -> None:
+    """Hand a committed (or failed) batch back to the event loops its requests wait on:
+    one wake-up per loop, however large the batch."""
+    results: list[bool | StoreError] = (
+        [outcome] * len(batch) if isinstance(outcome, StoreError) else list(outcome)
+    )
+    by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[bool], bool | StoreError]]]
+    by_loop = {}
+    for (_, fut), result in zip(batch, results, strict=True):
+        by_loop.setdefault(fut.get_loop(), []).append((fut, result))
+    for loop, settled in by_loop.items():
+        # A closed loop has no request left waiting for these answers.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(_settle, settled)
+
+
+def _settle(settled: list[tuple[asyncio.Future[bool], bool | StoreError]]) -> None:
+    for fut, result in settled:
+        if fut.done():  # timed out or cancelled: its request already had an answer
+            continue
+        if isinstance(result, StoreError):
+            # A fresh exception per request: re-raising one shared instance would grow
+            # its traceback with every waiter.
+            error = StoreError(str(result))
+            error.__cause__ = result.__cause__
+            fut.set_exception(error)
+        else:
+            fut.set_result(result)
 
 
 class ProcessingQueue:

@@ -369,3 +369,17 @@ def test_three_lines_from_the_environment(kind: str, sb: RunningSandbox,
 
         brands = loop.run_until_complete(cell())
     assert brands == list(acct.brand_ids)
+
+
+def test_campaign_field_names_rename_the_assumed_fields_on_the_wire(
+    make: MakeClient, sb: RunningSandbox
+) -> None:
+    c = make("partner", campaign_field_names={spec.CAMPAIGN_START_FIELD: "validFrom"})
+    # The sandbox reads the assumed name, so the renamed body is refused for lacking it:
+    # proof that the rename reached the wire and that nothing else was changed.
+    with pytest.raises(errors.CampaignValidationError) as info:
+        c.brand(201).create_campaign(free_rounds())
+    assert spec.CAMPAIGN_START_FIELD in info.value.message
+    sent = json.loads(sb.state.requests[-1].body)
+    assert "validFrom" in sent and spec.CAMPAIGN_START_FIELD not in sent
+    assert sent[spec.CAMPAIGN_END_FIELD] == "2026-03-08T10:00:00"
