@@ -339,7 +339,9 @@ def parse_event_timestamp(value: str) -> datetime:
         )
     head, _, frac = value.partition(".")
     micro = (frac + "000000")[:6] if frac else "000000"
-    return datetime.strptime(f"{head}.{micro}", "%Y-%m-%dT%H:%M:%S.%f").replace(tzinfo=UTC)
+    # fromisoformat is several times faster than strptime; the regex above already fixed
+    # the layout, and both refuse out-of-range fields with ValueError.
+    return datetime.fromisoformat(f"{head}.{micro}").replace(tzinfo=UTC)
 
 
 class GameEventNotification(ApiModel):

@@ -45,6 +45,9 @@ def run_notebook(path: Path, out_dir: Path, *, timeout_s: int = 600) -> Notebook
     client = NotebookClient(
         nb,
         timeout=timeout_s,
+        # The kernel is local on loopback; its start-up warning about unencrypted TCP is noise
+        # here, and cell errors still reach us through the notebook itself.
+        extra_arguments=["--IPKernelApp.log_level=ERROR"],
         kernel_name="python3",
         resources={"metadata": {"path": str(path.parent)}},
     )

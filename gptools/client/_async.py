@@ -21,6 +21,7 @@ import httpx
 
 from gptools import spec
 from gptools.client._base import (
+    CLIENT_DOC,
     DEFAULT_HEADERS,
     NOT_GIVEN,
     BaseClient,
@@ -43,27 +44,7 @@ from gptools.models import (
 
 
 class AsyncClient(BaseClient):
-    """An asynchronous client of the provider's API (or of the sandbox).
-
-    ``base_url``, ``username`` and ``password`` default to ``GP_BASE_URL``, ``GP_USERNAME``
-    and ``GP_PASSWORD`` from the environment, else from ``env_file`` (``.env``; ``None``
-    skips it). The password is kept as a :class:`~pydantic.SecretStr`.
-
-    Keyword options: ``timeout`` (seconds, a ``(connect, read)`` pair or an
-    :class:`httpx.Timeout`; never ``None``), ``max_retries``, ``legacy_campaign_path``
-    (use ``/freeround/campaign``), ``rate_tiers`` (the rate table to respect; ``()`` turns
-    client-side limiting off), ``rate_limit_status``, ``retry_after_ceiling``,
-    ``backoff_base``/``backoff_cap``, ``rng`` (a seeded :class:`random.Random` for
-    reproducible jitter), ``batch_participant_path``, ``webhook_subscription_path``,
-    ``campaign_field_names`` (renames assumed campaign JSON fields, e.g.
-    ``{"startDate": "validFrom"}``) and
-    ``transport`` (an :class:`httpx.BaseTransport`). Defaults live in
-    :mod:`gptools.client._constants` and :mod:`gptools.spec`.
-
-    The account's principal type is learned from ``GET /self`` on first use and cached; it
-    decides the path form and the local brand checks. Every method takes ``brand=`` (or use
-    :meth:`brand`) and ``timeout=``.
-    """
+    __doc__ = "An asynchronous client of the provider's API (or of the sandbox).\n\n" + CLIENT_DOC
 
     _http: httpx.AsyncClient
 

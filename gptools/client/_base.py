@@ -182,6 +182,30 @@ def parse_retry_after(value: str | None, *, now: datetime | None = None) -> floa
 # --------------------------------------------------------------------------------------
 
 
+#: The keyword options and behaviour shared by :class:`Client` and :class:`AsyncClient`;
+#: each appends it to its own first line, so the two docstrings cannot drift apart.
+CLIENT_DOC = """\
+``base_url``, ``username`` and ``password`` default to ``GP_BASE_URL``, ``GP_USERNAME``
+and ``GP_PASSWORD`` from the environment, else from ``env_file`` (``.env``; ``None``
+skips it). The password is kept as a :class:`~pydantic.SecretStr`.
+
+Keyword options: ``timeout`` (seconds, a ``(connect, read)`` pair or an
+:class:`httpx.Timeout`; never ``None``), ``max_retries``, ``legacy_campaign_path``
+(use ``/freeround/campaign``), ``rate_tiers`` (the rate table to respect; ``()`` turns
+client-side limiting off), ``rate_limit_status``, ``retry_after_ceiling``,
+``backoff_base``/``backoff_cap``, ``rng`` (a seeded :class:`random.Random` for
+reproducible jitter), ``batch_participant_path``, ``webhook_subscription_path``,
+``campaign_field_names`` (renames assumed campaign JSON fields, e.g.
+``{"startDate": "validFrom"}``) and
+``transport`` (an :class:`httpx.BaseTransport`). Defaults live in
+:mod:`gptools.client._constants` and :mod:`gptools.spec`.
+
+The account's principal type is learned from ``GET /self`` on first use and cached; it
+decides the path form and the local brand checks. Every method takes ``brand=`` (or use
+:meth:`brand`) and ``timeout=``.
+"""
+
+
 class BaseClient:
     """Settings and every non-I/O step of a request; see :class:`~gptools.client.Client`."""
 

@@ -149,7 +149,7 @@ _SQLITE_DDL = (
         next_attempt_at TEXT NOT NULL,
         lease_until TEXT,
         last_error TEXT
-    ) WITHOUT ROWID""",
+    )""",  # a rowid table: with the body inline, WITHOUT ROWID made inserts 2.5x slower
     "CREATE INDEX IF NOT EXISTS webhook_actions_due ON webhook_actions (state, next_attempt_at)",
 )
 

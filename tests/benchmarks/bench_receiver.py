@@ -1,9 +1,19 @@
 """Receiver throughput: ``gptools webhooks serve`` (SQLite store, 2 workers) against a bare
-ASGI endpoint that only answers 200, both served by uvicorn (httptools + uvloop), loaded
-in the same run by wrk (Debian package ``wrk``) with unique ``actionId``s.
+ASGI endpoint that only answers 200, both served by uvicorn (httptools + uvloop, no access
+log), loaded in the same run by wrk (Debian package ``wrk``) with identical settings.
 
-Falls back to a multi-process httpx generator when wrk is not installed (it saturates
-sooner, so the absolute figures are lower; the ratio stays meaningful).
+How it keeps the comparison honest:
+
+- Both servers get the same wrk run (threads, connections, duration) and the same Lua
+  script, so the load generator spends the same effort per request on both; each gets a
+  warm-up run first that is not measured.
+- Every request carries a new ``actionId`` (thread id + counter in the Lua script), so
+  the receiver never takes its cheaper duplicate path.
+- ``receiver_rps`` counts only deliveries answered 200. The script records the
+  ``actionId`` of every 200; afterwards the store must hold every acknowledged action,
+  each exactly once with one ``delivery_log`` row, and nothing beyond the requests that
+  were still in flight when wrk stopped or were answered with an error. Otherwise the
+  benchmark fails.
 
 Run: ``.venv/bin/python tests/benchmarks/bench_receiver.py``. Last line:
 ``RESULT receiver_rps=... p99_ms=... bare_rps=... ratio=...``.
@@ -11,27 +21,29 @@ Run: ``.venv/bin/python tests/benchmarks/bench_receiver.py``. Last line:
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import re
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
-import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 DURATION_S = 10
-CONNECTIONS = 32
+WARMUP_S = 2
+CONNECTIONS = int(os.environ.get("BENCH_CONNECTIONS", "32"))
 THREADS = 2
 WORKERS = 2
 HERE = Path(__file__).resolve().parent
+UVICORN_FLAGS = ["--http", "httptools", "--loop", "uvloop", "--no-access-log"]
 
 BODY_TEMPLATE = (
     '{"roundId":"R-1","gameId":"golden-pharaoh","playerId":"player-00001",'
@@ -39,26 +51,43 @@ BODY_TEMPLATE = (
     '"events":["COIN"],"actionId":"%s"}'
 )
 
+# Globals BODY, RUN (8 hex digits, unique per wrk run) and OUT (where done() writes the
+# acknowledged ids) are prepended per run.
 WRK_LUA = r"""
+tid = 0  -- set per thread by setup()
 counter = 0
-tid = 0  -- a global: setup() overwrites it per thread with thread:set("tid", n)
+acked = {}
+nacked = 0
 local threads = {}
 function setup(thread)
-  thread:set("tid", #threads + 1)
   table.insert(threads, thread)
-end
-function init(args)
-  math.randomseed(os.time() + tid)
-  run = string.format("%08x", math.random(0, 0x7fffffff))
+  thread:set("tid", #threads)
 end
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
 wrk.headers["Authorization"] = "Bearer bench-key"
 function request()
   counter = counter + 1
-  local id = string.format("%s-%04x-4000-8000-%012x", run, tid, counter)
-  local body = string.format(BODY, id)
-  return wrk.format(nil, nil, nil, body)
+  local id = string.format("%s-%04x-4000-8000-%012x", RUN, tid, counter)
+  return wrk.format(nil, nil, nil, string.format(BODY, id))
+end
+function response(status, headers, body)
+  if status == 200 then
+    local id = string.match(body, '"actionId":"([^"]+)"')
+    if id then
+      nacked = nacked + 1
+      acked[nacked] = id
+    end
+  end
+end
+function done(summary, latency, requests)
+  local out = io.open(OUT, "w")
+  for _, thread in ipairs(threads) do
+    for _, id in ipairs(thread:get("acked")) do
+      out:write(id, "\n")
+    end
+  end
+  out:close()
 end
 """
 
@@ -83,6 +112,22 @@ async def bare_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     await send({"type": "http.response.start", "status": 200, "headers": [
         (b"content-type", b"application/json"), (b"content-length", b"21")]})
     await send({"type": "http.response.body", "body": payload})
+
+
+@dataclass(frozen=True)
+class WrkRun:
+    """What one wrk run measured."""
+
+    requests: int
+    seconds: float
+    p99_ms: float
+    not_2xx: int
+    acked: list[str]
+
+    @property
+    def ok_per_s(self) -> float:
+        """Requests answered 2xx per second."""
+        return (self.requests - self.not_2xx) / self.seconds
 
 
 def _free_port() -> int:
@@ -114,103 +159,115 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         proc.wait()
 
 
-def _wrk(url: str, lua: Path) -> tuple[float, float, int, int]:
-    out = subprocess.run(
-        ["wrk", f"-t{THREADS}", f"-c{CONNECTIONS}", f"-d{DURATION_S}s", "--latency",
+def _wrk(url: str, work: Path, name: str, seconds: int) -> WrkRun:
+    out = work / f"{name}.acked"
+    lua = work / f"{name}.lua"
+    lua.write_text(f"BODY = '{BODY_TEMPLATE}'\nRUN = '{os.urandom(4).hex()}'\n"
+                   f"OUT = '{out}'\n" + WRK_LUA)
+    text = subprocess.run(
+        ["wrk", f"-t{THREADS}", f"-c{CONNECTIONS}", f"-d{seconds}s", "--latency",
          "-s", str(lua), url], capture_output=True, text=True, check=True,
     ).stdout
-    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
-    p99 = re.search(r"99%\s+([\d.]+)(us|ms|s)", out)
-    assert p99 is not None, out
-    scale = {"us": 0.001, "ms": 1.0, "s": 1000.0}[p99.group(2)]
-    total = int(re.search(r"(\d+) requests in", out).group(1))  # type: ignore[union-attr]
-    bad = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-    return rps, float(p99.group(1)) * scale, total, int(bad.group(1)) if bad else 0
+    done = re.search(r"(\d+) requests in ([\d.]+)(ms|s|m)", text)
+    p99 = re.search(r"99%\s+([\d.]+)(us|ms|s)", text)
+    if done is None or p99 is None:
+        raise RuntimeError(f"unexpected wrk output:\n{text}")
+    bad = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
+    elapsed = float(done.group(2)) * {"ms": 0.001, "s": 1.0, "m": 60.0}[done.group(3)]
+    p99_ms = float(p99.group(1)) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[p99.group(2)]
+    return WrkRun(int(done.group(1)), elapsed, p99_ms, int(bad.group(1)) if bad else 0,
+                  out.read_text().split())
 
 
-def _httpx_worker(url: str, seconds: float, queue: Any) -> None:
-    latencies = []
-    bad = 0
-    with httpx.Client() as client:
-        end = time.monotonic() + seconds
-        while time.monotonic() < end:
-            t = time.perf_counter()
-            r = client.post(url, content=BODY_TEMPLATE % uuid.uuid4(), headers={
-                "content-type": "application/json", "authorization": "Bearer bench-key"})
-            latencies.append(time.perf_counter() - t)
-            bad += r.status_code != 200
-    queue.put((latencies, bad))
+def _load(url: str, work: Path, name: str) -> tuple[WrkRun, WrkRun]:
+    warm = _wrk(url, work, f"{name}-warmup", WARMUP_S)
+    return warm, _wrk(url, work, name, DURATION_S)
 
 
-def _httpx_load(url: str) -> tuple[float, float, int, int]:
-    queue: Any = multiprocessing.Queue()
-    procs = [multiprocessing.Process(target=_httpx_worker, args=(url, DURATION_S, queue))
-             for _ in range(8)]
-    for p in procs:
-        p.start()
-    results = [queue.get() for _ in procs]
-    for p in procs:
-        p.join()
-    latencies = sorted(x for lat, _ in results for x in lat)
-    p99 = latencies[int(len(latencies) * 0.99)] * 1000
-    return len(latencies) / DURATION_S, p99, len(latencies), sum(b for _, b in results)
+def _check_store(store: Path, runs: tuple[WrkRun, ...]) -> list[str]:
+    """What is wrong with the store after the receiver runs (empty: all is well)."""
+    conn = sqlite3.connect(store)
+    stored = [r[0] for r in conn.execute("SELECT action_id FROM webhook_actions")]
+    ok_rows = conn.execute(
+        "SELECT action_id, duplicate FROM delivery_log WHERE status = 200").fetchall()
+    conn.close()
+    acked = [a for run in runs for a in run.acked]
+    problems = []
+    if len(set(acked)) != len(acked):
+        problems.append("an actionId was acknowledged twice (the ids were not unique)")
+    missing = set(acked) - set(stored)
+    if missing:
+        problems.append(f"{len(missing)} acknowledged actions are not in the store")
+    # Stored but not seen acknowledged: answers still in flight when wrk stopped (one
+    # per connection) and requests answered with an error after their commit.
+    allowed = sum(CONNECTIONS + run.not_2xx for run in runs)
+    extra = len(set(stored) - set(acked))
+    if extra > allowed:
+        problems.append(f"{extra} stored actions were never acknowledged (at most "
+                        f"{allowed} can be explained)")
+    if sorted(a for a, _ in ok_rows) != sorted(stored) or any(d for _, d in ok_rows):
+        problems.append("delivery_log does not hold exactly one 200 row per stored action")
+    return problems
 
 
-def main() -> None:
-    """Run both servers under the same load and print the RESULT line."""
-    have_wrk = shutil.which("wrk") is not None
-    print(f"load generator: {'wrk' if have_wrk else 'httpx processes (wrk not installed)'}; "
-          f"{CONNECTIONS} connections, {DURATION_S} s, {WORKERS} uvicorn workers")
+def _serve(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    with log.open("wb") as sink:
+        return subprocess.Popen([sys.executable, *args], env=env, start_new_session=True,
+                                stdout=sink, stderr=subprocess.STDOUT)
+
+
+def main() -> int:
+    """Run both servers under the same load, check the store, print the RESULT line."""
+    if shutil.which("wrk") is None:
+        print("wrk is not installed (Debian package wrk: apt-get install -y wrk)")
+        return 2
+    print(f"wrk: {THREADS} threads, {CONNECTIONS} connections, {WARMUP_S} s warm-up + "
+          f"{DURATION_S} s measured, per server; {WORKERS} uvicorn workers each")
     work = Path(tempfile.mkdtemp(prefix="bench-receiver-"))
-    lua = work / "post.lua"
-    lua.write_text(f"BODY = '{BODY_TEMPLATE}'\n" + WRK_LUA)
     env = {**os.environ, "GP_WEBHOOK_API_KEY": "bench-key"}
-
-    def load(url: str) -> tuple[float, float, int, int]:
-        return _wrk(url, lua) if have_wrk else _httpx_load(url)
+    url = "http://127.0.0.1:{port}/v1/game-action-events"
 
     port = _free_port()
-    bare = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "bench_receiver:bare_app", "--app-dir", str(HERE),
-         "--port", str(port), "--workers", str(WORKERS), "--http", "httptools", "--loop",
-         "uvloop", "--no-access-log", "--log-level", "warning"], start_new_session=True)
+    bare = _serve(["-m", "uvicorn", "bench_receiver:bare_app", "--app-dir", str(HERE),
+                   "--port", str(port), "--workers", str(WORKERS), *UVICORN_FLAGS,
+                   "--log-level", "warning"], env, work / "bare.log")
     try:
         _wait_ready(port, "/", bare)
-        bare_rps, bare_p99, _, _ = load(f"http://127.0.0.1:{port}/v1/game-action-events")
+        _, bare_run = _load(url.format(port=port), work, "bare")
     finally:
         _stop(bare)
-    print(f"bare endpoint: {bare_rps:,.0f} req/s, p99 {bare_p99:.1f} ms")
+    print(f"bare endpoint: {bare_run.ok_per_s:,.0f} req/s, p99 {bare_run.p99_ms:.1f} ms")
 
     store = work / "store.sqlite3"
     port = _free_port()
-    receiver = subprocess.Popen(
-        [sys.executable, "-c", "from gptools.cli import main; main()", "webhooks", "serve",
-         "--auth", "bearer", "--store", f"sqlite:///{store}", "--port", str(port),
-         "--workers", str(WORKERS)], env=env, start_new_session=True,
-        stderr=subprocess.DEVNULL)
+    # `gptools webhooks serve` runs uvicorn with the same flags as UVICORN_FLAGS.
+    receiver = _serve(["-c", "from gptools.cli import main; main()", "webhooks", "serve",
+                       "--auth", "bearer", "--store", f"sqlite:///{store}", "--port",
+                       str(port), "--workers", str(WORKERS)], env, work / "receiver.log")
     try:
         _wait_ready(port, "/healthz", receiver)
-        rps, p99, total, bad = load(f"http://127.0.0.1:{port}/v1/game-action-events")
+        runs = _load(url.format(port=port), work, "receiver")
     finally:
         _stop(receiver)
-    import sqlite3
-
-    conn = sqlite3.connect(store)
-    stored = conn.execute("SELECT COUNT(*) FROM webhook_actions").fetchone()[0]
-    logged = conn.execute("SELECT COUNT(*) FROM delivery_log").fetchone()[0]
-    conn.close()
-    shutil.rmtree(work)
-    print(f"receiver: {rps:,.0f} deliveries/s, p99 {p99:.1f} ms, {total} completed, "
-          f"{bad} not 200, {stored} actions stored, {logged} log rows")
-    if bad or stored < total:
-        print("FAILED: some deliveries were not acknowledged or not stored")
-    ratio = rps / bare_rps
-    print(f"goals: >= 1500/s {'ok' if rps >= 1500 else 'MISSED'}, p99 < 100 ms "
-          f"{'ok' if p99 < 100 else 'MISSED'}, >= 40% of bare "
+    run = runs[1]
+    problems = _check_store(store, runs)
+    print(f"receiver: {run.ok_per_s:,.0f} deliveries/s acknowledged, p99 {run.p99_ms:.1f} ms, "
+          f"{run.requests} completed, {run.not_2xx} not 200")
+    if problems:
+        print("FAILED store check: " + "; ".join(problems))
+        print(f"(kept {work} for inspection)")
+    else:
+        print(f"store check: all {sum(len(r.acked) for r in runs)} acknowledged actions "
+              f"stored once, each with one 200 log row")
+        shutil.rmtree(work)
+    ratio = run.ok_per_s / bare_run.ok_per_s
+    print(f"goals: >= 1500/s {'ok' if run.ok_per_s >= 1500 else 'MISSED'}, p99 < 100 ms "
+          f"{'ok' if run.p99_ms < 100 else 'MISSED'}, >= 40% of bare "
           f"{'ok' if ratio >= 0.4 else 'MISSED'}")
-    print(f"RESULT receiver_rps={rps:.0f} p99_ms={p99:.1f} bare_rps={bare_rps:.0f} "
-          f"ratio={ratio:.2f}")
+    print(f"RESULT receiver_rps={run.ok_per_s:.0f} p99_ms={run.p99_ms:.1f} "
+          f"bare_rps={bare_run.ok_per_s:.0f} ratio={ratio:.2f}")
+    return 1 if problems else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
