@@ -52,15 +52,18 @@ _Pending = tuple[WriteItem, "asyncio.Future[bool]"]
 
 
 class GroupCommitWriter:
-    """A thread that writes submitted items in batches, one transaction per batch.
+    """Two threads that write submitted items in batches, one transaction per batch.
 
-    Requests ``await`` :meth:`write` on their event loop. The thread waits for the first
-    item, takes the store's write lock (another process may be committing), then takes
-    every item queued by then (at most ``max_batch``), writes them in one transaction,
-    commits, and settles the whole batch with ONE ``call_soon_threadsafe`` per event
-    loop. Items keep arriving during the commit's fsync, so the busier the receiver, the
-    larger the batches. ``state`` is where new actions start (``pending`` when a
-    :class:`ProcessingQueue` will handle them, ``done`` when nothing will);
+    Requests ``await`` :meth:`write` on their event loop. The writer thread waits for the
+    first item, takes every item queued by then (at most ``max_batch``), writes them in
+    one transaction and commits, without waiting for the disk. The sync thread takes every
+    batch committed by then, makes them durable with ONE sync
+    (:meth:`~gptools.webhooks._store.Store.make_durable`), and only then settles them,
+    with one ``call_soon_threadsafe`` per event loop. So the next batch is written while
+    the disk syncs the previous ones, and the busier the receiver, the larger the batches
+    and the more batches one sync serves. ``state`` is where new
+    actions start (``pending`` when a :class:`ProcessingQueue` will handle them, ``done``
+    when nothing will);
     ``wait_limit`` is how long :meth:`write` waits for the commit before giving up;
     ``purge_every`` is how often (while running) dedupe keys older than the store's
     retention are purged, measured on ``clock``.
@@ -87,19 +90,27 @@ class GroupCommitWriter:
         #: How many batches were committed (for tests and diagnostics).
         self.batches = 0
         self._queue: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
+        self._committed: queue.SimpleQueue[
+            tuple[list[_Pending], list[bool] | StoreError] | None
+        ] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
+        self._syncer: threading.Thread | None = None
         self._conn: StoreConnection | None = None
 
     def start(self) -> None:
-        """Open the store (creating its tables) and start the thread."""
+        """Open the store (creating its tables) and start the threads."""
         self._conn = self.store.connect()
+        self._syncer = threading.Thread(target=self._sync_run, name="webhook-sync",
+                                        daemon=True)
+        self._syncer.start()
         self._thread = threading.Thread(target=self._run, name="webhook-writer", daemon=True)
         self._thread.start()
 
     @property
     def alive(self) -> bool:
-        """Whether the writer thread is running."""
-        return self._thread is not None and self._thread.is_alive()
+        """Whether the writer threads are running."""
+        return (self._thread is not None and self._thread.is_alive()
+                and self._syncer is not None and self._syncer.is_alive())
 
     async def write(self, item: WriteItem) -> bool:
         """Write ``item`` in the next group commit; return whether its action was new.
@@ -121,11 +132,15 @@ class GroupCommitWriter:
             timer.cancel()
 
     def stop(self) -> None:
-        """Write everything already submitted, then stop the thread and close the store."""
+        """Write everything already submitted, then stop the threads and close the store."""
         if self._thread is not None:
             self._queue.put(None)
             self._thread.join()
             self._thread = None
+        if self._syncer is not None:
+            self._committed.put(None)
+            self._syncer.join()
+            self._syncer = None
         if self._conn is not None:
             self._conn.close()
             self._conn = None
@@ -139,27 +154,26 @@ class GroupCommitWriter:
             first = self._queue.get()
             if first is None:
                 break
-            outcome: list[bool] | StoreError
             batch = [first]
+            while len(batch) < self.max_batch:
+                try:
+                    nxt = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if nxt is None:
+                    stopping = True
+                    break
+                batch.append(nxt)
+            outcome: list[bool] | StoreError
             try:
-                with conn.write_lock():
-                    # Whatever queued up while this process waited for the lock joins in.
-                    while len(batch) < self.max_batch:
-                        try:
-                            nxt = self._queue.get_nowait()
-                        except queue.Empty:
-                            break
-                        if nxt is None:
-                            stopping = True
-                            break
-                        batch.append(nxt)
-                    outcome = conn.write_batch([item for item, _ in batch], state=self.state)
-            except (StoreError, OSError) as exc:
+                outcome = conn.write_batch([item for item, _ in batch], state=self.state,
+                                           durable=False)
+            except StoreError as exc:
                 logger.error("store write failed for %d deliveries: %s", len(batch), exc)
-                outcome = exc if isinstance(exc, StoreError) else StoreError(str(exc))
+                outcome = exc
             else:
                 self.batches += 1
-            _settle_threadsafe(batch, outcome)
+            self._committed.put((batch, outcome))
             now = self.clock()
             if now - last_purge >= self.purge_every:
                 last_purge = now
@@ -171,6 +185,33 @@ class GroupCommitWriter:
                     if purged:
                         logger.info("purged %d dedupe keys older than %s", purged,
                                     self.store.retention)
+
+
+    def _sync_run(self) -> None:
+        stopping = False
+        while not stopping:
+            first = self._committed.get()
+            if first is None:
+                break
+            done = [first]
+            while True:
+                try:
+                    nxt = self._committed.get_nowait()
+                except queue.Empty:
+                    break
+                if nxt is None:
+                    stopping = True
+                    break
+                done.append(nxt)
+            if any(not isinstance(outcome, StoreError) for _, outcome in done):
+                try:
+                    self.store.make_durable()
+                except StoreError as exc:
+                    # Committed but maybe not on disk: not acknowledged, so it is retried.
+                    logger.error("store sync failed: %s", exc)
+                    done = [(batch, exc) for batch, _ in done]
+            for batch, outcome in done:
+                _settle_threadsafe(batch, outcome)
 
 
 def _expire(fut: asyncio.Future[bool]) -> None:

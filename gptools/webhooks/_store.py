@@ -214,6 +214,11 @@ class Store:
         own locking is enough)."""
         return None
 
+    def make_durable(self) -> None:
+        """Make every write transaction committed so far survive a power loss, where the
+        commit itself did not (called after each write transaction, outside every lock,
+        unless the caller defers it: see :meth:`StoreConnection.write_batch`)."""
+
     def connect(self) -> StoreConnection:
         """A new connection for the calling thread; creates the tables on first use."""
         try:
@@ -232,9 +237,18 @@ class Store:
 
 
 class SQLiteStore(Store):
-    """A SQLite file in WAL mode. ``synchronous`` is SQLite's pragma: ``FULL`` (default)
-    syncs the WAL on every commit, so a 200 survives a power loss, not only a crash.
-    ``busy_timeout`` is how long a writer waits for another process's write lock."""
+    """A SQLite file in WAL mode.
+
+    ``synchronous`` is the durability of a commit, named after SQLite's pragma: ``FULL``
+    (default) syncs the WAL to disk after every write transaction, before it returns, so
+    a 200 survives a power loss, not only a crash; ``NORMAL`` leaves the sync to the next
+    checkpoint (survives a process crash, not a power loss). FULL is implemented as
+    SQLite's NORMAL plus our own ``fdatasync`` of the WAL once the write locks are
+    released: SQLite's FULL would sync while holding the database's single write lock,
+    so the receiver processes would queue behind each other's fsyncs. Checkpoints still
+    sync the WAL before copying it into the database and the database afterwards.
+    ``busy_timeout`` is how long a writer waits for a foreign process's write lock.
+    """
 
     dialect = _SQLITE
     #: Suffix of the sidecar file whose ``flock`` serialises this store's writers.
@@ -259,6 +273,13 @@ class SQLiteStore(Store):
         return f"sqlite:///{self.path}"
 
     def _raw_connect(self) -> sqlite3.Connection:
+        folder = Path(self.path).resolve().parent
+        if not folder.is_dir():
+            # sqlite:///a/b is relative to the working directory; sqlite:////a/b is absolute.
+            raise StoreError(
+                f"no folder {folder} for the SQLite file {str(self.path)!r} (sqlite:///PATH is "
+                "relative to the working directory; write sqlite:////PATH for an absolute one)"
+            )
         raw = sqlite3.connect(
             self.path,
             isolation_level=None,
@@ -266,8 +287,30 @@ class SQLiteStore(Store):
             timeout=self.busy_timeout.total_seconds(),
         )
         raw.execute("PRAGMA journal_mode=WAL")
-        raw.execute(f"PRAGMA synchronous={self.synchronous}")
+        # FULL durability comes from make_durable, outside the write lock (see above).
+        raw.execute("PRAGMA synchronous=NORMAL")
         return raw
+
+    def make_durable(self) -> None:
+        """``fdatasync`` the WAL (for ``synchronous=FULL``; NORMAL does nothing)."""
+        if self.synchronous != "FULL":
+            return
+        # The commit wrote its frames to the -wal file; syncing that file (any descriptor
+        # of it will do, and SQLite holds no locks on it) makes them durable, together with
+        # any frames written before them. A fresh descriptor always names the current file.
+        try:
+            fd = os.open(self.wal_path, os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                os.fdatasync(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise StoreError(f"cannot sync {self.wal_path}: {exc}") from exc
+
+    @property
+    def wal_path(self) -> Path:
+        """SQLite's write-ahead log next to the database file."""
+        return self.path.with_name(self.path.name + "-wal")
 
     def _write_lock(self) -> WriteLock:
         # SQLite's busy handler polls with sleeps of 1, 2, 5 ... 100 ms, so a process that
@@ -383,8 +426,8 @@ class StoreConnection:
     def _execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
         return self.raw.execute(self._sql(sql), params)
 
-    def _transaction(self) -> _Transaction:
-        return _Transaction(self)
+    def _transaction(self, *, durable: bool = True) -> _Transaction:
+        return _Transaction(self, durable=durable)
 
     def create_schema(self) -> None:
         """Create the tables and indexes if they do not exist (safe to run concurrently)."""
@@ -393,11 +436,6 @@ class StoreConnection:
                 self._execute("SELECT pg_advisory_xact_lock(7262012)")
             for ddl in self._d.ddl:
                 self._execute(ddl)
-
-    def write_lock(self) -> contextlib.AbstractContextManager[None]:
-        """Hold the store's write lock across several transactions of this connection
-        (re-entrant; every write transaction takes it anyway)."""
-        return self._lock if self._lock is not None else contextlib.nullcontext()
 
     def close(self) -> None:
         """Close the connection."""
@@ -408,12 +446,15 @@ class StoreConnection:
     # -- writes -----------------------------------------------------------------------
 
     def write_batch(
-        self, items: Sequence[WriteItem], *, state: ActionState = "pending"
+        self, items: Sequence[WriteItem], *, state: ActionState = "pending",
+        durable: bool = True,
     ) -> list[bool]:
         """Write ``items`` in ONE transaction; return, per item, whether its action was new.
 
         New actions start in ``state``: ``pending`` when a handler will process them,
-        ``done`` when the receiver only stores them.
+        ``done`` when the receiver only stores them. With ``durable`` false the caller
+        takes over :meth:`Store.make_durable` (one sync can then serve several batches);
+        until it has run, nothing written may be acknowledged.
 
         An accepted item whose key already exists (stored earlier or earlier in this
         batch) is logged with ``duplicate`` true. Nothing is visible until the commit; on
@@ -432,7 +473,7 @@ class StoreConnection:
         fresh: list[bool] = []
         rows = []
         try:
-            with self._transaction():
+            with self._transaction(durable=durable):
                 cur = self.raw.cursor()
                 for item in items:
                     log = item.log
@@ -554,8 +595,9 @@ class StoreConnection:
 class _Transaction:
     """``BEGIN`` ... ``COMMIT`` on an autocommit connection, ``ROLLBACK`` on error."""
 
-    def __init__(self, conn: StoreConnection) -> None:
+    def __init__(self, conn: StoreConnection, *, durable: bool) -> None:
         self.conn = conn
+        self.durable = durable
 
     def __enter__(self) -> None:
         lock = self.conn._lock
@@ -579,13 +621,15 @@ class _Transaction:
         finally:
             if self.conn._lock is not None:
                 self.conn._lock.__exit__(None, None, None)
+        if exc_type is None and self.durable:
+            self.conn.store.make_durable()
 
 
 class WriteLock:
     """An exclusive ``flock`` on a sidecar file, held around write transactions.
 
-    Re-entrant within one connection; exclusive between connections, threads and
-    processes (each connection opens the file itself). A waiter blocks in the kernel and
+    Exclusive between connections, threads and processes (each connection opens the
+    file itself). A waiter blocks in the kernel and
     wakes as soon as the holder releases; the kernel releases the lock of a process that
     dies, so a killed receiver never leaves it held.
     """
@@ -593,17 +637,12 @@ class WriteLock:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        self._depth = 0
 
     def __enter__(self) -> None:
-        if self._depth == 0:
-            fcntl.flock(self._fd, fcntl.LOCK_EX)
-        self._depth += 1
+        fcntl.flock(self._fd, fcntl.LOCK_EX)
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        self._depth -= 1
-        if self._depth == 0:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
+        fcntl.flock(self._fd, fcntl.LOCK_UN)
 
     def close(self) -> None:
         """Release the file (and the lock, if held)."""

@@ -15,7 +15,8 @@ How it keeps the comparison honest:
   were still in flight when wrk stopped or were answered with an error. Otherwise the
   benchmark fails.
 
-Run: ``.venv/bin/python tests/benchmarks/bench_receiver.py``. Last line:
+Run: ``.venv/bin/python tests/benchmarks/bench_receiver.py`` (``BENCH_CONNECTIONS=N``
+changes the connection count of both runs; 32 by default). Last line:
 ``RESULT receiver_rps=... p99_ms=... bare_rps=... ratio=...``.
 """
 

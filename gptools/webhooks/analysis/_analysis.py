@@ -10,6 +10,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+import ibis
 import ibis.expr.types as ir
 import pandas as pd
 
@@ -17,9 +18,11 @@ from gptools import spec
 from gptools.webhooks.analysis import _metrics as m
 from gptools.webhooks.analysis._readers import (
     DEFAULT_MAPPING,
+    DEFAULT_MEMORY_LIMIT,
     ColumnMapping,
     DeliveryLog,
     LogFormat,
+    create_temp_table,
     read_delivery_log,
 )
 from gptools.webhooks.analysis._report import DeliveryReport
@@ -60,8 +63,8 @@ class DeliveryAnalysis:
         self.attempts: ir.Table = log.load(
             "gp_attempts", lambda raw: m.annotate(m.validate(raw))
         )
-        self.actions: ir.Table = con.create_table(
-            "gp_actions", m.action_table(self.attempts), temp=True
+        self.actions: ir.Table = create_temp_table(
+            con, "gp_actions", m.action_table(self.attempts)
         )
         self._counts = _row(con.execute(m.delivery_counts(self.attempts)))
         last = _datetime(self._counts["last_received_at"])
@@ -167,7 +170,9 @@ class DeliveryAnalysis:
         """One row per action: chain summary, outcome, payload fields, time left."""
         t = self.actions
         return self._df(
-            t.mutate(time_left_s=m.time_left_s(t, self._now())).order_by([t.first_at, t.action_id])
+            t.mutate(
+                action_id=t.action_id.cast("string"), time_left_s=m.time_left_s(t, self._now())
+            ).order_by(["first_at", "action_id"])
         )
 
     def chain(self, action_id: str) -> pd.DataFrame:
@@ -175,7 +180,7 @@ class DeliveryAnalysis:
         t = self.attempts
         key = _canonical_uuid(action_id)
         return self._df(
-            t.filter(t.action_id == key)
+            t.filter(t.action_id == ibis.literal(key, type="uuid"))
             .select("attempt_no", "received_at", "status", "latency_ms", "kind", "gap_s", "reason")
             .order_by("attempt_no")
         )
@@ -195,10 +200,10 @@ class DeliveryAnalysis:
         t = t.filter(t.outcome == outcome)
         return self._df(
             t.select(
-                "action_id", "round_id", "player_id", "game_id", "currency_code", "bet",
+                t.action_id.cast("string").name("action_id"), "round_id", "player_id", "game_id", "currency_code", "bet",
                 "event_ts", "first_at", "last_at", "attempts", "last_status", "window_end",
                 time_left_s=m.time_left_s(t, self._now()),
-            ).order_by([t.first_at, t.action_id])
+            ).order_by(["first_at", "action_id"])
         )  # fmt: skip
 
     def per_hour(self) -> pd.DataFrame:
@@ -279,7 +284,7 @@ def analyze(
     table: str = "delivery_log",
     now: datetime | None = None,
     silence_threshold: timedelta = DEFAULT_SILENCE_THRESHOLD,
-    memory_limit: str = "1GB",
+    memory_limit: str = DEFAULT_MEMORY_LIMIT,
     threads: int | None = None,
 ) -> DeliveryAnalysis:
     """Open and analyse a delivery log (a path, a store URL or a :class:`DeliveryLog`).

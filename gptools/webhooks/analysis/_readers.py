@@ -57,6 +57,9 @@ PAYLOAD_FIELDS: tuple[str, ...] = (
 #: The columns every reader produces.
 RAW_COLUMNS: tuple[str, ...] = ("received_at", "status", "latency_ms", "shape", *PAYLOAD_FIELDS)
 
+#: DuckDB's memory limit by default; beyond it, DuckDB spills to a temporary directory.
+DEFAULT_MEMORY_LIMIT = "1200MB"
+
 _UTC = dt.Timestamp(timezone="UTC")
 _BATCH_ROWS = 50_000
 _LATENCY_SCALE = {"ms": 1.0, "s": 1000.0, "us": 0.001}
@@ -131,11 +134,9 @@ class DeliveryLog:
         while True:
             raw = self.candidates[0]
             try:
-                table = self.con.create_table(name, build(raw), temp=True)
+                table = create_temp_table(self.con, name, build(raw))
             except duckdb.InvalidInputException as exc:
                 if len(self.candidates) > 1 and "Expected OBJECT" in str(exc):
-                    # Ibis creates the table before filling it; the retry needs the name.
-                    self.con.raw_sql(f'DROP TABLE IF EXISTS "{name}"')
                     self.candidates.pop(0)
                     continue
                 raise _duckdb_error(self.source, exc) from None
@@ -145,6 +146,8 @@ class DeliveryLog:
         bad = table.received_at.isnull() | table.status.isnull()
         n_bad = int(self.con.execute(table.filter(bad).count()))
         if n_bad:
+            # Record numbers follow the file only while DuckDB keeps insertion order.
+            self.con.raw_sql("SET preserve_insertion_order = true")
             numbered = raw.mutate(_n=ibis.row_number() + 1)
             first = numbered.filter(numbered.received_at.isnull() | numbered.status.isnull())
             raise DeliveryLogError(
@@ -169,12 +172,14 @@ class DeliveryLog:
 
 
 def connect_duckdb(
-    *, memory_limit: str = "1GB", threads: int | None = None
+    *, memory_limit: str = DEFAULT_MEMORY_LIMIT, threads: int | None = None
 ) -> tuple[Any, tempfile.TemporaryDirectory[str]]:
     """A DuckDB connection for the analyser: UTC session, bounded memory, a spill directory.
 
     The memory limit makes DuckDB spill to the temporary directory instead of growing, so a
-    log larger than memory still works.
+    log larger than memory still works. ``threads=None`` lets DuckDB use every core.
+    Insertion order is not preserved: no result depends on it (every listing is ordered
+    explicitly), and keeping it costs memory and time when tables are materialised.
     """
     tmp = tempfile.TemporaryDirectory(prefix="gptools-analysis-")
     config: dict[str, Any] = {"memory_limit": memory_limit, "temp_directory": tmp.name}
@@ -183,7 +188,16 @@ def connect_duckdb(
     con = ibis.duckdb.connect(**config)
     con.raw_sql("SET TimeZone = 'UTC'")
     con.raw_sql("SET enable_progress_bar = false")
+    con.raw_sql("SET preserve_insertion_order = false")
     return con, tmp
+
+
+def create_temp_table(con: Any, name: str, expr: ir.Table) -> ir.Table:
+    """Materialise ``expr`` as the temporary table ``name`` in one ``CREATE TABLE AS``
+    (Ibis' own ``create_table`` creates the table, then inserts into it)."""
+    con.raw_sql(f'DROP TABLE IF EXISTS "{name}"')
+    con.raw_sql(f'CREATE TEMP TABLE "{name}" AS {con.compile(expr)}')
+    return con.table(name)
 
 
 def detect_format(source: str | Path) -> str:
@@ -212,7 +226,7 @@ def read_delivery_log(
     format: LogFormat = "auto",
     mapping: ColumnMapping = DEFAULT_MAPPING,
     table: str = "delivery_log",
-    memory_limit: str = "1GB",
+    memory_limit: str = DEFAULT_MEMORY_LIMIT,
     threads: int | None = None,
 ) -> DeliveryLog:
     """Open a delivery log in any supported format as a :class:`DeliveryLog`.

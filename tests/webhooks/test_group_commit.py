@@ -1,0 +1,132 @@
+"""The group-commit writer and the SQLite write lock: batching, acknowledgement only after
+the sync, one failure failing its whole batch, and writers queueing on the lock instead of
+failing on SQLite's busy timeout."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from gptools.webhooks import GroupCommitWriter, LogEntry, SQLiteStore, StoreError
+from gptools.webhooks._store import WriteItem, WriteLock
+from tests.webhooks.conftest import event, wire
+
+AT = datetime(2026, 3, 2, 10, 15, tzinfo=UTC)
+
+
+def _item(action_id: str) -> WriteItem:
+    return WriteItem(LogEntry(AT, 200, wire(event(action_id)).decode(), action_id,
+                              latency_ms=1.0), accept=True)
+
+
+class GatedStore(SQLiteStore):
+    """A real SQLite store (tables created) whose sync then waits for ``gate`` (to observe
+    what happens before it) and fails while ``fail_sync`` is set."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.connect().close()
+        self.gate = threading.Event()
+        self.syncing = threading.Event()
+        self.fail_sync = False
+
+    def make_durable(self) -> None:
+        if not hasattr(self, "gate"):  # creating the tables
+            super().make_durable()
+            return
+        self.syncing.set()
+        if not self.gate.wait(30):
+            raise AssertionError("gate never opened")
+        if self.fail_sync:
+            raise StoreError("disk sync failed")
+        super().make_durable()
+
+
+def test_batches_are_acknowledged_only_after_the_sync(tmp_path: Path) -> None:
+    store = GatedStore(tmp_path / "s.db")
+    writer = GroupCommitWriter(store, state="done", wait_limit=timedelta(seconds=30))
+    writer.start()
+    ids = [str(uuid.uuid4()) for _ in range(200)]
+
+    async def run() -> list[bool]:
+        tasks = [asyncio.ensure_future(writer.write(_item(i))) for i in ids + ids[:1]]
+        await asyncio.to_thread(store.syncing.wait, 30)
+        # Committed (another connection reads it) but not yet synced: no answer yet.
+        reader = store.connect()
+        assert reader.log_count() > 0
+        reader.close()
+        assert not any(t.done() for t in tasks)
+        store.gate.set()
+        return list(await asyncio.gather(*tasks))
+
+    try:
+        results = asyncio.run(run())
+    finally:
+        writer.stop()
+    assert results == [True] * len(ids) + [False]  # the repeated id is a duplicate
+    assert writer.batches < len(ids)  # grouped, not one transaction per item
+    conn = store.connect()
+    assert conn.action_ids() == set(ids)
+    assert conn.log_count() == len(ids) + 1
+    conn.close()
+
+
+def test_a_failed_sync_fails_every_waiting_write(tmp_path: Path) -> None:
+    store = GatedStore(tmp_path / "s.db")
+    store.fail_sync = True
+    store.gate.set()
+    writer = GroupCommitWriter(store, state="done", wait_limit=timedelta(seconds=30))
+    writer.start()
+
+    async def run() -> list[BaseException | bool]:
+        tasks = [writer.write(_item(str(uuid.uuid4()))) for _ in range(20)]
+        return list(await asyncio.gather(*tasks, return_exceptions=True))
+
+    try:
+        results = asyncio.run(run())
+    finally:
+        writer.stop()
+    assert len(results) == 20
+    assert all(isinstance(r, StoreError) and "disk sync failed" in str(r) for r in results)
+
+
+def test_writers_queue_on_the_lock_instead_of_timing_out(tmp_path: Path) -> None:
+    # busy_timeout is short, the other writer's transaction is long: without the flock
+    # the second write would fail with "database is locked".
+    store = SQLiteStore(tmp_path / "s.db", busy_timeout=timedelta(milliseconds=50))
+    store.connect().close()
+    holder = WriteLock(store.path.with_name(store.path.name + SQLiteStore.LOCK_SUFFIX))
+    other = sqlite3.connect(store.path, isolation_level=None)
+    outcome: list[object] = []
+
+    def second_writer() -> None:
+        conn = store.connect()
+        try:
+            outcome.append(conn.write_batch([_item(str(uuid.uuid4()))], state="done"))
+        except StoreError as exc:
+            outcome.append(exc)
+        finally:
+            conn.close()
+
+    with holder:
+        other.execute("BEGIN IMMEDIATE")
+        thread = threading.Thread(target=second_writer)
+        thread.start()
+        thread.join(0.5)  # ten busy timeouts
+        assert thread.is_alive() and not outcome  # waiting for the lock, not failed
+        other.execute("COMMIT")
+    thread.join(30)
+    other.close()
+    holder.close()
+    assert outcome == [[True]]
+
+
+def test_max_batch_must_be_positive(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="max_batch"):
+        GroupCommitWriter(SQLiteStore(tmp_path / "s.db"), max_batch=0)
