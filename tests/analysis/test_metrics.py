@@ -251,3 +251,41 @@ def test_report_html_and_dict(generated: tuple[LogBuilder, DeliveryAnalysis]) ->
     ):  # fmt: skip
         assert key in doc, key
     assert doc["first_received_at"] == iso(analysis.report.first_received_at)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("threshold_s", [1.0, 7.5, 300.0])
+def test_silent_periods_at_the_threshold_edges(tmp_path: Path, threshold_s: float) -> None:
+    # Gaps just under, at and just over the threshold, and long ones straddling several
+    # of the engine's half-threshold buckets, at arbitrary (non-aligned) offsets.
+    rng = np.random.default_rng(int(threshold_s * 10))
+    factors = [0.5, 0.999999, 1.0, 1.000001, 1.5, 1.999999, 2.0, 2.5, 3.7, 10.0]
+    gaps = [threshold_s * f for f in rng.permutation(np.repeat(factors, 3))]
+    b = LogBuilder(5)
+    at = START + timedelta(microseconds=int(rng.integers(0, 10**6)))
+    for gap in gaps:
+        b.action([200], at=at)
+        at += timedelta(microseconds=round(gap * 1e6))
+    b.action([200], at=at)
+    times = sorted(datetime.fromisoformat(r["received_at"]) for r in b.records)
+    truth = [(y - x).total_seconds() for x, y in itertools.pairwise(times)]
+    truth = [g for g in truth if g > threshold_s]
+    path = b.write_jsonl(tmp_path / "edges.jsonl")
+    with analyze(path, silence_threshold=timedelta(seconds=threshold_s)) as analysis:
+        assert list(analysis.silent_periods().seconds) == pytest.approx(truth, abs=1e-6)
+        assert analysis.report.silent_periods["count"] == len(truth)
+
+
+def test_escaped_strings_come_out_unescaped(tmp_path: Path) -> None:
+    # DuckDB writes a JSON string back with escapes only for quotes, backslashes and
+    # control characters; those take the exact (parsing) path, the rest are unquoted.
+    b = LogBuilder(6)
+    players = ['pl"ayer\\1', "joueur-é-\u2603", "tab\there"]
+    ids = {
+        p: b.action([400], at=START + timedelta(seconds=i), player=p)
+        for i, p in enumerate(players)
+    }
+    path = b.write_jsonl(tmp_path / "escaped.jsonl")
+    with analyze(path) as analysis:
+        lost = analysis.lost_actions().set_index("action_id")
+        assert {lost.loc[a, "player_id"]: a for a in ids.values()} == ids
+        assert analysis.report.invalid_deliveries == 0

@@ -200,8 +200,9 @@ class DeliveryAnalysis:
         t = t.filter(t.outcome == outcome)
         return self._df(
             t.select(
-                t.action_id.cast("string").name("action_id"), "round_id", "player_id", "game_id", "currency_code", "bet",
-                "event_ts", "first_at", "last_at", "attempts", "last_status", "window_end",
+                t.action_id.cast("string").name("action_id"), "round_id", "player_id",
+                "game_id", "currency_code", "bet", "event_ts", "first_at", "last_at",
+                "attempts", "last_status", "window_end",
                 time_left_s=m.time_left_s(t, self._now()),
             ).order_by(["first_at", "action_id"])
         )  # fmt: skip

@@ -4,9 +4,10 @@ The definitions are DESIGN.md's ("The analyser's definitions"); this module is t
 implementation. Three relations carry them, each a pure function of the one before:
 
 1. :func:`validate` (per delivery): whether the body is a valid game event notification
-   (the same rules as :class:`gptools.models.GameEventNotification`, written as JSON
-   extraction and type checks), the first failing ``reason``, and a usable ``action_id``
-   (a UUID string, canonical lower case) even when another field is wrong.
+   (the same rules as :class:`gptools.models.GameEventNotification`, written as checks
+   on the canonical JSON text of each field), the first failing ``reason``, and a usable
+   ``action_id`` (a UUID value: 16 bytes to sort and group on, shown as canonical lower
+   case text in drill-downs) even when another field is wrong.
 2. :func:`annotate` (per delivery): the attempt chain of each action, ordered by
    ``received_at``; ties are broken by :func:`delivery_order` (a retried answer, then a
    4xx, then a 200), so the order never depends on how a store returns rows. ``kind`` is
@@ -21,6 +22,15 @@ implementation. Three relations carry them, each a pure function of the one befo
 Everything else is an aggregate or a window over those relations. DuckDB executes them
 (out of core) by default; no Python code looks at rows one by one. Only aggregated,
 small results (a handful of numbers per retry number) reach Python, for the backoff fit.
+
+Speed notes (a 5M-delivery log, 2 cores): the log is parsed once, by DuckDB's JSON reader;
+each field's type is checked on its canonical JSON text instead of re-parsing it; the
+per-delivery chain is one window pass; time differences use epoch microseconds (zoned
+``date_diff`` costs about 100 times more per row); per-action picks use ``arg_min`` /
+``arg_max`` rather than Ibis' ordered ``FIRST``; silent periods need no sort of every
+delivery. Three engine builtins are called through Ibis' builtin-UDF mechanism
+(``arg_min``, ``arg_max``, ``epoch_us``; ``min_by``, ``max_by``, ``unix_micros`` on
+other engines).
 """
 
 from __future__ import annotations
@@ -122,9 +132,10 @@ def _unwrap(raw: ir.Table) -> ir.Table:
 def _parse(u: ir.Table) -> ir.Table:
     """Stage 2: parse the unwrapped strings: the actionId as a UUID (the spellings
     ``uuid.UUID`` accepts: any case, hyphens or none, braces, ``urn:uuid:``), the
-    timestamp as naive UTC with at most 9 fractional digits (truncated to microseconds).
-    The zone check runs only on timestamps that are not well formed (a well-formed one
-    has no zone), so valid rows pay for one regular expression."""
+    timestamp as naive UTC with at most 9 fractional digits (truncated to microseconds),
+    the bet as a JSON number and a finite one. The zone check runs only on timestamps that
+    are not well formed (a well-formed one has no zone), so valid rows pay for one regular
+    expression."""
     text = u.s_actionId
     bare = ibis.cases((text.startswith("urn:uuid:"), text.substr(9)), else_=text)
     ts = u.s_timestamp

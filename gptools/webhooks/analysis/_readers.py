@@ -58,7 +58,7 @@ PAYLOAD_FIELDS: tuple[str, ...] = (
 RAW_COLUMNS: tuple[str, ...] = ("received_at", "status", "latency_ms", "shape", *PAYLOAD_FIELDS)
 
 #: DuckDB's memory limit by default; beyond it, DuckDB spills to a temporary directory.
-DEFAULT_MEMORY_LIMIT = "1200MB"
+DEFAULT_MEMORY_LIMIT = "1GB"
 
 _UTC = dt.Timestamp(timezone="UTC")
 _BATCH_ROWS = 50_000
@@ -131,6 +131,9 @@ class DeliveryLog:
         refused: they cannot be placed in time or classified, and dropping them silently
         would break the count identity.
         """
+        # No result depends on the order rows are stored in (every listing is ordered
+        # explicitly); keeping the file's order costs memory and time on millions of rows.
+        self.con.raw_sql("SET preserve_insertion_order = false")
         while True:
             raw = self.candidates[0]
             try:
@@ -178,8 +181,6 @@ def connect_duckdb(
 
     The memory limit makes DuckDB spill to the temporary directory instead of growing, so a
     log larger than memory still works. ``threads=None`` lets DuckDB use every core.
-    Insertion order is not preserved: no result depends on it (every listing is ordered
-    explicitly), and keeping it costs memory and time when tables are materialised.
     """
     tmp = tempfile.TemporaryDirectory(prefix="gptools-analysis-")
     config: dict[str, Any] = {"memory_limit": memory_limit, "temp_directory": tmp.name}
@@ -188,16 +189,16 @@ def connect_duckdb(
     con = ibis.duckdb.connect(**config)
     con.raw_sql("SET TimeZone = 'UTC'")
     con.raw_sql("SET enable_progress_bar = false")
-    con.raw_sql("SET preserve_insertion_order = false")
     return con, tmp
 
 
 def create_temp_table(con: Any, name: str, expr: ir.Table) -> ir.Table:
-    """Materialise ``expr`` as the temporary table ``name`` in one ``CREATE TABLE AS``
-    (Ibis' own ``create_table`` creates the table, then inserts into it)."""
+    """Materialise ``expr`` as the temporary table ``name``, with the column types Ibis
+    gives the expression (DuckDB alone would widen sums to HUGEINT). A table left by an
+    earlier, failed attempt is replaced."""
     con.raw_sql(f'DROP TABLE IF EXISTS "{name}"')
-    con.raw_sql(f'CREATE TEMP TABLE "{name}" AS {con.compile(expr)}')
-    return con.table(name)
+    table: ir.Table = con.create_table(name, expr, temp=True)
+    return table
 
 
 def detect_format(source: str | Path) -> str:
