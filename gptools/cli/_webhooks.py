@@ -8,7 +8,7 @@ up in ``ps`` and in shell history.
 from __future__ import annotations
 
 import os
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import click
@@ -142,10 +142,17 @@ def deliver(url: str, count: int, auth_kind: str, seed: int, time_scale: float |
     if auth.username is not None and auth.password is not None:
         subscription["username"] = auth.username.get_secret_value()
         subscription["password"] = auth.password
-    start = datetime.now(UTC)
+    # The receiver stamps real time, so the events must have happened already: they are
+    # spread over roughly the last COUNT seconds, so their delivery lag reads positive.
+    now, gap = datetime.now(UTC), timedelta(seconds=1)
+    start = now - count * gap
+    events = EventGenerator(seed=seed, start=start, mean_gap=gap).take(count)
+    overshoot = max(e.timestamp for e in events) - now
+    if overshoot > timedelta(0):
+        start -= overshoot
+        events = EventGenerator(seed=seed, start=start, mean_gap=gap).take(count)
     clock: SimClock = (ScaledClock(start, time_scale) if time_scale is not None
                        else VirtualClock(start))
-    events = EventGenerator(seed=seed, start=start).take(count)
     with WebhookDispatcher(clock=clock, target=DeliveryTarget.from_subscription(subscription),
                            concurrency=concurrency) as dispatcher:
         for event in events:
