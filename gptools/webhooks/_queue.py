@@ -89,28 +89,40 @@ class GroupCommitWriter:
         self._wait_seconds = wait_limit.total_seconds()
         #: How many batches were committed (for tests and diagnostics).
         self.batches = 0
-        self._queue: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[list[_Pending] | None] = queue.SimpleQueue()
+        self._gathering: dict[asyncio.AbstractEventLoop, list[_Pending]] = {}
         self._committed: queue.SimpleQueue[
             tuple[list[_Pending], list[bool] | StoreError] | None
         ] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._syncer: threading.Thread | None = None
         self._conn: StoreConnection | None = None
+        # True while both threads run: a plain attribute, because every request reads it
+        # and Thread.is_alive() costs more than the rest of the check.
+        self._up = False
 
     def start(self) -> None:
         """Open the store (creating its tables) and start the threads."""
         self._conn = self.store.connect()
-        self._syncer = threading.Thread(target=self._sync_run, name="webhook-sync",
-                                        daemon=True)
+        self._up = True
+        self._syncer = threading.Thread(target=self._until_down, args=(self._sync_run,),
+                                        name="webhook-sync", daemon=True)
         self._syncer.start()
-        self._thread = threading.Thread(target=self._run, name="webhook-writer", daemon=True)
+        self._thread = threading.Thread(target=self._until_down, args=(self._run,),
+                                        name="webhook-writer", daemon=True)
         self._thread.start()
 
     @property
     def alive(self) -> bool:
         """Whether the writer threads are running."""
-        return (self._thread is not None and self._thread.is_alive()
-                and self._syncer is not None and self._syncer.is_alive())
+        return self._up
+
+    def _until_down(self, run: Callable[[], None]) -> None:
+        try:
+            run()
+        finally:
+            # Either thread ending (stop, or a bug) stops new writes being accepted.
+            self._up = False
 
     async def write(self, item: WriteItem) -> bool:
         """Write ``item`` in the next group commit; return whether its action was new.
@@ -123,16 +135,25 @@ class GroupCommitWriter:
             raise StoreError("the store writer is not running")
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[bool] = loop.create_future()
-        self._queue.put((item, fut))
-        # A bare timer handle is much cheaper per request than asyncio.timeout().
-        timer = loop.call_later(self._wait_seconds, _expire, fut)
-        try:
-            return await fut
-        finally:
-            timer.cancel()
+        gathering = self._gathering.get(loop)
+        if gathering is None:
+            # The first write of this loop iteration: the items of every request that
+            # reaches this point in the same iteration travel to the writer together.
+            gathering = self._gathering[loop] = []
+            loop.call_soon(self._hand_over, loop)
+        gathering.append((item, fut))
+        return await fut
+
+    def _hand_over(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Give the writer what this loop gathered: one wake-up of the writer thread and
+        one time-out timer per loop iteration, not per request."""
+        gathered = self._gathering.pop(loop)
+        self._queue.put(gathered)
+        loop.call_later(self._wait_seconds, _expire, gathered)
 
     def stop(self) -> None:
         """Write everything already submitted, then stop the threads and close the store."""
+        self._up = False
         if self._thread is not None:
             self._queue.put(None)
             self._thread.join()
@@ -154,7 +175,9 @@ class GroupCommitWriter:
             first = self._queue.get()
             if first is None:
                 break
-            batch = [first]
+            batch = first
+            # Requests gathered on the event loop since the last batch arrive as lists;
+            # take every list waiting (max_batch is checked between lists, not inside).
             while len(batch) < self.max_batch:
                 try:
                     nxt = self._queue.get_nowait()
@@ -163,7 +186,7 @@ class GroupCommitWriter:
                 if nxt is None:
                     stopping = True
                     break
-                batch.append(nxt)
+                batch.extend(nxt)
             outcome: list[bool] | StoreError
             try:
                 outcome = conn.write_batch([item for item, _ in batch], state=self.state,
@@ -214,9 +237,10 @@ class GroupCommitWriter:
                 _settle_threadsafe(batch, outcome)
 
 
-def _expire(fut: asyncio.Future[bool]) -> None:
-    if not fut.done():
-        fut.set_exception(TimeoutError("the durable write did not finish in time"))
+def _expire(gathered: list[_Pending]) -> None:
+    for _, fut in gathered:
+        if not fut.done():
+            fut.set_exception(TimeoutError("the durable write did not finish in time"))
 
 
 def _settle_threadsafe(batch: list[_Pending], outcome: list[bool] | StoreError) -> None:

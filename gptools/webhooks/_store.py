@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import sqlite3
 import threading
@@ -128,6 +129,15 @@ class _Dialect:
     claim_lock: str = ""
 
 
+#: Only pending actions are ever looked up by due time, so only they are indexed: most
+#: actions are done at once and then cost the index nothing. (The first version indexed
+#: every row on (state, next_attempt_at); it is replaced on start-up.)
+_QUEUE_INDEX_DDL = (
+    "DROP INDEX IF EXISTS webhook_actions_due",
+    "CREATE INDEX IF NOT EXISTS webhook_actions_pending ON webhook_actions (next_attempt_at)"
+    " WHERE state = 'pending'",
+)
+
 _SQLITE_DDL = (
     """CREATE TABLE IF NOT EXISTS delivery_log (
         received_at TEXT NOT NULL,
@@ -150,7 +160,7 @@ _SQLITE_DDL = (
         lease_until TEXT,
         last_error TEXT
     )""",  # a rowid table: with the body inline, WITHOUT ROWID made inserts 2.5x slower
-    "CREATE INDEX IF NOT EXISTS webhook_actions_due ON webhook_actions (state, next_attempt_at)",
+    *_QUEUE_INDEX_DDL,
 )
 
 _PG_DDL = (
@@ -175,11 +185,43 @@ _PG_DDL = (
         lease_until timestamptz,
         last_error text
     )""",
-    "CREATE INDEX IF NOT EXISTS webhook_actions_due ON webhook_actions (state, next_attempt_at)",
+    *_QUEUE_INDEX_DDL,
 )
 
 _SQLITE = _Dialect("sqlite", "?", _SQLITE_DDL, "BEGIN IMMEDIATE")
 _PG = _Dialect("postgresql", "%s", _PG_DDL, "BEGIN", claim_lock=" FOR UPDATE SKIP LOCKED")
+
+_INSERT_LOG = (
+    f"INSERT INTO delivery_log ({', '.join(LOG_COLUMNS)})"
+    f" VALUES ({', '.join('?' for _ in LOG_COLUMNS)})"
+)
+#: A plain insert: a key that exists already would be a bug, and fails the whole batch.
+_SQLITE_INSERT_ACTION = (
+    "INSERT INTO webhook_actions (action_id, first_received_at, body, next_attempt_at, state)"
+    " VALUES (?, ?, ?, ?, ?)"
+)
+_SQLITE_EXISTING = (
+    "SELECT action_id FROM webhook_actions WHERE action_id IN (SELECT value FROM json_each(?))"
+)
+_PG_INSERT_ACTION = (
+    "INSERT INTO webhook_actions (action_id, first_received_at, body, next_attempt_at, state)"
+    " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (action_id) DO NOTHING"
+)
+
+
+def _sqlite_ts(moment: datetime) -> str:
+    """:func:`format_utc` for the write path: the same text, about half the cost for an
+    aware UTC time (what the receiver's clock gives)."""
+    if moment.tzinfo is not UTC:
+        return format_utc(moment)
+    return "%04d-%02d-%02dT%02d:%02d:%02d.%06dZ" % (  # noqa: UP031  (faster than f-string)
+        moment.year, moment.month, moment.day, moment.hour, moment.minute, moment.second,
+        moment.microsecond,
+    )
+
+
+def _pg_ts(moment: datetime) -> datetime:
+    return moment.astimezone(UTC)
 
 
 class Store:
@@ -418,10 +460,7 @@ class StoreConnection:
         return sql if self._d.placeholder == "?" else sql.replace("?", "%s")
 
     def _ts(self, moment: datetime) -> Any:
-        return format_utc(moment) if self._d.name == "sqlite" else moment.astimezone(UTC)
-
-    def _bool(self, value: bool) -> Any:
-        return int(value) if self._d.name == "sqlite" else value
+        return _sqlite_ts(moment) if self._d.name == "sqlite" else moment.astimezone(UTC)
 
     def _execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
         return self.raw.execute(self._sql(sql), params)
@@ -452,61 +491,74 @@ class StoreConnection:
         """Write ``items`` in ONE transaction; return, per item, whether its action was new.
 
         New actions start in ``state``: ``pending`` when a handler will process them,
-        ``done`` when the receiver only stores them. With ``durable`` false the caller
-        takes over :meth:`Store.make_durable` (one sync can then serve several batches);
-        until it has run, nothing written may be acknowledged.
+        ``done`` when the receiver only stores them (a ``done`` action keeps no copy of
+        its body: nothing will read it, and the body is in ``delivery_log`` anyway). With
+        ``durable`` false the caller takes over :meth:`Store.make_durable` (one sync can
+        then serve several batches); until it has run, nothing written may be
+        acknowledged.
 
         An accepted item whose key already exists (stored earlier or earlier in this
         batch) is logged with ``duplicate`` true. Nothing is visible until the commit; on
         any error the transaction is rolled back and :class:`StoreError` raised, so the
         caller answers 503 for every item of the batch.
         """
-        insert_action = self._sql(
-            "INSERT INTO webhook_actions"
-            " (action_id, first_received_at, body, next_attempt_at, state)"
-            " VALUES (?, ?, ?, ?, ?) ON CONFLICT (action_id) DO NOTHING"
-        )
-        insert_log = self._sql(
-            f"INSERT INTO delivery_log ({', '.join(LOG_COLUMNS)})"
-            f" VALUES ({', '.join('?' for _ in LOG_COLUMNS)})"
-        )
+        sqlite = self._d.name == "sqlite"
+        ts_of = _sqlite_ts if sqlite else _pg_ts
+        keep_body = state == "pending"
         fresh: list[bool] = []
-        rows = []
+        rows: list[tuple[Any, ...]] = []
+        actions: list[tuple[Any, ...]] = []
+        now = time.perf_counter()
         try:
             with self._transaction(durable=durable):
                 cur = self.raw.cursor()
+                # SQLite: BEGIN IMMEDIATE holds the database's only write lock, so the keys
+                # read here cannot change before the inserts below, and every action row
+                # goes in with one executemany. PostgreSQL has concurrent writers: there,
+                # each insert asks the unique index itself (ON CONFLICT DO NOTHING).
+                seen = self._existing(cur, items) if sqlite else set()
                 for item in items:
                     log = item.log
+                    ts = ts_of(log.received_at)
                     new = False
                     if item.accept:
-                        ts = self._ts(log.received_at)
-                        cur.execute(insert_action, (log.action_id, ts, log.body, ts, state))
-                        new = cur.rowcount == 1
+                        action_id = log.action_id
+                        if sqlite:
+                            new = action_id not in seen
+                            if new:
+                                seen.add(action_id)
+                                actions.append((action_id, ts, log.body if keep_body else "",
+                                                ts, state))
+                        else:
+                            cur.execute(_PG_INSERT_ACTION, (
+                                action_id, ts, log.body if keep_body else "", ts, state))
+                            new = cur.rowcount == 1
                         log.duplicate = not new
                     fresh.append(new)
                     if log.latency_ms is None:
-                        start = log.started if log.started is not None else time.perf_counter()
-                        log.latency_ms = round((time.perf_counter() - start) * 1000.0, 3)
-                    rows.append(self._log_row(log))
-                cur.executemany(insert_log, rows)
+                        start = log.started if log.started is not None else now
+                        log.latency_ms = round((now - start) * 1000.0, 3)
+                    # bools bind as 0/1 in SQLite and as booleans in PostgreSQL.
+                    rows.append((ts, log.status, log.latency_ms, log.body, log.action_id,
+                                 log.duplicate, log.auth_ok, log.error, log.remote_addr))
+                if actions:
+                    cur.executemany(_SQLITE_INSERT_ACTION, actions)
+                cur.executemany(self._sql(_INSERT_LOG), rows)
         except StoreError:
             raise
         except Exception as exc:
             raise StoreError(f"write to {self.store.url} failed: {exc}") from exc
         return fresh
 
-    def _log_row(self, log: LogEntry) -> tuple[Any, ...]:
-        return (
-            self._ts(log.received_at),
-            log.status,
-            log.latency_ms,
-            log.body,
-            log.action_id,
-            self._bool(log.duplicate),
-            self._bool(log.auth_ok),
-            log.error,
-            log.remote_addr,
-        )
+    @staticmethod
+    def _existing(cur: Any, items: Sequence[WriteItem]) -> set[str]:
+        """Which accepted items' action ids are already stored (one query per batch)."""
+        ids = [item.log.action_id for item in items if item.accept]
+        if not ids:
+            return set()
+        # One fixed statement whatever the batch size: the ids travel as a JSON array.
+        cur.execute(_SQLITE_EXISTING, (json.dumps(ids),))
+        return {row[0] for row in cur.fetchall()}
 
     # -- processing queue -------------------------------------------------------------
 

@@ -36,11 +36,14 @@ SUMMARY_SILENT_PERIODS = 20
 class DeliveryAnalysis:
     """Everything the analyser knows about one delivery log.
 
-    Opening it scans the log once into two DuckDB tables (attempts and actions); each
-    method then runs one query. ``now`` is the moment pending actions are judged against
-    (time left in their 7-day window); by default it is the log's last ``received_at``,
-    so a result never depends on when it was computed. ``silence_threshold`` is the gap
-    between consecutive deliveries that counts as a silent period.
+    Opening it scans the log once into two narrow DuckDB tables (:attr:`deliveries` and
+    :attr:`action_summary`), enough for :attr:`report`. The drill-downs (attempt chains,
+    per hour, game and currency, lost and pending lists) use :attr:`attempts` and
+    :attr:`actions`, built from the log on first use. ``now`` is the moment pending
+    actions are judged against (time left in their 7-day window); by default it is the
+    log's last ``received_at``, so a result never depends on when it was computed.
+    ``silence_threshold`` is the gap between consecutive deliveries that counts as a
+    silent period.
 
     Drill-downs return pandas DataFrames; :attr:`report` is the summary. Close the
     analysis (or use ``with``) to release DuckDB.
@@ -60,13 +63,16 @@ class DeliveryAnalysis:
         self.log = log
         self.silence_threshold = silence_threshold
         con = log.con
-        self.attempts: ir.Table = log.load(
-            "gp_attempts", lambda raw: m.annotate(m.validate(raw))
+        # The summary needs one narrow table of deliveries and one of actions, both built
+        # by hash aggregates; the per-delivery chains (a window over every delivery) and
+        # the payload's other fields are only built when a drill-down asks for them.
+        self.deliveries: ir.Table = log.load(
+            "gp_deliveries", lambda raw: m.deliveries(m.validate(raw))
         )
-        self.actions: ir.Table = create_temp_table(
-            con, "gp_actions", m.action_table(self.attempts)
+        self.action_summary: ir.Table = create_temp_table(
+            con, "gp_action_summary", m.action_summary(self.deliveries)
         )
-        self._counts = _row(con.execute(m.delivery_counts(self.attempts)))
+        self._counts = _row(con.execute(m.delivery_counts(self.deliveries)))
         last = _datetime(self._counts["last_received_at"])
         self.now: datetime | None = now.astimezone(UTC) if now is not None else last
 
@@ -91,6 +97,27 @@ class DeliveryAnalysis:
         df: pd.DataFrame = self.log.con.execute(expr)
         return df
 
+    @cached_property
+    def attempts(self) -> ir.Table:
+        """Per delivery, every payload field and its place in its action's chain
+        (``attempt_no``, ``kind``, ``gap_s``); built (one more scan of the log and a
+        window over every delivery) on first use."""
+        return create_temp_table(
+            self.log.con, "gp_attempts", m.annotate(m.validate(self.log.raw))
+        )
+
+    @cached_property
+    def actions(self) -> ir.Table:
+        """Per action, its chain summarised, its outcome and its payload fields (round,
+        player, game, currency, bet); built on first use."""
+        return create_temp_table(self.log.con, "gp_actions", m.action_table(self.attempts))
+
+    @cached_property
+    def _chains(self) -> ir.Table:
+        return create_temp_table(
+            self.log.con, "gp_chains", m.retry_chains(self.deliveries, self.action_summary)
+        )
+
     def _now(self) -> ir.Value:
         # An empty log has no "last delivery"; nothing is pending then, any time will do.
         return m.literal_time(self.now or datetime(1970, 1, 1, tzinfo=UTC))
@@ -102,11 +129,13 @@ class DeliveryAnalysis:
         """The summary of every metric, with warnings (see :class:`DeliveryReport`)."""
         con = self.log.con
         c = self._counts
-        a = _row(con.execute(m.action_counts(self.actions, self._now())))
-        ooo = _row(con.execute(m.out_of_order(self.actions)))
-        att = self.attempts
-        invalid = self._df(m.count_by(att, "reason", where=att.reason.notnull()))
-        status = self._df(m.count_by(self.attempts, "status"))
+        d, summary = self.deliveries, self.action_summary
+        a = _row(con.execute(m.action_counts(summary, self._now())))
+        ooo = _row(con.execute(m.out_of_order(summary)))
+        chains = _row(con.execute(m.chain_counts(self._chains)))
+        dup = _row(con.execute(m.duplicate_count(d, summary)))
+        invalid = self._df(m.count_by(d, "reason", where=d.reason.notnull()))
+        status = self._df(m.count_by(d, "status"))
         attempts = self.attempts_per_action()
         silent = self.silent_periods()
         actions = _int(a["actions"])
@@ -119,8 +148,8 @@ class DeliveryAnalysis:
             deliveries=_int(c["deliveries"]),
             actions=actions,
             acknowledged_actions=_int(a["acknowledged_actions"]),
-            duplicate_deliveries=_int(c["duplicate_deliveries"]),
-            retries=_int(c["retries"]),
+            duplicate_deliveries=_int(dup["duplicate_deliveries"]),
+            retries=_int(chains["retries"]),
             lost_actions=_int(a["lost_actions"]),
             pending_actions=_int(a["pending_actions"]),
             pending_actions_expired=_int(a["pending_actions_expired"]),
@@ -138,7 +167,7 @@ class DeliveryAnalysis:
                     str(k): int(v) for k, v in zip(attempts.attempts, attempts.actions, strict=True)
                 },
             },
-            retry_gap_s=_stats(c, "gap_"),
+            retry_gap_s=_stats(chains, "gap_"),
             backoff=self.backoff(),
             delivery_lag_s=_stats(a, "lag_"),
             out_of_order_events=_int(ooo["out_of_order"]),
@@ -161,7 +190,7 @@ class DeliveryAnalysis:
                     )
                 ],
             },
-            first_attempts=_int(c["first_attempts"]),
+            first_attempts=actions,
         )
 
     # ---------------------------------------------------------------- drill-downs
@@ -221,20 +250,22 @@ class DeliveryAnalysis:
 
     def attempts_per_action(self) -> pd.DataFrame:
         """How many actions needed 1, 2, ... attempts (all deliveries of the action)."""
-        t = self.actions
+        t = self.action_summary
         return self._df(t.group_by("attempts").aggregate(actions=t.count()).order_by("attempts"))
 
     def silent_periods(self) -> pd.DataFrame:
         """Gaps with no delivery longer than the threshold: start, end, seconds."""
-        return self._df(m.silent_periods(self.attempts, self.silence_threshold.total_seconds()))
+        return self._df(
+            m.silent_periods(self.deliveries, self.silence_threshold.total_seconds())
+        )
 
     def retry_gaps_by_retry(self) -> pd.DataFrame:
         """Per retry number n: count, median, p10, p90 of the gap before the n-th retry."""
-        return self._df(m.backoff_by_retry(m.backoff_points(self.attempts)))
+        return self._df(m.backoff_by_retry(m.backoff_points(self._chains)))
 
     def backoff(self) -> dict[str, Any]:
         """The fitted schedule gap_n = base_s * factor^(n-1), its r², and the gaps per retry."""
-        fit = _row(self.log.con.execute(m.backoff_fit(m.backoff_points(self.attempts))))
+        fit = _row(self.log.con.execute(m.backoff_fit(m.backoff_points(self._chains))))
         gaps = _int(fit["gaps"])
         by_retry = self.retry_gaps_by_retry()
         base = factor = r2 = None

@@ -115,7 +115,9 @@ _FINITE_START_RE = r"^-?[0-9]"
 def _unwrap(raw: ir.Table) -> ir.Table:
     """Stage 1: each JSON field unwrapped once into a typed column (NULL when absent or
     of the wrong JSON type), so later stages never parse JSON again. The type checks are
-    tests on the canonical JSON text (see :func:`_text`), not a JSON parse per field."""
+    tests on the canonical JSON text (see :func:`_text`), not a JSON parse per field; a
+    string field's validity (``ok_*``: a non-empty JSON string) needs no unquoting, so
+    the unquoted values cost only where a query selects them."""
     bet = _text(raw.bet)
     return raw.select(
         "received_at",
@@ -124,6 +126,10 @@ def _unwrap(raw: ir.Table) -> ir.Table:
         "shape",
         *(raw[f].notnull().name(f"has_{f}") for f in PAYLOAD_FIELDS),
         *(_string(raw[f]).name(f"s_{f}") for f in (*_STRING_FIELDS, "actionId", "timestamp")),
+        *(
+            (_text(raw[f]).startswith('"') & (_text(raw[f]) != '""')).name(f"ok_{f}")
+            for f in _STRING_FIELDS
+        ),
         t_bet=bet,
         events_ok=_text(raw.events).re_search(_STRING_ARRAY_RE),
     )
@@ -201,6 +207,7 @@ def validate(raw: ir.Table) -> ir.Table:
     is_object = p.shape == "object"
     # A field's value is usable exactly when none of its checks fails: each parsed column
     # is already NULL on every failure but emptiness (strings) and non-finiteness (bet).
+    # Validity itself is tested on the cheaper ``ok_*`` flags, which say the same.
     usable: dict[str, ir.Value] = {
         "actionId": p.action_uuid,
         **{name: p[f"s_{name}"].nullif("") for name in _STRING_FIELDS},
@@ -208,7 +215,12 @@ def validate(raw: ir.Table) -> ir.Table:
         "bet": ibis.ifelse(p.bet_finite, p.t_bet, ibis.null("string")),
     }
     valid = ibis.and_(
-        is_object, p.events_ok.fill_null(False), *(v.notnull() for v in usable.values())
+        is_object,
+        p.events_ok.fill_null(False),
+        p.action_uuid.notnull(),
+        p.ts_parsed.notnull(),
+        p.bet_finite.fill_null(False),
+        *(p[f"ok_{name}"].fill_null(False) for name in _STRING_FIELDS),
     )
     checks = _checks(p)
     ordered = [(valid, ibis.null("string")), (~is_object, p.shape)]
@@ -241,18 +253,37 @@ def validate(raw: ir.Table) -> ir.Table:
 # --------------------------------------------------------------------------------------
 
 
-def delivery_order(t: ir.Table) -> list[ir.Value]:
-    """The order of deliveries in time. Ties are broken by what could follow what: an
-    answer the provider retries (5xx, others) first, then a 4xx (never retried), then a
-    200 (never retried either); then status and latency, so the order never depends on
-    how a store returns rows."""
+def order_key(t: ir.Table) -> ir.Value:
+    """A sortable integer for the order of deliveries in time: epoch microseconds times 4
+    plus a tie rank. Ties are broken by what could follow what: an answer the provider
+    retries (5xx, others) first, then a 4xx (never retried), then a 200 (never retried
+    either). Two deliveries with equal keys are interchangeable for every metric (same
+    instant, same kind of answer); listings order them further by status and latency."""
     finality = ibis.cases((t.status == 200, 2), (t.status.between(400, 499), 1), else_=0)
-    return [t.received_at, finality, t.status, t.latency_ms]
+    return _epoch_us(t.received_at) * 4 + finality
+
+
+def delivery_order(t: ir.Table) -> list[ir.Value]:
+    """The full order of deliveries: :func:`order_key` (column ``key``), then status and
+    latency, so the order never depends on how a store returns rows."""
+    return [t.key, t.status, t.latency_ms]
+
+
+def deliveries(v: ir.Table) -> ir.Table:
+    """Per delivery, the few columns the summary needs (a narrow table to materialise):
+    times, answer, ``reason``, ``action_id``, the player and event time (delivery lag,
+    out-of-order) and the :func:`order_key`."""
+    return v.select(
+        "received_at", "status", "latency_ms", "reason", "action_id", "player_id", "event_ts",
+        key=order_key(v),
+    )  # fmt: skip
 
 
 def annotate(d: ir.Table) -> ir.Table:
-    """Per delivery: ``attempt_no`` in its action's chain, ``kind`` and ``gap_s`` (seconds
-    since the previous attempt of the same action)."""
+    """Per delivery (for drill-downs): ``attempt_no`` in its action's chain, ``kind`` and
+    ``gap_s`` (seconds since the previous attempt of the same action). One window over
+    every delivery; the summary gets the same counts from hash aggregates instead."""
+    d = d.mutate(key=order_key(d))
     chain = ibis.window(group_by=d.action_id, order_by=delivery_order(d))
     upto = ibis.window(group_by=d.action_id, order_by=delivery_order(d), rows=(None, 0))
     is_200 = (d.status == 200).cast("int64")
@@ -269,6 +300,7 @@ def annotate(d: ir.Table) -> ir.Table:
     return d.mutate(
         attempt_no=ibis.ifelse(d.action_id.isnull(), ibis.null("int64"), attempt_no),
         kind=kind,
+        retry=kind == "retry",
         gap_s=ibis.ifelse(d.action_id.isnull(), ibis.null("float64"), gap_s),
     )
 
@@ -297,8 +329,100 @@ def _arg_extreme(
     return udf(value, key, where=where)
 
 
+def _outcome(acknowledged: ir.Value, last_status: ir.Value) -> ir.Value:
+    return ibis.cases(
+        (acknowledged, "acknowledged"),
+        (last_status.between(400, 499), "lost"),
+        else_="pending",
+    )
+
+
+def action_summary(d: ir.Table) -> ir.Table:
+    """Per action, from :func:`deliveries` by one hash aggregate (no sort of the
+    deliveries): attempts, first and last answer and time, ``ack_key`` (the order key of
+    its first 200, NULL without one), outcome (``acknowledged``, ``lost``: latest answer
+    4xx and no 200, ``pending``: anything else without a 200, which the provider may retry
+    for 7 days after the first attempt), the player and event time of its first attempt
+    that carries them.
+
+    Picks use the integer :func:`order_key` (a struct with status and latency costs over
+    twice as much on millions of actions): deliveries with equal keys are alike for every
+    metric; the drill-downs (:func:`action_table`) use the full order."""
+    att = d.filter(d.action_id.notnull())
+    order = att.key
+
+    def first_known(col: ir.Value) -> ir.Value:
+        return _arg_extreme("arg_min", col, order, where=col.notnull())
+
+    g = att.group_by("action_id").aggregate(
+        attempts=att.count(),
+        first_key=att.key.min(),
+        ack_key=att.key.min(where=att.status == 200),
+        first_at=att.received_at.min(),
+        last_at=att.received_at.max(),
+        first_status=_arg_extreme("arg_min", att.status, order),
+        last_status=_arg_extreme("arg_max", att.status, order),
+        player_id=first_known(att.player_id),
+        event_ts=first_known(att.event_ts),
+    )
+    return g.mutate(
+        acknowledged=g.ack_key.notnull(),
+        event_ts=g.event_ts.cast(_UTC),
+        outcome=_outcome(g.ack_key.notnull(), g.last_status),
+        window_end=g.first_at + ibis.interval(days=_window_days()),
+    )
+
+
+def retry_chains(d: ir.Table, actions: ir.Table) -> ir.Table:
+    """Per delivery of an action that was retried (more than one attempt up to its first
+    200, or no 200 at all), up to and including that 200: ``attempt_no``, ``retry``
+    (no earlier attempt got 200) and ``gap_s`` (seconds since the previous attempt).
+
+    Only these deliveries need their neighbours, so only they are ordered (a window over
+    a subset: retried chains are a small share of a healthy log); every other delivery is
+    a first attempt or a duplicate, counted by hash aggregates."""
+    retried = actions.filter(
+        (actions.attempts > 1)
+        & (actions.ack_key.isnull() | (actions.first_key < actions.ack_key))
+    ).select("action_id", "ack_key")
+    s = d.inner_join(retried, "action_id")
+    s = s.filter(s.ack_key.isnull() | (s.key <= s.ack_key))
+    chain = ibis.window(group_by=s.action_id, order_by=delivery_order(s))
+    s = s.mutate(attempt_no=ibis.row_number().over(chain) + 1, previous=s.key.lag().over(chain))
+    # Several 200s at the first 200's instant: the first of them is the retry, the
+    # others are duplicates (its predecessor is then one of them).
+    retry = (s.attempt_no > 1) & (
+        s.ack_key.isnull() | (s.key < s.ack_key) | (s.previous < s.ack_key)
+    )
+    return s.select(
+        "action_id", "attempt_no",
+        retry=retry,
+        gap_s=((s.key // 4) - (s.previous // 4)).cast("float64") / 1e6,
+    )  # fmt: skip
+
+
+def chain_counts(chains: ir.Table) -> ir.Table:
+    """One row: retries and their gaps (percentiles), from :func:`retry_chains`."""
+    aggs: dict[str, ir.Value] = {"retries": chains.retry.sum()}
+    aggs |= {f"gap_{k}": v for k, v in percentiles(chains.gap_s, where=chains.retry).items()}
+    return chains.aggregate(**aggs)
+
+
+def duplicate_count(d: ir.Table, actions: ir.Table) -> ir.Table:
+    """One row: ``duplicate_deliveries``, the attempts of acknowledged actions from their
+    first 200 on, less that first 200 itself (a hash join; nothing ordered)."""
+    acked = actions.filter(actions.acknowledged & (actions.attempts > 1))
+    joined = d.inner_join(acked.select("action_id", "ack_key"), "action_id")
+    from_ack = joined.aggregate(n=(joined.key >= joined.ack_key).sum())
+    firsts = acked.aggregate(m=acked.count())
+    both = from_ack.cross_join(firsts)
+    return both.select(duplicate_deliveries=both.n.fill_null(0) - both.m)
+
+
 def action_table(a: ir.Table) -> ir.Table:
-    """Per action: its chain summarised and its outcome."""
+    """Per action, for drill-downs, from :func:`annotate`: its chain summarised (retries,
+    duplicates, invalid attempts), its outcome and what the payload says (round, player,
+    game, currency, bet, event time)."""
     att = a.filter(a.action_id.notnull())
 
     def first_known(col: ir.Value) -> ir.Value:
@@ -321,14 +445,9 @@ def action_table(a: ir.Table) -> ir.Table:
         bet=first_known(att.bet),
         event_ts=first_known(att.event_ts),
     )
-    outcome = ibis.cases(
-        (grouped.acknowledged, "acknowledged"),
-        (grouped.last_status.between(400, 499), "lost"),
-        else_="pending",
-    )
     return grouped.mutate(
         event_ts=grouped.event_ts.cast(_UTC),
-        outcome=outcome,
+        outcome=_outcome(grouped.acknowledged, grouped.last_status),
         window_end=grouped.first_at + ibis.interval(days=_window_days()),
     )
 
@@ -343,32 +462,30 @@ def _window_days() -> int:
 
 
 def percentiles(col: ir.Value, *, where: ir.Value | None = None) -> dict[str, ir.Value]:
-    """p50/p90/p99 (linear interpolation), max and count of a numeric column."""
+    """p50/p90/p99 (linear interpolation, one ``quantile_cont`` with a list of quantiles:
+    one sort of the column), max and count of a numeric column."""
+    qs = col.quantile(list(PERCENTILES), where=where)
     out: dict[str, ir.Value] = {"count": col.count(where=where)}
-    for q in PERCENTILES:
-        out[f"p{round(q * 100)}"] = col.quantile(q, where=where)
+    for i, q in enumerate(PERCENTILES):
+        out[f"p{round(q * 100)}"] = qs[i]
     out["max"] = col.max(where=where)
     return out
 
 
-def delivery_counts(a: ir.Table) -> ir.Table:
-    """One row: deliveries by kind, invalid deliveries, latency and retry-gap figures."""
+def delivery_counts(d: ir.Table) -> ir.Table:
+    """One row: deliveries, invalid deliveries (with and without a usable actionId),
+    latency figures, first and last ``received_at``."""
     budget_ms = spec.WEBHOOK_RESPONSE_BUDGET.total_seconds() * 1000
-    retry = a.kind == "retry"
     aggs: dict[str, ir.Value] = {
-        "deliveries": a.count(),
-        "first_attempts": (a.kind == "first").sum(),
-        "retries": retry.sum(),
-        "duplicate_deliveries": (a.kind == "duplicate").sum(),
-        "unattributed": (a.kind == "unattributed").sum(),
-        "invalid_deliveries": a.reason.notnull().sum(),
-        "over_budget": (a.latency_ms >= budget_ms).sum(),
-        "first_received_at": a.received_at.min(),
-        "last_received_at": a.received_at.max(),
+        "deliveries": d.count(),
+        "unattributed": d.action_id.isnull().sum(),
+        "invalid_deliveries": d.reason.notnull().sum(),
+        "over_budget": (d.latency_ms >= budget_ms).sum(),
+        "first_received_at": d.received_at.min(),
+        "last_received_at": d.received_at.max(),
     }
-    aggs |= {f"latency_{k}": v for k, v in percentiles(a.latency_ms).items()}
-    aggs |= {f"gap_{k}": v for k, v in percentiles(a.gap_s, where=retry).items()}
-    return a.aggregate(**aggs)
+    aggs |= {f"latency_{k}": v for k, v in percentiles(d.latency_ms).items()}
+    return d.aggregate(**aggs)
 
 
 def action_counts(actions: ir.Table, now: ir.Value) -> ir.Table:
@@ -408,9 +525,10 @@ def out_of_order(actions: ir.Table) -> ir.Table:
     return flagged.aggregate(events=flagged.count(), out_of_order=flagged.late.sum())
 
 
-def backoff_points(a: ir.Table) -> ir.Table:
-    """Retry gaps by retry number ``n`` (the gap before the n-th retry), for the fit."""
-    r = a.filter((a.kind == "retry") & (a.gap_s > 0))
+def backoff_points(chains: ir.Table) -> ir.Table:
+    """Retry gaps by retry number ``n`` (the gap before the n-th retry), for the fit, from
+    :func:`retry_chains` (or :func:`annotate`: the same columns)."""
+    r = chains.filter(chains.retry & (chains.gap_s > 0))
     return r.select(n=r.attempt_no - 1, gap_s=r.gap_s)
 
 

@@ -125,11 +125,11 @@ class DeliveryLog:
     def load(self, name: str, build: Callable[[ir.Table], ir.Table]) -> ir.Table:
         """Scan the source once into a temporary table ``name`` holding ``build(raw)``.
 
-        A JSONL payload that is not an object defeats the fast reading; the general one is
-        used then. Any other read error becomes a :class:`DeliveryLogError` naming the
-        source and the line. Records without a usable ``received_at`` or ``status`` are
-        refused: they cannot be placed in time or classified, and dropping them silently
-        would break the count identity.
+        A JSONL payload that is not an object, or a time the reader cannot parse, defeats
+        the fast reading; the general one is used then. Any other read error becomes a
+        :class:`DeliveryLogError` naming the source and the line. Records without a usable
+        ``received_at`` or ``status`` are refused: they cannot be placed in time or
+        classified, and dropping them silently would break the count identity.
         """
         # No result depends on the order rows are stored in (every listing is ordered
         # explicitly); keeping the file's order costs memory and time on millions of rows.
@@ -138,12 +138,13 @@ class DeliveryLog:
             raw = self.candidates[0]
             try:
                 table = create_temp_table(self.con, name, build(raw))
-            except duckdb.InvalidInputException as exc:
-                if len(self.candidates) > 1 and "Expected OBJECT" in str(exc):
+            except duckdb.Error as exc:
+                # The fast reading refuses what the general one handles (a payload that
+                # is not an object, a time it cannot parse); a log the general reading
+                # refuses too is reported from there.
+                if len(self.candidates) > 1:
                     self.candidates.pop(0)
                     continue
-                raise _duckdb_error(self.source, exc) from None
-            except duckdb.Error as exc:
                 raise _duckdb_error(self.source, exc) from None
             break
         bad = table.received_at.isnull() | table.status.isnull()
@@ -329,13 +330,15 @@ def _duckdb_error(name: str, exc: Exception) -> DeliveryLogError:
 def _read_jsonl(con: Any, path: Path, mapping: ColumnMapping) -> list[ir.Table]:
     if not path.is_file():
         raise DeliveryLogError(f"{path}: no such file")
-    # Fast: the payload as a struct of JSON fields, so DuckDB parses each line once. General:
-    # the payload as any JSON value, for logs where some payload is not an object.
+    # Fast: the payload as a struct of JSON fields, so DuckDB parses each line once, and
+    # received_at parsed by the reader itself. General: the payload as any JSON value, for
+    # logs where some payload is not an object, and received_at as text, so that a record
+    # with an unusable time is found and named instead of failing the whole read.
     struct = ", ".join(f'"{f}" JSON' for f in PAYLOAD_FIELDS)
     out = []
-    for payload_type in (f"STRUCT({struct})", "JSON"):
+    for time_type, payload_type in (("TIMESTAMPTZ", f"STRUCT({struct})"), ("VARCHAR", "JSON")):
         columns = {
-            mapping.received_at: "VARCHAR",
+            mapping.received_at: time_type,
             mapping.status: "BIGINT",
             mapping.latency_ms: "DOUBLE",
             mapping.payload: payload_type,
