@@ -337,21 +337,3 @@ def write_json_lines(path: Path, lines: list[Any]) -> Path:
             fh.write(line if isinstance(line, str) else json.dumps(line))
             fh.write("\n")
     return path
-
-
-# Ibis 12 still calls DuckDB's deprecated fetch_arrow_table() and pandas' deprecated
-# future.infer_string option; the warnings are theirs, and pytest turns them into errors.
-IBIS_DUCKDB_DEPRECATIONS = (
-    "ignore:fetch_arrow_table\\(\\) is deprecated:DeprecationWarning",
-    "ignore:fetch_record_batch\\(\\) is deprecated:DeprecationWarning",
-    "ignore:The 'future.infer_string' option is deprecated",
-)
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Apply :data:`IBIS_DUCKDB_DEPRECATIONS` to the tests of this directory."""
-    here = Path(__file__).parent
-    for item in items:
-        if here in Path(str(item.fspath)).parents:
-            for spec in IBIS_DUCKDB_DEPRECATIONS:
-                item.add_marker(pytest.mark.filterwarnings(spec))
