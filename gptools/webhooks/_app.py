@@ -58,6 +58,7 @@ HEALTH_PATH = "/healthz"
 #: How much of an over-size body the log keeps.
 LOGGED_PREFIX_BYTES = 1024
 
+_JSON_MEDIA = spec.WEBHOOK_CONTENT_TYPE.encode()
 _JSON_CONTENT_TYPE = (b"content-type", b"application/json")
 _ACCEPTED = b'{"status":"accepted","actionId":"'
 _DUPLICATE = b'{"status":"duplicate","actionId":"'
@@ -226,8 +227,9 @@ class WebhookReceiver:
             reason = "missing credentials" if authorization is None else "wrong credentials"
             await self._refuse(send, entry, 401, "unauthorized", reason, extra=extra)
             return
-        media = (content_type or b"").split(b";", 1)[0].strip().lower()
-        if media != spec.WEBHOOK_CONTENT_TYPE.encode():
+        if content_type != _JSON_MEDIA and (
+            (content_type or b"").split(b";", 1)[0].strip().lower() != _JSON_MEDIA
+        ):
             shown = content_type.decode("latin-1") if content_type else "none"
             await self._refuse(send, entry, 415, "unsupported_media_type",
                                f"content type must be {spec.WEBHOOK_CONTENT_TYPE}, got {shown}")

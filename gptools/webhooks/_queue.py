@@ -47,24 +47,25 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-#: A queued write: the item and the future its request awaits.
+#: A submitted write: the item and the future its request awaits.
 _Pending = tuple[WriteItem, "asyncio.Future[bool]"]
 
 
 class GroupCommitWriter:
     """Two threads that write submitted items in batches, one transaction per batch.
 
-    Requests ``await`` :meth:`write` on their event loop. The writer thread waits for the
-    first item, takes every item queued by then (at most ``max_batch``), writes them in
-    one transaction and commits, without waiting for the disk. The sync thread takes every
-    batch committed by then, makes them durable with ONE sync
+    Requests ``await`` :meth:`write` on their event loop. The items of all requests that
+    reach :meth:`write` in one loop iteration are handed to the writer thread together,
+    with one wake-up and one time-out timer for the lot. The writer thread waits for the
+    first hand-over, takes every one queued by then (at most about ``max_batch`` items),
+    writes them in one transaction and commits, without waiting for the disk. The sync
+    thread takes every batch committed by then, makes them durable with ONE sync
     (:meth:`~gptools.webhooks._store.Store.make_durable`), and only then settles them,
     with one ``call_soon_threadsafe`` per event loop. So the next batch is written while
     the disk syncs the previous ones, and the busier the receiver, the larger the batches
-    and the more batches one sync serves. ``state`` is where new
-    actions start (``pending`` when a :class:`ProcessingQueue` will handle them, ``done``
-    when nothing will);
-    ``wait_limit`` is how long :meth:`write` waits for the commit before giving up;
+    and the more batches one sync serves. ``state`` is where new actions start
+    (``pending`` when a :class:`ProcessingQueue` will handle them, ``done`` when nothing
+    will); ``wait_limit`` is how long :meth:`write` waits for the commit before giving up;
     ``purge_every`` is how often (while running) dedupe keys older than the store's
     retention are purged, measured on ``clock``.
     """

@@ -551,7 +551,7 @@ class StoreConnection:
         return fresh
 
     @staticmethod
-    def _existing(cur: Any, items: Sequence[WriteItem]) -> set[str]:
+    def _existing(cur: Any, items: Sequence[WriteItem]) -> set[str | None]:
         """Which accepted items' action ids are already stored (one query per batch)."""
         ids = [item.log.action_id for item in items if item.accept]
         if not ids:

@@ -8,7 +8,7 @@ import asyncio
 import sqlite3
 import threading
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -130,3 +130,76 @@ def test_writers_queue_on_the_lock_instead_of_timing_out(tmp_path: Path) -> None
 def test_max_batch_must_be_positive(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="max_batch"):
         GroupCommitWriter(SQLiteStore(tmp_path / "s.db"), max_batch=0)
+
+
+def test_one_batch_dedupes_against_the_store_and_within_itself(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "s.db")
+    conn = store.connect()
+    try:
+        old, new = str(uuid.uuid4()), str(uuid.uuid4())
+        assert conn.write_batch([_item(old)], state="done") == [True]
+        refused = WriteItem(LogEntry(AT, 401, "{}", auth_ok=False, error="unauthorized"))
+        items = [_item(new), _item(old), refused, _item(new)]
+        assert conn.write_batch(items, state="done") == [True, False, False, False]
+        rows = conn.raw.execute(
+            "SELECT action_id, status, duplicate FROM delivery_log ORDER BY rowid").fetchall()
+    finally:
+        conn.close()
+    assert rows == [(old, 200, 0), (new, 200, 0), (old, 200, 1), (None, 401, 0), (new, 200, 1)]
+
+
+def test_only_actions_left_to_process_keep_a_copy_of_the_body(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "s.db")
+    conn = store.connect()
+    try:
+        done, pending = str(uuid.uuid4()), str(uuid.uuid4())
+        conn.write_batch([_item(done)], state="done")
+        conn.write_batch([_item(pending)], state="pending")
+        bodies = dict(conn.raw.execute("SELECT action_id, body FROM webhook_actions"))
+        logged = dict(conn.raw.execute("SELECT action_id, body FROM delivery_log"))
+    finally:
+        conn.close()
+    assert bodies == {done: "", pending: logged[pending]}
+    assert logged[done] == wire(event(done)).decode()
+
+
+def test_an_old_store_gets_the_pending_only_queue_index(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    raw = sqlite3.connect(path)
+    raw.execute("CREATE TABLE webhook_actions (action_id TEXT PRIMARY KEY,"
+                " first_received_at TEXT NOT NULL, body TEXT NOT NULL,"
+                " state TEXT NOT NULL DEFAULT 'pending', attempts INTEGER NOT NULL DEFAULT 0,"
+                " next_attempt_at TEXT NOT NULL, lease_until TEXT, last_error TEXT)")
+    raw.execute("CREATE INDEX webhook_actions_due ON webhook_actions (state, next_attempt_at)")
+    raw.close()
+    SQLiteStore(path).connect().close()
+    raw = sqlite3.connect(path)
+    names = {r[0] for r in raw.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+    plan = " ".join(str(r) for r in raw.execute(
+        "EXPLAIN QUERY PLAN SELECT action_id FROM webhook_actions"
+        " WHERE state = 'pending' AND next_attempt_at <= '2026' ORDER BY next_attempt_at"))
+    raw.close()
+    assert "webhook_actions_due" not in names and "webhook_actions_pending" in names
+    assert "webhook_actions_pending" in plan
+
+
+def test_write_path_timestamps_match_the_log_format() -> None:
+    from gptools.webhooks._store import _sqlite_ts, format_utc
+
+    paris = timezone(timedelta(hours=1))
+    for moment in (AT, AT.replace(microsecond=7), datetime(2026, 12, 31, 23, 59, 59, 999999,
+                                                           tzinfo=paris)):
+        assert _sqlite_ts(moment) == format_utc(moment)
+    with pytest.raises(ValueError, match="naive"):
+        _sqlite_ts(datetime(2026, 1, 1))
+
+
+def test_a_stopped_writer_refuses_new_writes(tmp_path: Path) -> None:
+    writer = GroupCommitWriter(SQLiteStore(tmp_path / "s.db"), state="done")
+    writer.start()
+    assert writer.alive
+    assert asyncio.run(writer.write(_item(str(uuid.uuid4())))) is True
+    writer.stop()
+    assert not writer.alive
+    with pytest.raises(StoreError, match="not running"):
+        asyncio.run(writer.write(_item(str(uuid.uuid4()))))
