@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from click.testing import CliRunner
 
 from gptools.sandbox import RunningSandbox, SandboxConfig, run_sandbox
 
@@ -26,3 +27,13 @@ def fresh_sandbox(sandbox: RunningSandbox) -> RunningSandbox:
     """The session sandbox, reset so the test starts from nothing."""
     sandbox.reset()
     return sandbox
+
+
+@pytest.fixture
+def cli_runner(fresh_sandbox: RunningSandbox, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
+    """A click runner whose environment points the CLI at the fresh sandbox as ``partner``."""
+    acct = fresh_sandbox.accounts["partner"]
+    monkeypatch.setenv("GP_BASE_URL", fresh_sandbox.base_url)
+    monkeypatch.setenv("GP_USERNAME", acct.username)
+    monkeypatch.setenv("GP_PASSWORD", acct.password)
+    return CliRunner()

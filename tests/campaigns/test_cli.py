@@ -15,17 +15,8 @@ EXAMPLE = str(Path(__file__).resolve().parents[2] / "data" / "example_plan.yaml"
 NOW = "2029-12-01T12:00:00+00:00"
 
 
-@pytest.fixture
-def runner(fresh_sandbox: RunningSandbox, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
-    acct = fresh_sandbox.accounts["partner"]
-    monkeypatch.setenv("GP_BASE_URL", fresh_sandbox.base_url)
-    monkeypatch.setenv("GP_USERNAME", acct.username)
-    monkeypatch.setenv("GP_PASSWORD", acct.password)
-    return CliRunner()
-
-
-def test_plan_json_reports_budget_and_requests(runner: CliRunner) -> None:
-    result = runner.invoke(cli, ["campaigns", "plan", EXAMPLE, "--now", NOW, "--json"])
+def test_plan_json_reports_budget_and_requests(cli_runner: CliRunner) -> None:
+    result = cli_runner.invoke(cli, ["campaigns", "plan", EXAMPLE, "--now", NOW, "--json"])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     assert doc["ok"] and doc["bets_checked"] and doc["problems"] == []
@@ -35,11 +26,11 @@ def test_plan_json_reports_budget_and_requests(runner: CliRunner) -> None:
     assert doc["requests"][2]["body"]["bet"] == "10.000"
 
 
-def test_plan_with_errors_exits_2_with_the_document(runner: CliRunner, tmp_path: Path) -> None:
+def test_plan_with_errors_exits_2_with_the_document(cli_runner: CliRunner, tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text(Path(EXAMPLE).read_text().replace('bet: "20.00"', 'bet: "0.20"')
                    .replace("bet_number: 10", "bet_number: 1501"))
-    result = runner.invoke(cli, ["campaigns", "plan", str(bad), "--now", NOW, "--json"])
+    result = cli_runner.invoke(cli, ["campaigns", "plan", str(bad), "--now", NOW, "--json"])
     assert result.exit_code == 2
     doc = json.loads(result.stdout)
     assert not doc["ok"] and doc["requests"] == []
@@ -47,18 +38,18 @@ def test_plan_with_errors_exits_2_with_the_document(runner: CliRunner, tmp_path:
 
 
 def test_apply_twice_gives_the_same_campaigns(
-    runner: CliRunner, fresh_sandbox: RunningSandbox
+    cli_runner: CliRunner, fresh_sandbox: RunningSandbox
 ) -> None:
     args = ["campaigns", "apply", EXAMPLE, "--now", NOW, "--json"]
-    first = runner.invoke(cli, [*args, "--add-participants"])
+    first = cli_runner.invoke(cli, [*args, "--add-participants"])
     assert first.exit_code == 0, first.output
-    second = runner.invoke(cli, args)
+    second = cli_runner.invoke(cli, args)
     assert second.exit_code == 0, second.output
     ids = [[c["campaignId"] for c in json.loads(r.stdout)["campaigns"]] for r in (first, second)]
     assert ids[0] == ids[1] and len(set(ids[0])) == 3
     assert len(fresh_sandbox.state.campaigns) == 3
     assert json.loads(first.stdout)["campaigns"][0]["participantsSent"] == 3
-    human = runner.invoke(cli, ["campaigns", "apply", EXAMPLE, "--now", NOW])
+    human = cli_runner.invoke(cli, ["campaigns", "apply", EXAMPLE, "--now", NOW])
     assert ids[0][0] in human.stdout
 
 
@@ -69,8 +60,8 @@ def test_apply_twice_gives_the_same_campaigns(
     (["apply", EXAMPLE, "--now", "2031-01-01T00:00:00+00:00"], "start in the future"),
     (["apply", EXAMPLE, "--now", NOW, "--brand", "901"], "BRAND_NOT_ALLOWED"),
 ])
-def test_bad_input_exits_2(runner: CliRunner, args: list[str], message: str) -> None:
-    result = runner.invoke(cli, ["campaigns", *args, "--json"])
+def test_bad_input_exits_2(cli_runner: CliRunner, args: list[str], message: str) -> None:
+    result = cli_runner.invoke(cli, ["campaigns", *args, "--json"])
     assert result.exit_code == 2, result.output
     assert message in result.output
     assert "Traceback" not in result.output

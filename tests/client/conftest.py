@@ -18,7 +18,7 @@ import pytest
 
 from gptools import spec
 from gptools.client import AsyncClient, Client
-from gptools.sandbox import RunningSandbox, SandboxConfig, run_sandbox
+from gptools.sandbox import RunningSandbox
 
 #: Fast, still exponential backoff: tests check that retries happen, not how long they take.
 FAST_BACKOFF = {"backoff_base": 0.01, "backoff_cap": 0.05}
@@ -44,18 +44,11 @@ class AsyncTwin:
         return repr(self.target)
 
 
-@pytest.fixture(scope="session")
-def sandbox_server() -> Iterator[RunningSandbox]:
-    """One sandbox with the documented limits for the whole session (reset per test)."""
-    with run_sandbox(SandboxConfig(seed=0)) as sb:
-        yield sb
-
-
 @pytest.fixture
-def sb(sandbox_server: RunningSandbox) -> RunningSandbox:
-    """The shared sandbox, with requests, campaigns, faults and rate windows forgotten."""
-    sandbox_server.reset()
-    return sandbox_server
+def sb(fresh_sandbox: RunningSandbox) -> RunningSandbox:
+    """The session's sandbox (documented limits), reset: requests, campaigns, faults and
+    rate windows forgotten. A short name, as every client test uses it."""
+    return fresh_sandbox
 
 
 @pytest.fixture(params=["sync", "async"])

@@ -8,20 +8,10 @@ import pytest
 from click.testing import CliRunner
 
 from gptools.cli import cli
-from gptools.sandbox import RunningSandbox
 
 
-@pytest.fixture
-def runner(fresh_sandbox: RunningSandbox, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
-    acct = fresh_sandbox.accounts["partner"]
-    monkeypatch.setenv("GP_BASE_URL", fresh_sandbox.base_url)
-    monkeypatch.setenv("GP_USERNAME", acct.username)
-    monkeypatch.setenv("GP_PASSWORD", acct.password)
-    return CliRunner()
-
-
-def test_preview_json_is_one_document_with_exact_costs(runner: CliRunner) -> None:
-    result = runner.invoke(cli, ["costs", "preview", "--game", "neon-fruits", "--currency",
+def test_preview_json_is_one_document_with_exact_costs(cli_runner: CliRunner) -> None:
+    result = cli_runner.invoke(cli, ["costs", "preview", "--game", "neon-fruits", "--currency",
                                  "EUR", "--currency", "KWD", "--brand", "201", "--json"])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
@@ -31,8 +21,8 @@ def test_preview_json_is_one_document_with_exact_costs(runner: CliRunner) -> Non
     assert costs[("KWD", "0.050")] == "3.775"
 
 
-def test_preview_human_output_and_configurations_source(runner: CliRunner) -> None:
-    result = runner.invoke(cli, ["costs", "preview", "--game", "wild-safari", "--currency",
+def test_preview_human_output_and_configurations_source(cli_runner: CliRunner) -> None:
+    result = cli_runner.invoke(cli, ["costs", "preview", "--game", "wild-safari", "--currency",
                                  "JPY", "--brand", "201", "--source", "configurations"])
     assert result.exit_code == 0, result.output
     assert "wild-safari" in result.stdout and "16000" in result.stdout
@@ -45,9 +35,9 @@ def test_preview_human_output_and_configurations_source(runner: CliRunner) -> No
     (["--game", "neon-fruits", "--currency", "EUR", "--brand", "901"], 2, "BRAND_NOT_ALLOWED"),
 ])
 def test_bad_input_exits_2_with_a_message(
-    runner: CliRunner, args: list[str], code: int, message: str
+    cli_runner: CliRunner, args: list[str], code: int, message: str
 ) -> None:
-    result = runner.invoke(cli, ["costs", "preview", *args, "--json"])
+    result = cli_runner.invoke(cli, ["costs", "preview", *args, "--json"])
     assert result.exit_code == code, result.output
     assert message in result.output
     assert result.stdout == ""  # no half document on stdout
