@@ -308,6 +308,7 @@ class SQLiteStore(Store):
         self.path = Path(path)
         self.synchronous = synchronous
         self.busy_timeout = busy_timeout
+        self._wal = str(self.wal_path)  # make_durable runs once per batch: no Path work there
 
     @property
     def url(self) -> str:
@@ -341,7 +342,7 @@ class SQLiteStore(Store):
         # of it will do, and SQLite holds no locks on it) makes them durable, together with
         # any frames written before them. A fresh descriptor always names the current file.
         try:
-            fd = os.open(self.wal_path, os.O_RDONLY | os.O_CLOEXEC)
+            fd = os.open(self._wal, os.O_RDONLY | os.O_CLOEXEC)
             try:
                 os.fdatasync(fd)
             finally:
