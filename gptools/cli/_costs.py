@@ -10,37 +10,22 @@ from typing import Any
 import click
 
 from gptools import spec
+from gptools.cli._main import cli_errors as _main_cli_errors
 from gptools.cli._main import costs, emit, fail
 from gptools.errors import (
-    ApiError,
-    BrandNotAllowedError,
-    BrandRequiredError,
-    ConfigurationError,
     GameNotFoundError,
-    GptoolsError,
 )
 
 
 @contextlib.contextmanager
 def cli_errors() -> Iterator[None]:
-    """Turn gptools errors into the CLI contract: exit 2 for bad input, 1 for failures."""
+    """The CLI's error contract plus the bad-input errors of costs and campaign plans."""
     from gptools.campaigns import PlanFileError, PlanInvalidError
     from gptools.costs import StoredTableError, UnknownCurrencyError
 
-    bad_input: tuple[type[BaseException], ...] = (
-        ConfigurationError, UnknownCurrencyError, GameNotFoundError, PlanFileError,
-        PlanInvalidError, StoredTableError,
-    )
-    try:
+    with _main_cli_errors(UnknownCurrencyError, GameNotFoundError, PlanFileError,
+                          PlanInvalidError, StoredTableError):
         yield
-    except bad_input as exc:
-        fail(str(exc), bad_input=True)
-    except (BrandRequiredError, BrandNotAllowedError) as exc:
-        fail(f"{exc}. Name one with --brand.", bad_input=True)
-    except ApiError as exc:
-        fail(str(exc))
-    except GptoolsError as exc:
-        fail(str(exc))
 
 
 def connect_client() -> Any:

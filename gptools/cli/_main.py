@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, NoReturn
 
 import click
+
+from gptools.errors import (
+    ApiError,
+    BrandNotAllowedError,
+    BrandRequiredError,
+    ConfigurationError,
+    GptoolsError,
+    InvalidRequestError,
+)
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -44,6 +54,22 @@ def say(message: str) -> None:
 def fail(message: str, *, bad_input: bool = False) -> NoReturn:
     """Stop with a message and the contract's exit code."""
     raise (BadInput if bad_input else Failure)(message)
+
+
+@contextlib.contextmanager
+def cli_errors(*bad_input: type[BaseException]) -> Iterator[None]:
+    """Turn gptools errors into the CLI contract: exit 2 for bad input (settings, a brand or
+    campaign the account cannot use, and the caller's ``bad_input`` types), 1 for failures."""
+    expected: tuple[type[BaseException], ...] = (
+        ConfigurationError, InvalidRequestError, *bad_input)
+    try:
+        yield
+    except expected as exc:
+        fail(str(exc), bad_input=True)
+    except (BrandRequiredError, BrandNotAllowedError) as exc:
+        fail(f"{exc}. Name one with --brand.", bad_input=True)
+    except (ApiError, GptoolsError) as exc:
+        fail(str(exc))
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

@@ -10,15 +10,7 @@ from typing import Any
 import click
 
 from gptools import spec
-from gptools.cli._main import emit, fail, participants, say
-from gptools.errors import (
-    ApiError,
-    BrandNotAllowedError,
-    BrandRequiredError,
-    ConfigurationError,
-    GptoolsError,
-    InvalidRequestError,
-)
+from gptools.cli._main import cli_errors, emit, fail, participants, say
 
 EXIT_INTERRUPTED = 130
 
@@ -86,29 +78,23 @@ def load(
 
     rejects = rejects if rejects is not None else Path(f"{file.stem}.rejects.csv")
     picked: str | int | None = int(column) if column is not None and column.isdigit() else column
-    try:
-        client = _connect()
-        with client:
-            summary = load_participants(
-                client, campaign_id, file, brand=brand, column=picked, encoding=encoding,
-                delimiter=delimiter, sheet=int(sheet) if sheet and sheet.isdigit() else sheet,
-                journal=journal, rejects=rejects,
-                chunk_size=chunk_size, max_id_length=max_id_length,
-                concurrency=concurrency or DEFAULT_CONCURRENCY, progress=not no_progress,
-            )
-    except LoadInterrupted as exc:
-        stopped = exc.summary
-        emit(stopped.to_dict(), as_json=as_json, human=lambda: str(stopped))
-        say("interrupted: run the same command again to resume")
-        sys.exit(EXIT_INTERRUPTED)
-    except (PlayerListError, ConfigurationError) as exc:
-        fail(str(exc), bad_input=True)
-    except InvalidRequestError as exc:
-        fail(f"campaign {campaign_id!r} refused: {exc}", bad_input=True)
-    except (BrandRequiredError, BrandNotAllowedError) as exc:
-        fail(f"{exc}. Name one with --brand.", bad_input=True)
-    except (ApiError, GptoolsError) as exc:
-        fail(str(exc))
+    with cli_errors(PlayerListError):
+        try:
+            client = _connect()
+            with client:
+                summary = load_participants(
+                    client, campaign_id, file, brand=brand, column=picked, encoding=encoding,
+                    delimiter=delimiter,
+                    sheet=int(sheet) if sheet and sheet.isdigit() else sheet,
+                    journal=journal, rejects=rejects,
+                    chunk_size=chunk_size, max_id_length=max_id_length,
+                    concurrency=concurrency or DEFAULT_CONCURRENCY, progress=not no_progress,
+                )
+        except LoadInterrupted as exc:
+            stopped = exc.summary
+            emit(stopped.to_dict(), as_json=as_json, human=lambda: str(stopped))
+            say("interrupted: run the same command again to resume")
+            sys.exit(EXIT_INTERRUPTED)
     emit(summary.to_dict(), as_json=as_json, human=lambda: str(summary))
     if not summary.complete:
         fail(f"{summary.not_attempted} player id(s) not loaded yet "
