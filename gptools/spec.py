@@ -236,12 +236,26 @@ WEBHOOK_MAX_BODY_BYTES: Final = 64 * 1024
 FEATURE_COST_ROUNDING: Final = decimal.ROUND_HALF_UP
 NOT_FOUND_STATUS: Final = 404
 NOT_FOUND_CODE: Final = "NOT_FOUND"
+METHOD_NOT_ALLOWED_STATUS: Final = 405
+METHOD_NOT_ALLOWED_CODE: Final = "METHOD_NOT_ALLOWED"
 SUBSCRIPTION_EXISTS_STATUS: Final = 409
 SUBSCRIPTION_EXISTS_CODE: Final = "SUBSCRIPTION_EXISTS"
 
 PARTICIPANT_ADDITION_IDEMPOTENT: Final = True
 
 ASSUMPTIONS: Final[tuple[Assumption, ...]] = (
+    Assumption(
+        "IMPLICIT_ALLOWED_PRINCIPALS", "INDIVIDUAL only (INTERNAL: explicit form)",
+        "INTERNAL appears only in the response enum; its path form is not shown, so it names "
+        "its brand like PARTNER",
+        "the client sends INTERNAL requests as asked and lets the server decide",
+    ),
+    Assumption(
+        "METHOD_NOT_ALLOWED_STATUS / METHOD_NOT_ALLOWED_CODE",
+        (405, "METHOD_NOT_ALLOWED"),
+        "the answer to a wrong HTTP method is not shown; 405 is HTTP's norm",
+        "unknown codes still map to errors.ApiError with the code kept",
+    ),
     Assumption(
         "FREE_ROUNDS_CAMPAIGN_TYPE", FREE_ROUNDS_CAMPAIGN_TYPE,
         "only AWARDED_FEATURE is named; the legacy path 'freeround/campaign' suggests this name",
@@ -350,7 +364,8 @@ ASSUMPTIONS: Final[tuple[Assumption, ...]] = (
     ),
     Assumption(
         "CONFIGURATION_FILTERS_OPTIONAL", CONFIGURATION_FILTERS_OPTIONAL,
-        "whether gameId/currencyCode are optional is not shown; omitted means no filter",
+        "whether gameId/currencyCode are optional is not shown; omitted means no filter "
+        "(every configuration; for the game endpoint every game as {'content': [...]})",
         "pass both to be safe against a server that requires them",
     ),
     Assumption(

@@ -384,7 +384,7 @@ def _route(method: str, path: str) -> tuple[str | None, str, _Handler,
         methods, extra = _PARTICIPANT_METHODS, (match.group(1), match.group(2) is not None)
     handler = methods.get(method)
     if handler is None:
-        raise Refusal(405, "METHOD_NOT_ALLOWED",
+        raise Refusal(spec.METHOD_NOT_ALLOWED_STATUS, spec.METHOD_NOT_ALLOWED_CODE,
                       f"{method} is not allowed on {path}; allowed: {', '.join(methods)}")
     return segment, rest, handler, extra
 
