@@ -170,6 +170,28 @@ def test_ties_in_received_at(tmp_path: Path) -> None:
         assert r.identity_holds
 
 
+def test_summary_counts_agree_with_the_attempt_chains(tmp_path: Path) -> None:
+    """The summary counts retries and duplicates from per-action keys and the retried
+    chains only; the drill-down orders every delivery. Both agree with the truth, also
+    with two 200s at the first 200's instant and attempts after it."""
+    b = LogBuilder(5)
+    b.action([503, 200, 200, 503], at=START, gaps=[10.0, 0.0, 20.0])
+    b.action([200, 503, 200], at=START + timedelta(seconds=1), gaps=[5.0, 5.0])
+    b.action([503, 503, 400, 200, 200], at=START + timedelta(seconds=2), gaps=[1.0, 2.0, 4.0, 0.0])
+    b.action([503, 400, 503], at=START + timedelta(seconds=3), gaps=[3.0, 6.0])
+    path = b.write_jsonl(tmp_path / "chains.jsonl")
+    with analyze(path) as analysis:
+        r = analysis.report
+        t = analysis.attempts
+        kinds = analysis.log.con.execute(t.group_by("kind").aggregate(n=t.count()))
+        by_kind = dict(zip(kinds.kind, kinds.n, strict=True))
+        assert (r.retries, r.duplicate_deliveries) == (b.truth.retries, b.truth.duplicates)
+        assert (by_kind["retry"], by_kind["duplicate"]) == (r.retries, r.duplicate_deliveries)
+        assert r.first_attempt_success_rate == 1 / 4
+        assert (r.acknowledged_actions, r.lost_actions, r.pending_actions) == (3, 0, 1)
+        assert r.identity_holds
+
+
 def test_log_spanning_more_than_seven_days(tmp_path: Path) -> None:
     b = LogBuilder(2)
     old = b.action([503, 503], at=START, gaps=[60.0])

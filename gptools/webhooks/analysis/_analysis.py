@@ -133,7 +133,7 @@ class DeliveryAnalysis:
         a = _row(con.execute(m.action_counts(summary, self._now())))
         ooo = _row(con.execute(m.out_of_order(summary)))
         chains = _row(con.execute(m.chain_counts(self._chains)))
-        dup = _row(con.execute(m.duplicate_count(d, summary)))
+        dup = _row(con.execute(m.duplicate_count(summary, self._chains)))
         invalid = self._df(m.count_by(d, "reason", where=d.reason.notnull()))
         status = self._df(m.count_by(d, "status"))
         attempts = self.attempts_per_action()

@@ -19,18 +19,29 @@ implementation. Three relations carry them, each a pure function of the one befo
    else without a 200, which the provider may retry for 7 days after the first attempt),
    and what the payload says (player, game, currency, bet, event time) for drill-down.
 
-Everything else is an aggregate or a window over those relations. DuckDB executes them
-(out of core) by default; no Python code looks at rows one by one. Only aggregated,
-small results (a handful of numbers per retry number) reach Python, for the backoff fit.
+Everything else is an aggregate or a window over those relations. The summary uses
+narrower forms of 2 and 3 that give the same counts: :func:`deliveries` (materialised
+once), :func:`action_summary` (a hash aggregate) and :func:`retry_chains` (a window over
+retried actions only). DuckDB executes them (out of core) by default; no Python code looks
+at rows one by one. Only aggregated, small results (a handful of numbers per retry
+number) reach Python, for the backoff fit.
 
-Speed notes (a 5M-delivery log, 2 cores): the log is parsed once, by DuckDB's JSON reader;
-each field's type is checked on its canonical JSON text instead of re-parsing it; the
-per-delivery chain is one window pass; time differences use epoch microseconds (zoned
-``date_diff`` costs about 100 times more per row); per-action picks use ``arg_min`` /
-``arg_max`` rather than Ibis' ordered ``FIRST``; silent periods need no sort of every
-delivery. Three engine builtins are called through Ibis' builtin-UDF mechanism
-(``arg_min``, ``arg_max``, ``epoch_us``; ``min_by``, ``max_by``, ``unix_micros`` on
-other engines).
+Speed notes (a 5M-delivery log, 2 cores): the log is parsed once, by DuckDB's JSON reader
+(reading the eight payload fields as JSON text costs about 0.6 s more than reading the
+four fields every analysis needs). Each field's type is checked on its canonical JSON
+text instead of re-parsing it. Only what gives a value or decides validity runs on every
+delivery (the two costly ones are the actionId's UUID cast, about 0.4 s, and the
+timestamp's regular expression and cast, about 0.5 s); the reasons are branches of one
+CASE that only invalid rows enter, because a value computed in a stage of its own is
+paid by every row. The order key packs the instant and the kind of answer, so per-action
+first and last picks are plain ``min``/``max``; picks of other values use ``arg_min`` /
+``arg_max`` rather than Ibis' ordered ``FIRST``. Duplicates are counted without a join of
+every delivery; windows get only the columns they need (DuckDB carries every column
+through their sort). Time differences use epoch microseconds (zoned ``date_diff`` costs
+about 100 times more per row); silent periods need no sort of every delivery. Four engine
+builtins are called through Ibis' builtin-UDF mechanism (``arg_min``, ``arg_max``,
+``epoch_us``, ``make_timestamp``; ``min_by``, ``max_by``, ``unix_micros``,
+``timestamp_micros`` on other engines).
 """
 
 from __future__ import annotations
@@ -43,7 +54,7 @@ import ibis.expr.datatypes as dt
 import ibis.expr.types as ir
 
 from gptools import spec
-from gptools.webhooks.analysis._readers import PAYLOAD_FIELDS
+from gptools.webhooks.analysis._readers import PAYLOAD_FIELDS, RAW_COLUMNS
 
 #: Percentiles reported for latencies, gaps and lags.
 PERCENTILES: tuple[float, ...] = (0.5, 0.9, 0.99)
@@ -52,13 +63,6 @@ PERCENTILES: tuple[float, ...] = (0.5, 0.9, 0.99)
 BET_DECIMAL = dt.Decimal(38, 9)
 
 _UTC = dt.Timestamp(timezone="UTC")
-# Naive UTC with fractional seconds, as the document says; checked field by field so a
-# value like hour 24 or month 13 fails here, as it fails in the pydantic model.
-_TIMESTAMP_RE = (
-    r"^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])"
-    r"T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,9})?$"
-)
-_ZONE_SUFFIX_RE = r"(Z|z|[+-][0-9]{2}(:?[0-9]{2})?)$"
 _STRING_FIELDS = ("roundId", "gameId", "playerId", "currencyCode")
 
 
@@ -76,6 +80,19 @@ def _epoch_us(moment: ir.Value) -> ir.Value:
     return result
 
 
+def _from_epoch_us(us: ir.Value) -> ir.Value:
+    """The UTC timestamp of a count of epoch microseconds (``make_timestamp``,
+    ``timestamp_micros`` elsewhere)."""
+
+    def make_timestamp(us: Any) -> Any:
+        """The engine's own function; Ibis supplies the call."""
+        raise NotImplementedError
+
+    udf = ibis.udf.scalar.builtin(make_timestamp, signature=((dt.int64,), dt.timestamp))
+    result: ir.Value = udf(us).cast(_UTC)
+    return result
+
+
 def seconds_between(later: ir.Value, earlier: ir.Value) -> ir.Value:
     """``later - earlier`` in seconds (float), from exact microsecond counts."""
     return (_epoch_us(later) - _epoch_us(earlier)).cast("float64") / 1e6
@@ -89,8 +106,8 @@ def seconds_between(later: ir.Value, earlier: ir.Value) -> ir.Value:
 def _text(value: ir.Value) -> ir.Value:
     """The JSON text of a value. Every JSON value here was written by DuckDB's own JSON
     writer (the reader's STRUCT members, ``json_extract`` of a body), so the text is
-    canonical and minified: a string starts with a quote and needs unescaping only when it
-    holds a backslash; a number starts with a digit, ``-``, ``NaN`` or ``Infinity``."""
+    canonical and minified: a string starts with a quote and holds a backslash only where
+    it needs an escape; a number starts with a digit, ``-``, ``NaN`` or ``Infinity``."""
     return value.cast("string")
 
 
@@ -110,84 +127,92 @@ _STRING_ARRAY_RE = r'^\[("([^"\\]|\\.)*"(,"([^"\\]|\\.)*")*)?\]$'
 # how a finite one does.
 _NUMBER_START_RE = r"^[-0-9NI]"
 _FINITE_START_RE = r"^-?[0-9]"
+# Naive UTC with fractional seconds, as the document says, as the JSON text of a string
+# (its characters never need an escape, so matching the text is matching the string);
+# checked field by field so a value like hour 24 or month 13 fails here, as it fails in
+# the pydantic model (DuckDB's cast would take 24:00:00 as the next midnight).
+_TIMESTAMP_TEXT_RE = (
+    r'^"[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])'
+    r'T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,9})?"$'
+)
+_ZONE_SUFFIX_RE = r"(Z|z|[+-][0-9]{2}(:?[0-9]{2})?)$"
+
+
+def _uuid(value: ir.Value) -> ir.Value:
+    """The actionId as a UUID (NULL unless a JSON string ``uuid.UUID`` accepts: any case,
+    hyphens or none, braces, ``urn:uuid:``). DuckDB's JSON-to-UUID cast reads the string
+    (escapes included) and refuses other JSON types; only the rare ``urn:uuid:`` spelling
+    is unquoted first."""
+    urn = _string(value).substr(9).try_cast("uuid")
+    return ibis.cases((_text(value).startswith('"urn:uuid:'), urn), else_=value.try_cast("uuid"))
+
+
+def _naive_time(value: ir.Value) -> ir.Value:
+    """The timestamp as a naive UTC time, NULL unless a JSON string of the layout with
+    at most 9 fractional digits (DuckDB's cast truncates them to microseconds, like the
+    model) and a real date (year 0 excluded, as in Python). One regular expression on the
+    text decides the layout; only the rows it accepts are parsed."""
+    text = _text(value)
+    well_formed = text.re_search(_TIMESTAMP_TEXT_RE) & ~text.startswith('"0000')
+    return ibis.cases((well_formed, value.try_cast("timestamp")), else_=ibis.null("timestamp"))
+
+
+def _nonempty_string(value: ir.Value) -> ir.Value:
+    """Whether a JSON value is a non-empty string (NULL when absent): its text is a quote,
+    at least one character and the closing quote. One ``LIKE`` costs less than a prefix
+    test and a comparison."""
+    return _text(value).like('"__%')
 
 
 def _unwrap(raw: ir.Table) -> ir.Table:
-    """Stage 1: each JSON field unwrapped once into a typed column (NULL when absent or
-    of the wrong JSON type), so later stages never parse JSON again. The type checks are
-    tests on the canonical JSON text (see :func:`_text`), not a JSON parse per field; a
-    string field's validity (``ok_*``: a non-empty JSON string) needs no unquoting, so
-    the unquoted values cost only where a query selects them."""
-    bet = _text(raw.bet)
+    """Stage 1: what every delivery needs, computed once on the canonical JSON text of
+    each field (see :func:`_text`; only the two casts and the rare escaped strings parse
+    JSON again): the actionId as a UUID, the timestamp parsed, and a flag per remaining
+    check. The JSON fields are passed on for the reasons, which only invalid rows
+    compute."""
     return raw.select(
-        "received_at",
-        "status",
-        "latency_ms",
-        "shape",
-        *(raw[f].notnull().name(f"has_{f}") for f in PAYLOAD_FIELDS),
-        *(_string(raw[f]).name(f"s_{f}") for f in (*_STRING_FIELDS, "actionId", "timestamp")),
-        *(
-            (_text(raw[f]).startswith('"') & (_text(raw[f]) != '""')).name(f"ok_{f}")
-            for f in _STRING_FIELDS
-        ),
-        t_bet=bet,
+        *RAW_COLUMNS,
+        action_uuid=_uuid(raw.actionId),
+        ts_parsed=_naive_time(raw.timestamp),
+        bet_finite=_text(raw.bet).re_search(_FINITE_START_RE),
         events_ok=_text(raw.events).re_search(_STRING_ARRAY_RE),
-    )
-
-
-def _parse(u: ir.Table) -> ir.Table:
-    """Stage 2: parse the unwrapped strings: the actionId as a UUID (the spellings
-    ``uuid.UUID`` accepts: any case, hyphens or none, braces, ``urn:uuid:``), the
-    timestamp as naive UTC with at most 9 fractional digits (truncated to microseconds),
-    the bet as a JSON number and a finite one. The zone check runs only on timestamps that
-    are not well formed (a well-formed one has no zone), so valid rows pay for one regular
-    expression."""
-    text = u.s_actionId
-    bare = ibis.cases((text.startswith("urn:uuid:"), text.substr(9)), else_=text)
-    ts = u.s_timestamp
-    well_formed = ts.re_search(_TIMESTAMP_RE) & (ts.substr(0, 4) != "0000")
-    return u.mutate(
-        action_uuid=bare.try_cast("uuid"),
-        ts_zone=ibis.ifelse(well_formed, False, ts.re_search(_ZONE_SUFFIX_RE)),
-        # Naive (UTC) until the actions are aggregated: zoning every delivery costs more.
-        ts_parsed=ibis.cases(
-            (well_formed, ts.substr(0, 26)), else_=ibis.null("string")
-        ).try_cast("timestamp"),
-        bet_number=u.t_bet.re_search(_NUMBER_START_RE),
-        bet_finite=u.t_bet.re_search(_FINITE_START_RE),
+        **{f"ok_{f}": _nonempty_string(raw[f]) for f in _STRING_FIELDS},
     )
 
 
 def _checks(p: ir.Table) -> dict[str, list[tuple[ir.Value, str]]]:
-    """Per field, the failure cases in order, each with its reason."""
+    """Per field, the failure cases in order, each with its reason. Written inline on the
+    JSON text so that a database evaluates them only for rows that are not valid."""
+    ts = p.timestamp
     out: dict[str, list[tuple[ir.Value, str]]] = {
         "actionId": [
-            (~p.has_actionId, "missing:actionId"),
-            (p.s_actionId.isnull(), "wrong_type:actionId"),
+            (p.actionId.isnull(), "missing:actionId"),
+            (~_text(p.actionId).startswith('"'), "wrong_type:actionId"),
             (p.action_uuid.isnull(), "not_a_uuid:actionId"),
         ],
         "timestamp": [
-            (~p.has_timestamp, "missing:timestamp"),
-            (p.s_timestamp.isnull(), "wrong_type:timestamp"),
-            (p.ts_zone, "has_zone:timestamp"),
+            (ts.isnull(), "missing:timestamp"),
+            (~_text(ts).startswith('"'), "wrong_type:timestamp"),
+            # A well-formed timestamp never ends like a zone, so only parse failures ask.
+            (p.ts_parsed.isnull() & _string(ts).re_search(_ZONE_SUFFIX_RE), "has_zone:timestamp"),
             (p.ts_parsed.isnull(), "bad_format:timestamp"),
         ],
         "bet": [
-            (~p.has_bet, "missing:bet"),
-            (~p.bet_number, "wrong_type:bet"),
+            (p.bet.isnull(), "missing:bet"),
+            (~_text(p.bet).re_search(_NUMBER_START_RE), "wrong_type:bet"),
             (~p.bet_finite, "not_finite:bet"),
         ],
         "events": [
-            (~p.has_events, "missing:events"),
+            (p.events.isnull(), "missing:events"),
             (~p.events_ok, "wrong_type:events"),
         ],
     }
     for name in _STRING_FIELDS:
-        value = p[f"s_{name}"]
+        value = p[name]
         out[name] = [
-            (~p[f"has_{name}"], f"missing:{name}"),
-            (value.isnull(), f"wrong_type:{name}"),
-            (value.length() == 0, f"empty:{name}"),
+            (value.isnull(), f"missing:{name}"),
+            (~_text(value).startswith('"'), f"wrong_type:{name}"),
+            (_text(value) == '""', f"empty:{name}"),
         ]
     return out
 
@@ -203,17 +228,8 @@ def validate(raw: ir.Table) -> ir.Table:
     usable on its own even when another one fails (for drill-down), and an absent field
     and a JSON ``null`` both count as missing.
     """
-    p = _parse(_unwrap(raw))
+    p = _unwrap(raw)
     is_object = p.shape == "object"
-    # A field's value is usable exactly when none of its checks fails: each parsed column
-    # is already NULL on every failure but emptiness (strings) and non-finiteness (bet).
-    # Validity itself is tested on the cheaper ``ok_*`` flags, which say the same.
-    usable: dict[str, ir.Value] = {
-        "actionId": p.action_uuid,
-        **{name: p[f"s_{name}"].nullif("") for name in _STRING_FIELDS},
-        "timestamp": p.ts_parsed,
-        "bet": ibis.ifelse(p.bet_finite, p.t_bet, ibis.null("string")),
-    }
     valid = ibis.and_(
         is_object,
         p.events_ok.fill_null(False),
@@ -226,25 +242,27 @@ def validate(raw: ir.Table) -> ir.Table:
     ordered = [(valid, ibis.null("string")), (~is_object, p.shape)]
     for name in PAYLOAD_FIELDS:
         ordered += checks[name]
-    # Valid bodies, nearly all of them, leave the CASE at its first branch.
+    # Valid bodies, nearly all of them, leave the CASE at its first branch: the other
+    # branches (and the expressions in them) are only evaluated for the rest.
     reason = ibis.cases(*ordered, else_=ibis.null("string"))
 
-    def field(name: str) -> ir.Value:
-        value = usable[name]
-        return ibis.ifelse(is_object, value, ibis.null(value.type()))
+    def string(name: str) -> ir.Value:
+        return ibis.ifelse(p[f"ok_{name}"], _string(p[name]), ibis.null("string"))
 
+    # A field's value is usable exactly when none of its checks fails. The reader leaves
+    # every field NULL when the body is not an object, so none needs the shape.
     return p.select(
         "received_at",
         "status",
         "latency_ms",
         reason=reason,
-        action_id=field("actionId"),
-        round_id=field("roundId"),
-        game_id=field("gameId"),
-        player_id=field("playerId"),
-        currency_code=field("currencyCode"),
-        event_ts=field("timestamp"),
-        bet=field("bet"),
+        action_id="action_uuid",
+        round_id=string("roundId"),
+        game_id=string("gameId"),
+        player_id=string("playerId"),
+        currency_code=string("currencyCode"),
+        event_ts="ts_parsed",
+        bet=ibis.ifelse(p.bet_finite, _text(p.bet), ibis.null("string")),
     )
 
 
@@ -253,14 +271,40 @@ def validate(raw: ir.Table) -> ir.Table:
 # --------------------------------------------------------------------------------------
 
 
+#: The tie ranks of :func:`order_key`, in its two lowest bits: an answer the provider
+#: retries (5xx, others), a 4xx (never retried), a 200 (never retried either).
+RANK_RETRIED, RANK_4XX, RANK_200 = 0, 1, 2
+
+
 def order_key(t: ir.Table) -> ir.Value:
     """A sortable integer for the order of deliveries in time: epoch microseconds times 4
-    plus a tie rank. Ties are broken by what could follow what: an answer the provider
-    retries (5xx, others) first, then a 4xx (never retried), then a 200 (never retried
-    either). Two deliveries with equal keys are interchangeable for every metric (same
-    instant, same kind of answer); listings order them further by status and latency."""
-    finality = ibis.cases((t.status == 200, 2), (t.status.between(400, 499), 1), else_=0)
-    return _epoch_us(t.received_at) * 4 + finality
+    plus a tie rank (:data:`RANK_200` ...). Ties are broken by what could follow what: an
+    answer the provider retries first, then a 4xx, then a 200. Two deliveries with equal
+    keys are interchangeable for every metric (same instant, same kind of answer);
+    listings order them further by status and latency.
+
+    The key holds everything a per-action summary needs about its first and last
+    attempt: :func:`key_us` (the instant) and :func:`key_rank` (the kind of answer), so
+    those picks are plain ``min``/``max``. Epoch microseconds times 4 stay within int64
+    for 73,000 years either side of 1970; both parts are read back with exact bit
+    operations (a floor division in Ibis goes through a float, exact only below 2**53)."""
+    rank = ibis.cases(
+        (t.status == 200, RANK_200), (t.status.between(400, 499), RANK_4XX), else_=RANK_RETRIED
+    )
+    return _epoch_us(t.received_at) * 4 + rank
+
+
+def key_us(key: ir.Value) -> ir.Value:
+    """The instant of an :func:`order_key` in epoch microseconds."""
+    result: ir.Value = key >> 2
+    return result
+
+
+def key_rank(key: ir.Value) -> ir.Value:
+    """The tie rank of an :func:`order_key` (:data:`RANK_200`, :data:`RANK_4XX` or
+    :data:`RANK_RETRIED`)."""
+    result: ir.Value = key & 3
+    return result
 
 
 def delivery_order(t: ir.Table) -> list[ir.Value]:
@@ -329,54 +373,60 @@ def _arg_extreme(
     return udf(value, key, where=where)
 
 
-def _outcome(acknowledged: ir.Value, last_status: ir.Value) -> ir.Value:
-    return ibis.cases(
-        (acknowledged, "acknowledged"),
-        (last_status.between(400, 499), "lost"),
-        else_="pending",
-    )
+def _outcome(acknowledged: ir.Value, last_is_4xx: ir.Value) -> ir.Value:
+    return ibis.cases((acknowledged, "acknowledged"), (last_is_4xx, "lost"), else_="pending")
 
 
 def action_summary(d: ir.Table) -> ir.Table:
     """Per action, from :func:`deliveries` by one hash aggregate (no sort of the
-    deliveries): attempts, first and last answer and time, ``ack_key`` (the order key of
-    its first 200, NULL without one), outcome (``acknowledged``, ``lost``: latest answer
-    4xx and no 200, ``pending``: anything else without a 200, which the provider may retry
-    for 7 days after the first attempt), the player and event time of its first attempt
-    that carries them.
+    deliveries): ``attempts``; ``first_key`` and
+    ``last_key``, the :func:`order_key` of its first and last attempt (their instant and
+    kind of answer: :func:`key_us`, :func:`key_rank`); ``ack_key``, the key of its first
+    200 (NULL without one); ``player_id`` and ``event_ts`` (naive UTC) of its first
+    attempt that carries them. :func:`action_facts` reads first and last attempt, outcome
+    and retry window from these.
 
-    Picks use the integer :func:`order_key` (a struct with status and latency costs over
-    twice as much on millions of actions): deliveries with equal keys are alike for every
-    metric; the drill-downs (:func:`action_table`) use the full order."""
+    Picks use the integer :func:`order_key`: deliveries with equal keys are alike for
+    every metric; the drill-downs (:func:`action_table`) use the full order. The two
+    payload picks are ``arg_min`` over that key, which costs as much as the rest of the
+    aggregate; every other column is a plain extreme of the key."""
     att = d.filter(d.action_id.notnull())
-    order = att.key
 
     def first_known(col: ir.Value) -> ir.Value:
-        return _arg_extreme("arg_min", col, order, where=col.notnull())
+        return _arg_extreme("arg_min", col, att.key, where=col.notnull())
 
-    g = att.group_by("action_id").aggregate(
+    return att.group_by("action_id").aggregate(
         attempts=att.count(),
         first_key=att.key.min(),
+        last_key=att.key.max(),
         ack_key=att.key.min(where=att.status == 200),
-        first_at=att.received_at.min(),
-        last_at=att.received_at.max(),
-        first_status=_arg_extreme("arg_min", att.status, order),
-        last_status=_arg_extreme("arg_max", att.status, order),
         player_id=first_known(att.player_id),
         event_ts=first_known(att.event_ts),
     )
-    return g.mutate(
-        acknowledged=g.ack_key.notnull(),
-        event_ts=g.event_ts.cast(_UTC),
-        outcome=_outcome(g.ack_key.notnull(), g.last_status),
-        window_end=g.first_at + ibis.interval(days=_window_days()),
-    )
+
+
+def action_facts(a: ir.Table) -> dict[str, ir.Value]:
+    """What :func:`action_summary`'s keys say per action, as expressions on it:
+    ``acknowledged``, ``first_us`` (epoch microseconds of its first attempt), ``first_ok``
+    (the first attempt got 200), ``outcome`` (``lost``: the last attempt got a 4xx) and
+    ``window_end_us`` (when the provider's retry window closes). Integer arithmetic only:
+    zoned timestamps would go through a calendar library on every action."""
+    acknowledged = a.ack_key.notnull()
+    first_us = key_us(a.first_key)
+    return {
+        "acknowledged": acknowledged,
+        "first_us": first_us,
+        "first_ok": key_rank(a.first_key) == RANK_200,
+        "outcome": _outcome(acknowledged, key_rank(a.last_key) == RANK_4XX),
+        "window_end_us": first_us + _WINDOW_US,
+    }
 
 
 def retry_chains(d: ir.Table, actions: ir.Table) -> ir.Table:
     """Per delivery of an action that was retried (more than one attempt up to its first
     200, or no 200 at all), up to and including that 200: ``attempt_no``, ``retry``
-    (no earlier attempt got 200) and ``gap_s`` (seconds since the previous attempt).
+    (no earlier attempt got 200), ``gap_s`` (seconds since the previous attempt) and
+    ``before_ack`` (earlier than the action's first 200).
 
     Only these deliveries need their neighbours, so only they are ordered (a window over
     a subset: retried chains are a small share of a healthy log); every other delivery is
@@ -385,9 +435,12 @@ def retry_chains(d: ir.Table, actions: ir.Table) -> ir.Table:
         (actions.attempts > 1)
         & (actions.ack_key.isnull() | (actions.first_key < actions.ack_key))
     ).select("action_id", "ack_key")
-    s = d.inner_join(retried, "action_id")
+    # Only what the window needs: DuckDB carries every column through a window's sort.
+    s = d.select("action_id", "key").inner_join(retried, "action_id")
     s = s.filter(s.ack_key.isnull() | (s.key <= s.ack_key))
-    chain = ibis.window(group_by=s.action_id, order_by=delivery_order(s))
+    # Deliveries with equal keys are alike: whichever order they take, the chain has the
+    # same attempt numbers, gaps and retries, so the key alone orders it.
+    chain = ibis.window(group_by=s.action_id, order_by=s.key)
     s = s.mutate(attempt_no=ibis.row_number().over(chain) + 1, previous=s.key.lag().over(chain))
     # Several 200s at the first 200's instant: the first of them is the retry, the
     # others are duplicates (its predecessor is then one of them).
@@ -397,7 +450,8 @@ def retry_chains(d: ir.Table, actions: ir.Table) -> ir.Table:
     return s.select(
         "action_id", "attempt_no",
         retry=retry,
-        gap_s=((s.key // 4) - (s.previous // 4)).cast("float64") / 1e6,
+        gap_s=(key_us(s.key) - key_us(s.previous)).cast("float64") / 1e6,
+        before_ack=(s.key < s.ack_key).fill_null(False),
     )  # fmt: skip
 
 
@@ -408,15 +462,15 @@ def chain_counts(chains: ir.Table) -> ir.Table:
     return chains.aggregate(**aggs)
 
 
-def duplicate_count(d: ir.Table, actions: ir.Table) -> ir.Table:
+def duplicate_count(actions: ir.Table, chains: ir.Table) -> ir.Table:
     """One row: ``duplicate_deliveries``, the attempts of acknowledged actions from their
-    first 200 on, less that first 200 itself (a hash join; nothing ordered)."""
-    acked = actions.filter(actions.acknowledged & (actions.attempts > 1))
-    joined = d.inner_join(acked.select("action_id", "ack_key"), "action_id")
-    from_ack = joined.aggregate(n=(joined.key >= joined.ack_key).sum())
-    firsts = acked.aggregate(m=acked.count())
-    both = from_ack.cross_join(firsts)
-    return both.select(duplicate_deliveries=both.n.fill_null(0) - both.m)
+    first 200 on, less that first 200 itself. Without a join of the deliveries: that is
+    every attempt but one of an acknowledged action, less the attempts before its first
+    200, which only retried actions have and :func:`retry_chains` lists."""
+    acked = actions.aggregate(n=(actions.attempts - 1).sum(where=actions.ack_key.notnull()))
+    before = chains.aggregate(m=chains.before_ack.sum())
+    both = acked.cross_join(before)
+    return both.select(duplicate_deliveries=both.n.fill_null(0) - both.m.fill_null(0))
 
 
 def action_table(a: ir.Table) -> ir.Table:
@@ -447,13 +501,16 @@ def action_table(a: ir.Table) -> ir.Table:
     )
     return grouped.mutate(
         event_ts=grouped.event_ts.cast(_UTC),
-        outcome=_outcome(grouped.acknowledged, grouped.last_status),
+        outcome=_outcome(grouped.acknowledged, grouped.last_status.between(400, 499)),
         window_end=grouped.first_at + ibis.interval(days=_window_days()),
     )
 
 
 def _window_days() -> int:
     return spec.WEBHOOK_RETRY_WINDOW // timedelta(days=1)
+
+
+_WINDOW_US = timedelta(days=_window_days()) // timedelta(microseconds=1)
 
 
 # --------------------------------------------------------------------------------------
@@ -489,19 +546,22 @@ def delivery_counts(d: ir.Table) -> ir.Table:
 
 
 def action_counts(actions: ir.Table, now: ir.Value) -> ir.Table:
-    """One row: actions by outcome, success rates, attempts and delivery lag."""
-    pending = actions.outcome == "pending"
-    lag_s = seconds_between(actions.first_at, actions.event_ts)
+    """One row: actions by outcome, success rates, attempts and delivery lag, from
+    :func:`action_summary`."""
+    f = action_facts(actions)
+    pending = f["outcome"] == "pending"
+    now_us = _epoch_us(now)
+    lag_s = (f["first_us"] - _epoch_us(actions.event_ts)).cast("float64") / 1e6
     aggs: dict[str, ir.Value] = {
         "actions": actions.count(),
-        "acknowledged_actions": actions.acknowledged.sum(),
-        "lost_actions": (actions.outcome == "lost").sum(),
+        "acknowledged_actions": f["acknowledged"].sum(),
+        "lost_actions": (f["outcome"] == "lost").sum(),
         "pending_actions": pending.sum(),
-        "pending_actions_expired": (pending & (actions.window_end <= now)).sum(),
-        "pending_window_closes_first": actions.window_end.min(
-            where=pending & (actions.window_end > now)
+        "pending_actions_expired": (pending & (f["window_end_us"] <= now_us)).sum(),
+        "pending_window_closes_first": _from_epoch_us(
+            f["window_end_us"].min(where=pending & (f["window_end_us"] > now_us))
         ),
-        "first_attempt_successes": (actions.first_status == 200).sum(),
+        "first_attempt_successes": f["first_ok"].sum(),
         "attempts_mean": actions.attempts.mean(),
         "attempts_max": actions.attempts.max(),
     }
@@ -517,9 +577,14 @@ def count_by(t: ir.Table, key: str, *, where: ir.Value | None = None) -> ir.Tabl
 
 def out_of_order(actions: ir.Table) -> ir.Table:
     """One row: events (actions with a player and event time) and how many arrived after a
-    later-stamped event of the same player (payload time earlier than the previous one's)."""
+    later-stamped event of the same player (payload time earlier than the previous one's),
+    from :func:`action_summary`. Actions of one player that arrived at the same instant
+    are ordered by event time, so none of them counts as late against another; ties in
+    both leave the count the same whatever their order, so nothing else is sorted on."""
     ev = actions.filter(actions.player_id.notnull() & actions.event_ts.notnull())
-    w = ibis.window(group_by=ev.player_id, order_by=[ev.first_at, ev.event_ts, ev.action_id])
+    # Only what the window needs: DuckDB carries every column through a window's sort.
+    ev = ev.select("player_id", "event_ts", first_us=key_us(ev.first_key))
+    w = ibis.window(group_by=ev.player_id, order_by=[ev.first_us, ev.event_ts])
     previous = ev.event_ts.lag().over(w)
     flagged = ev.mutate(late=(ev.event_ts < previous).fill_null(False))
     return flagged.aggregate(events=flagged.count(), out_of_order=flagged.late.sum())
