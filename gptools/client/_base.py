@@ -13,7 +13,7 @@ import random
 import threading
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from pathlib import Path
@@ -108,17 +108,6 @@ class Retry:
     """The decision to try again after ``delay`` seconds."""
 
     delay: float
-
-
-@dataclass(slots=True)
-class _Counters:
-    requests: int = 0
-    retries: int = 0
-    rate_limited: int = 0
-    transport_errors: int = 0
-    wait_seconds: float = 0.0
-    backoff_seconds: float = 0.0
-    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 # --------------------------------------------------------------------------------------
@@ -248,7 +237,10 @@ class BaseClient:
         self.limiter = RateLimiter(rate_tiers)
         # Seeded by the caller for reproducible jitter; a fresh one otherwise.
         self._rng = rng if rng is not None else random.Random()
-        self._counters = _Counters()
+        # The counters are one immutable snapshot, replaced under the lock at each count,
+        # so stats() hands it out without copying.
+        self._stats = ClientStats()
+        self._stats_lock = threading.Lock()
         self._self_info: SelfInfo | None = None
         self._setup(transport)
 
@@ -268,15 +260,11 @@ class BaseClient:
     @property
     def stats(self) -> ClientStats:
         """A snapshot of the counters: requests, retries, rate_limited, wait_seconds, ..."""
-        c = self._counters
-        with c.lock:
-            return ClientStats(c.requests, c.retries, c.rate_limited, c.transport_errors,
-                               c.wait_seconds, c.backoff_seconds)
+        return self._stats
 
     def _count(self, name: str, amount: float = 1) -> None:
-        c = self._counters
-        with c.lock:
-            setattr(c, name, getattr(c, name) + amount)
+        with self._stats_lock:
+            self._stats = replace(self._stats, **{name: getattr(self._stats, name) + amount})
 
     def _auth(self) -> httpx.BasicAuth:
         return httpx.BasicAuth(self.settings.username, self.settings.password.get_secret_value())
