@@ -502,15 +502,12 @@ def action_table(a: ir.Table) -> ir.Table:
     return grouped.mutate(
         event_ts=grouped.event_ts.cast(_UTC),
         outcome=_outcome(grouped.acknowledged, grouped.last_status.between(400, 499)),
-        window_end=grouped.first_at + ibis.interval(days=_window_days()),
+        window_end=grouped.first_at + ibis.interval(_WINDOW_US, unit="us"),
     )
 
 
-def _window_days() -> int:
-    return spec.WEBHOOK_RETRY_WINDOW // timedelta(days=1)
-
-
-_WINDOW_US = timedelta(days=_window_days()) // timedelta(microseconds=1)
+#: The provider's retry window after an action's first attempt, in microseconds.
+_WINDOW_US = spec.WEBHOOK_RETRY_WINDOW // timedelta(microseconds=1)
 
 
 # --------------------------------------------------------------------------------------
