@@ -24,6 +24,15 @@ def _hours(col: pd.Series) -> pd.Series:
     return hours.dt.tz_convert("UTC").dt.tz_localize(None) if hours.dt.tz is not None else hours
 
 
+def _chart(title: str, xlabel: str, ylabel: str) -> tuple[Figure, Any]:
+    """A new figure of the common size with its one axes titled and labelled."""
+    fig, ax = plt.subplots(figsize=FIGSIZE, layout="constrained")
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    return fig, ax
+
+
 def _empty(ax: Any, what: str) -> None:
     ax.text(0.5, 0.5, f"no {what} in this log", ha="center", va="center",
             transform=ax.transAxes)  # fmt: skip
@@ -31,7 +40,7 @@ def _empty(ax: Any, what: str) -> None:
 
 def plot_duplicates_and_retries(analysis: DeliveryAnalysis) -> Figure:
     """First attempts, retries and duplicate deliveries per hour."""
-    fig, ax = plt.subplots(figsize=FIGSIZE, layout="constrained")
+    fig, ax = _chart("Deliveries per hour by kind", "hour (UTC)", "deliveries")
     hours = analysis.per_hour()
     if hours.empty:
         _empty(ax, "deliveries")
@@ -41,15 +50,12 @@ def plot_duplicates_and_retries(analysis: DeliveryAnalysis) -> Figure:
         ax.plot(x, hours.retries, label="retries", color="tab:orange", lw=1.5)
         ax.plot(x, hours.duplicates, label="duplicate deliveries", color="tab:purple", lw=1.5)
         ax.legend(loc="upper right", frameon=False)
-    ax.set_title("Deliveries per hour by kind")
-    ax.set_ylabel("deliveries")
-    ax.set_xlabel("hour (UTC)")
     return fig
 
 
 def plot_status_mix(analysis: DeliveryAnalysis) -> Figure:
     """Answers per hour stacked by status class (2xx, 4xx, 5xx, other)."""
-    fig, ax = plt.subplots(figsize=FIGSIZE, layout="constrained")
+    fig, ax = _chart("Status mix per hour", "hour (UTC)", "deliveries")
     hours = analysis.per_hour()
     if hours.empty:
         _empty(ax, "deliveries")
@@ -62,18 +68,18 @@ def plot_status_mix(analysis: DeliveryAnalysis) -> Figure:
             colors=["tab:green", "tab:red", "tab:orange", "0.7"],
         )  # fmt: skip
         ax.legend(loc="upper right", frameon=False, ncols=4)
-    ax.set_title("Status mix per hour")
-    ax.set_ylabel("deliveries")
-    ax.set_xlabel("hour (UTC)")
     return fig
 
 
 def plot_retry_gaps(analysis: DeliveryAnalysis) -> Figure:
     """Histogram of retry gaps on a log scale, with the fitted backoff
     (base × factor^(n-1)) marked for each retry number seen."""
-    fig, ax = plt.subplots(figsize=FIGSIZE, layout="constrained")
-    hist = analysis.log_histogram("gap_s")
     fit = analysis.report.backoff
+    title = "Retry gaps"
+    if fit["factor"] is not None:
+        title += f": fitted gap_n = {fit['base_s']:.1f} s × {fit['factor']:.2f}^(n-1)"
+    fig, ax = _chart(title, "seconds since the previous attempt (log scale)", "retries")
+    hist = analysis.log_histogram("gap_s")
     if hist.empty:
         _empty(ax, "retries")
     else:
@@ -87,18 +93,13 @@ def plot_retry_gaps(analysis: DeliveryAnalysis) -> Figure:
                 ax.axvline(fit["base_s"] * factor ** (n - 1), color="tab:red", lw=1, ls="--",
                            label="fitted backoff" if i == 0 else None)  # fmt: skip
             ax.legend(loc="upper left", frameon=False)
-    title = "Retry gaps"
-    if fit["factor"] is not None:
-        title += f": fitted gap_n = {fit['base_s']:.1f} s × {fit['factor']:.2f}^(n-1)"
-    ax.set_title(title)
-    ax.set_xlabel("seconds since the previous attempt (log scale)")
-    ax.set_ylabel("retries")
     return fig
 
 
 def plot_attempts_per_action(analysis: DeliveryAnalysis) -> Figure:
     """How many actions needed 1, 2, ... attempts (log-scaled counts)."""
-    fig, ax = plt.subplots(figsize=FIGSIZE, layout="constrained")
+    fig, ax = _chart("Attempts per action", "attempts (all deliveries of the action)",
+                     "actions (log scale)")
     dist = analysis.attempts_per_action()
     if dist.empty:
         _empty(ax, "actions")
@@ -106,15 +107,12 @@ def plot_attempts_per_action(analysis: DeliveryAnalysis) -> Figure:
         ax.bar(dist.attempts.astype(int), dist.actions, color="tab:blue")
         ax.set_yscale("log")
         ax.set_xticks(np.arange(1, int(dist.attempts.max()) + 1))
-    ax.set_title("Attempts per action")
-    ax.set_xlabel("attempts (all deliveries of the action)")
-    ax.set_ylabel("actions (log scale)")
     return fig
 
 
 def plot_latency(analysis: DeliveryAnalysis) -> Figure:
     """Acknowledgement latency on a log scale, with the 1-second budget marked."""
-    fig, ax = plt.subplots(figsize=FIGSIZE, layout="constrained")
+    fig, ax = _chart("Acknowledgement latency", "milliseconds (log scale)", "deliveries")
     hist = analysis.log_histogram("latency_ms")
     budget = analysis.report.budget_ms
     if hist.empty:
@@ -127,7 +125,4 @@ def plot_latency(analysis: DeliveryAnalysis) -> Figure:
         label = f"budget {budget:,.0f} ms ({analysis.report.over_budget:,} at or over)"
         ax.axvline(budget, color="black", lw=1.2, ls="--", label=label)
         ax.legend(loc="upper right", frameon=False)
-    ax.set_title("Acknowledgement latency")
-    ax.set_xlabel("milliseconds (log scale)")
-    ax.set_ylabel("deliveries")
     return fig
