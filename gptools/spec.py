@@ -18,6 +18,8 @@ import re
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Final, Literal
+from urllib.parse import urlsplit
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 # --------------------------------------------------------------------------------------
 # Sources
@@ -111,7 +113,8 @@ EXTERNAL_CAMPAIGN_ID_MAX_LENGTH: Final = 512  # spec
 REQUEST_ID_MAX_LENGTH: Final = 36  # spec
 RULES_URL_MAX_LENGTH: Final = 2048  # spec
 BET_NUMBER_MAX: Final = 1500  # spec: free rounds or features per player
-BACK_OFFICE_CSV_IMPORT_MAX_ROWS: Final = 50_000  # spec: players per back-office CSV import
+#: spec: players per back-office CSV import; the loader's API path has no such limit
+BACK_OFFICE_CSV_IMPORT_MAX_ROWS: Final = 50_000
 #: spec: "campaigns shorter than 24 hours are not typical business scenarios"
 TYPICAL_MIN_CAMPAIGN_DURATION: Final = timedelta(hours=24)
 
@@ -130,7 +133,9 @@ class RateTier:
     endpoint class counted (``None``: every endpoint; ``"other"``: every endpoint without
     a row of its own), ``per_second`` the limit and ``scope`` who shares it: ``global``
     (everyone), ``per_user_endpoint`` (one user on one endpoint class), ``per_endpoint``
-    (everyone on one endpoint class).
+    (everyone on one endpoint class). ``each_endpoint`` gives every endpoint of the class
+    its own window ("Per endpoint per user | All other endpoints | 60": ``GET /game`` and
+    ``GET /self`` do not share their 60 requests a second).
     """
 
     name: str
@@ -138,6 +143,12 @@ class RateTier:
     per_second: int
     methods: frozenset[str] | None
     endpoint: str | None
+    each_endpoint: bool = False
+
+    def window_key(self, endpoint: str) -> str:
+        """The name of the window a request to ``endpoint`` (see :func:`endpoint_of`) counts
+        in: the tier's name, or the name and the endpoint for an ``each_endpoint`` tier."""
+        return f"{self.name} {endpoint}" if self.each_endpoint else self.name
 
 
 #: Endpoint classes the rate table distinguishes.
@@ -151,29 +162,54 @@ RATE_TIERS: Final[tuple[RateTier, ...]] = (
     RateTier("global_get", "global", 1000, frozenset({"GET"}), None),
     RateTier("user_participant", "per_user_endpoint", 130, _ALL, ENDPOINT_CLASS_PARTICIPANT),
     RateTier("user_campaign", "per_user_endpoint", 60, _ALL, ENDPOINT_CLASS_CAMPAIGN_CREATE),
-    RateTier("user_other", "per_user_endpoint", 60, _ALL, ENDPOINT_CLASS_OTHER),
+    RateTier("user_other", "per_user_endpoint", 60, _ALL, ENDPOINT_CLASS_OTHER,
+             each_endpoint=True),
     RateTier("endpoint_participant", "per_endpoint", 270, _ALL, ENDPOINT_CLASS_PARTICIPANT),
     RateTier("endpoint_campaign", "per_endpoint", 135, _ALL, ENDPOINT_CLASS_CAMPAIGN_CREATE),
 )
 
-_PARTICIPANT_RE: Final = re.compile(
-    r"^/api/v1(?:/brands/[^/]+)?/(?:freeround/)?campaign/[^/]+/participant(?:/.*)?$"
-)
-_CAMPAIGN_RE: Final = re.compile(r"^/api/v1(?:/brands/[^/]+)?/(?:freeround/)?campaign/?$")
+_API_PATH_RE: Final = re.compile(r"^/api/v1(?:/brands/[^/]+)?(?:/freeround(?=/campaign))?(/.*)?$")
+_CAMPAIGN_ID_RE: Final = re.compile(r"^/campaign/[^/]+/")
+
+
+def endpoint_of(method: str, path: str) -> str:
+    """The endpoint a request calls, as the rate table counts endpoints: the method and
+    the path without ``/api/v1``, the brand segment and the legacy ``freeround/``, with the
+    campaign id as ``*`` (``POST /campaign/*/participant``, ``GET /game``).
+
+    Both path forms and the legacy path are one endpoint (``ENDPOINT_IDENTITY``, assumed).
+    """
+    method = method.upper()
+    match = _API_PATH_RE.match(path)
+    rest = (match.group(1) or "/") if match else path
+    if len(rest) > 1 and rest.endswith("/"):
+        rest = rest[:-1]
+    return f"{method} {_CAMPAIGN_ID_RE.sub('/campaign/*/', rest)}"
 
 
 def endpoint_class(method: str, path: str) -> str:
-    """Return the rate-table endpoint class of a request (both path forms, legacy too)."""
-    method = method.upper()
-    if method == "POST" and _PARTICIPANT_RE.match(path):
+    """Return the rate-table endpoint class of a request (both path forms, legacy too).
+
+    The batch participant endpoint (``.../participant/batch``, assumed) counts as a
+    participant addition (``BATCH_PARTICIPANT_RATE_CLASS``, assumed).
+    """
+    endpoint = endpoint_of(method, path)
+    if endpoint.startswith(ENDPOINT_CLASS_PARTICIPANT) and (
+        endpoint == ENDPOINT_CLASS_PARTICIPANT
+        or endpoint.startswith(ENDPOINT_CLASS_PARTICIPANT + "/")
+    ):
         return ENDPOINT_CLASS_PARTICIPANT
-    if method == "POST" and _CAMPAIGN_RE.match(path):
+    if endpoint == ENDPOINT_CLASS_CAMPAIGN_CREATE:
         return ENDPOINT_CLASS_CAMPAIGN_CREATE
     return ENDPOINT_CLASS_OTHER
 
 
 def tiers_for(method: str, path: str) -> tuple[RateTier, ...]:
-    """Return every tier a request counts against (global, per endpoint, per user)."""
+    """Return every tier a request counts against (global, per endpoint, per user).
+
+    A GET counts against both global tiers, the 500 of all methods and the 1000 of GETs
+    (``GLOBAL_TIERS_COMBINED``, assumed).
+    """
     cls = endpoint_class(method, path)
     method = method.upper()
     out = []
@@ -198,6 +234,87 @@ WEBHOOK_CONTENT_TYPE: Final = "application/json"  # spec
 KNOWN_EVENT_TYPES: Final = frozenset({"COIN", "FEATURE"})  # spec: "values seen"
 #: ours: dedupe keys outlive the provider's 7-day retry window by a day of margin
 WEBHOOK_DEDUPE_RETENTION: Final = WEBHOOK_RETRY_WINDOW + timedelta(days=1)
+
+#: assumed (WEBHOOK_ACKNOWLEDGED_STATUSES): every 2xx acknowledges a delivery, not only 200
+WEBHOOK_ACK_STATUS_MIN: Final = 200
+WEBHOOK_ACK_STATUS_MAX: Final = 299
+
+
+def is_acknowledgement(status: int | None) -> bool:
+    """Whether a receiver's answer acknowledges a delivery: any 2xx (assumed, see
+    ``WEBHOOK_ACKNOWLEDGED_STATUSES``); the document names 200."""
+    return status is not None and WEBHOOK_ACK_STATUS_MIN <= status <= WEBHOOK_ACK_STATUS_MAX
+
+
+#: spec: ``actionId`` is a "string, format uuid": the canonical 8-4-4-4-12 hexadecimal form,
+#: either case (``ACTION_ID_FORMAT``, assumed); braces, ``urn:uuid:`` and no dashes are not it.
+ACTION_ID_PATTERN: Final = (
+    r"^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}$"
+)
+_ACTION_ID_RE: Final = re.compile(ACTION_ID_PATTERN)
+
+
+def canonical_action_id(value: object) -> str:
+    """The ``actionId`` in its stored form (lower case), or :class:`ValueError` when it is
+    not the canonical 8-4-4-4-12 hexadecimal UUID text."""
+    if not isinstance(value, str) or not _ACTION_ID_RE.match(value):
+        raise ValueError(
+            f"actionId {value!r} is not a UUID in the canonical 8-4-4-4-12 hexadecimal form "
+            "(e.g. 3f2b8c1e-4d5a-4e6f-9a7b-1c2d3e4f5a6b)"
+        )
+    return value.lower()
+
+
+_LOOPBACK_HOSTS: Final = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+def callback_url_problem(url: object, *, allow_insecure_loopback: bool = False) -> str | None:
+    """What is wrong with a webhook callback URL ("Any HTTPS URL"), or ``None``.
+
+    An HTTPS URL with a host; ``allow_insecure_loopback`` also accepts ``http://`` on a
+    loopback host (the sandbox's offline demos only).
+    """
+    if not isinstance(url, str):
+        return f"callbackUrl must be a string, got {type(url).__name__}"
+    try:
+        parts = urlsplit(url.strip())
+        host = parts.hostname
+    except ValueError:
+        parts, host = None, None
+    if parts is not None and host and url == url.strip():
+        scheme = parts.scheme.lower()
+        if scheme == "https" or (allow_insecure_loopback and scheme == "http"
+                                 and host in _LOOPBACK_HOSTS):
+            return None
+    extra = " (or http:// on a loopback host)" if allow_insecure_loopback else ""
+    return f"callbackUrl must be an HTTPS URL with a host{extra}, got {url!r}"
+
+
+# --------------------------------------------------------------------------------------
+# Brands (spec: "Brand | id | integer, int32")
+# --------------------------------------------------------------------------------------
+
+BRAND_ID_MIN: Final = -(2**31)  # spec: int32
+BRAND_ID_MAX: Final = 2**31 - 1  # spec: int32
+
+
+def is_brand_id(value: object) -> bool:
+    """Whether ``value`` is a brand id as the document types it: an integer within int32."""
+    return (isinstance(value, int) and not isinstance(value, bool)
+            and BRAND_ID_MIN <= value <= BRAND_ID_MAX)
+
+
+def time_zone_problem(name: object) -> str | None:
+    """What is wrong with a campaign time zone (an IANA name, ``TIME_ZONE_FORMAT``,
+    assumed), or ``None``."""
+    if isinstance(name, str) and name:
+        try:
+            ZoneInfo(name)
+            return None
+        except (ZoneInfoNotFoundError, ValueError):
+            pass
+    return f"{name!r} is not an IANA time zone (e.g. 'Europe/Malta')"
+
 
 # ======================================================================================
 # Assumptions: each gap the document marks "not shown" that the project needs
@@ -242,6 +359,27 @@ SUBSCRIPTION_EXISTS_STATUS: Final = 409
 SUBSCRIPTION_EXISTS_CODE: Final = "SUBSCRIPTION_EXISTS"
 
 PARTICIPANT_ADDITION_IDEMPOTENT: Final = True
+PARTICIPANT_EXISTS_STATUS: Final = 409
+PARTICIPANT_EXISTS_CODE: Final = "PARTICIPANT_EXISTS"
+CAMPAIGN_PLAYERS_MAX_IDS: Final = 10_000
+#: Campaign body fields without which creation is refused (the rest are optional).
+CAMPAIGN_REQUIRED_FIELDS: Final = (
+    "type", "name", "betNumber", "gameIds", "bet", "currencyCode",
+    CAMPAIGN_START_FIELD, CAMPAIGN_END_FIELD, CAMPAIGN_TIME_ZONE_FIELD,
+)
+NAME_MIN_LENGTH: Final = 1
+GAME_IDS_MIN: Final = 1
+WEBHOOK_AUTH_TYPE_REQUIRED: Final = True
+#: Campaign types the legacy ``freeround/campaign`` path serves.
+LEGACY_CAMPAIGN_TYPES: Final = (FREE_ROUNDS_CAMPAIGN_TYPE,)
+FREE_ROUNDS_BET_IS_BASE_BET: Final = True
+BET_MAX_DECIMALS: Final = "the currency's minor units"
+PLAYER_ID_FORBIDDEN: Final = "blank, or any control character (C0, DEL, C1)"
+REQUEST_ID_SCOPE: Final = "brand"
+CAMPAIGN_CREATED_STATUS: Final = 201
+CAMPAIGN_REPLAY_STATUS: Final = 200
+CAMPAIGN_START_IN_FUTURE: Final = True
+WALLET_CREDENTIALS: Final = "BEARER, BASIC or NONE, like a subscription"
 
 ASSUMPTIONS: Final[tuple[Assumption, ...]] = (
     Assumption(
@@ -354,7 +492,7 @@ ASSUMPTIONS: Final[tuple[Assumption, ...]] = (
     ),
     Assumption(
         "WEBHOOK_OTHER_STATUS_RETRIED", WEBHOOK_OTHER_STATUS_RETRIED,
-        "behaviour on codes that are not 200/4xx/5xx is not shown; treated as temporary",
+        "'the behaviour on ... non-2xx/4xx/5xx codes: not shown' (1xx, 3xx); treated as temporary",
         "Sandbox webhook dispatcher(retry_other_status=...)",
     ),
     Assumption(
@@ -395,9 +533,141 @@ ASSUMPTIONS: Final[tuple[Assumption, ...]] = (
     ),
     Assumption(
         "PARTICIPANT_ADDITION_IDEMPOTENT", PARTICIPANT_ADDITION_IDEMPOTENT,
-        "whether adding a player who is already a participant is harmless is not shown; the "
-        "client repeats participant additions after a lost answer or a 5xx",
-        "Client(max_retries=0) never repeats a request",
+        "whether adding a player who is already a participant is harmless is not shown; we "
+        "hold it is (a no-op), so the client repeats an addition after a lost answer or a "
+        "5xx, the loader re-sends unknown chunks and apply_plan re-adds on a re-run",
+        "Client(participant_retries=False); Sandbox(readd_participants_refused=True) "
+        "simulates a server that refuses re-adds",
+    ),
+    Assumption(
+        "PARTICIPANT_EXISTS_STATUS / PARTICIPANT_EXISTS_CODE",
+        (PARTICIPANT_EXISTS_STATUS, PARTICIPANT_EXISTS_CODE),
+        "the answer of a server that refuses to add an existing participant is not shown; "
+        "used only by the sandbox's switch that simulates such a server",
+        "Sandbox(readd_participants_refused=True); unknown codes still map to errors.ApiError",
+    ),
+    Assumption(
+        "CAMPAIGN_PLAYERS_MAX_IDS", CAMPAIGN_PLAYERS_MAX_IDS,
+        "the largest 'players' list of a campaign body is not shown; the batch limit, so a "
+        "list that fits one batch fits the body",
+        "CampaignRequest checks it; Sandbox(campaign_players_max_ids=...)",
+    ),
+    Assumption(
+        "CAMPAIGN_REQUIRED_FIELDS", " ".join(CAMPAIGN_REQUIRED_FIELDS),
+        "'Required/optional status and types of the campaign body fields: not shown'; these "
+        "are required, the rest optional; strings are strings, betNumber an integer, bet a "
+        "JSON number, gameIds a list of strings",
+        "CampaignRequest and the sandbox both read spec.CAMPAIGN_REQUIRED_FIELDS",
+    ),
+    Assumption(
+        "NAME_MIN_LENGTH / GAME_IDS_MIN / bet > 0", (NAME_MIN_LENGTH, GAME_IDS_MIN, "bet > 0"),
+        "only maxima are published ('name ... max 255 characters'); an empty name, no game "
+        "or a bet of zero cannot make a campaign",
+        "CampaignRequest and the sandbox both read these constants",
+    ),
+    Assumption(
+        "WEBHOOK_AUTH_TYPE_REQUIRED", WEBHOOK_AUTH_TYPE_REQUIRED,
+        "the subscription table marks the callback URL 'Optional' but not 'authentication "
+        "type', and calls NONE 'not recommended for production': so no default, NONE only "
+        "when asked",
+        "WebhookSubscription(authentication_type='NONE') states it explicitly",
+    ),
+    Assumption(
+        "WEBHOOK_ACKNOWLEDGED_STATUSES", f"{WEBHOOK_ACK_STATUS_MIN}..{WEBHOOK_ACK_STATUS_MAX}",
+        "the document lists '200 | Processed successfully; acknowledged' and leaves only "
+        "'non-2xx/4xx/5xx codes' not shown, so every 2xx acknowledges like 200",
+        "spec.is_acknowledgement (the sandbox dispatcher and the analyser both use it)",
+    ),
+    Assumption(
+        "ACTION_ID_FORMAT", "8-4-4-4-12 hexadecimal, either case, stored lower-case",
+        "the payload says 'string, format uuid' without naming a textual variant; the "
+        "canonical form is the only one; braces, 'urn:uuid:' and no dashes are refused",
+        "spec.canonical_action_id (models, receiver and analyser)",
+    ),
+    Assumption(
+        "TIMESTAMP_FRACTION_OPTIONAL", True,
+        "the timestamp is 'date-time with fractional seconds'; a value without a fraction "
+        "is accepted as .000000, since refusing it (4xx) would lose the action for good",
+        "models.parse_event_timestamp",
+    ),
+    Assumption(
+        "BRAND_ID_NOT_INT32", (403, CODE_BRAND_NOT_ALLOWED),
+        "brandId is 'integer, an id from allowedBrands' (Brand id 'integer, int32'); a "
+        "path segment that is not such an integer names no brand the account covers",
+        "the client refuses it locally (TypeError/ValueError); models.Brand checks int32",
+    ),
+    Assumption(
+        "GLOBAL_TIERS_COMBINED", "a GET counts against both 500 and 1000",
+        "the table has 'All methods (GET, POST, ...) 500' and 'GET methods only 1000' without "
+        "saying how they combine; counting a GET in both never exceeds either figure",
+        "Client(rate_tiers=...), Sandbox(rate_tiers=...)",
+    ),
+    Assumption(
+        "ENDPOINT_IDENTITY", "method + path, brand prefix, 'freeround/' and campaign id out",
+        "'Per endpoint per user | All other endpoints | 60' does not define an endpoint; "
+        "each method and path template gets its own 60/s, both path forms are one endpoint",
+        "spec.endpoint_of; RateTier(each_endpoint=...)",
+    ),
+    Assumption(
+        "BATCH_PARTICIPANT_RATE_CLASS", ENDPOINT_CLASS_PARTICIPANT,
+        "the batch endpoint's path is not shown; under the assumed '.../participant/batch' "
+        "it counts in the participant tiers (130 per user, 270 per endpoint)",
+        "Client(rate_tiers=...), Sandbox(rate_tiers=...)",
+    ),
+    Assumption(
+        "LEGACY_CAMPAIGN_TYPES", LEGACY_CAMPAIGN_TYPES,
+        "'/api/v1/freeround/campaign/...' is named for free rounds and kept 'for backward "
+        "compatibility'; awarded features use the unified form; both path forms are served",
+        "Sandbox(legacy_campaign_types=...); the client refuses AWARDED_FEATURE locally",
+    ),
+    Assumption(
+        "TIME_ZONE_FORMAT", "IANA name (e.g. Europe/Malta)",
+        "dates are 'based on a time zone' without a value format; an IANA name carries DST",
+        "spec.time_zone_problem (the model and the sandbox both use it)",
+    ),
+    Assumption(
+        "FREE_ROUNDS_BET_IS_BASE_BET", FREE_ROUNDS_BET_IS_BASE_BET,
+        "the bet rule is given only 'For a campaign of type AWARDED_FEATURE'; a free round "
+        "plays one base bet, so it must be one of the game's betSizes in the currency",
+        "Sandbox(free_rounds_bet_is_base_bet=False) accepts any positive bet",
+    ),
+    Assumption(
+        "BET_MAX_DECIMALS", BET_MAX_DECIMALS,
+        "'Bet value in major currency units' without a precision; more decimals than the "
+        "currency's minor unit (ISO 4217: JPY 0, EUR 2, KWD 3) cannot be paid",
+        "costs.feature_cost(exponents=...) for unknown currencies; the sandbox refuses more",
+    ),
+    Assumption(
+        "PLAYER_ID_FORBIDDEN", PLAYER_ID_FORBIDDEN,
+        "the external player id's format is not shown beyond 'string'; a blank id or a "
+        "control character cannot be a real player",
+        "load_participants rejects them before sending; the sandbox refuses them",
+    ),
+    Assumption(
+        "REQUEST_ID_SCOPE", REQUEST_ID_SCOPE,
+        "'requestId ... is the idempotency key of campaign creation' without a scope; every "
+        "request acts on one brand, so keys are per brand",
+        "the sandbox keys replays by (brand, requestId)",
+    ),
+    Assumption(
+        "CAMPAIGN_CREATED_STATUS / CAMPAIGN_REPLAY_STATUS",
+        (CAMPAIGN_CREATED_STATUS, CAMPAIGN_REPLAY_STATUS),
+        "'Created campaign, identified by campaignId' without a status; 201 for a new "
+        "campaign, 200 for a replay of a requestId with the same body",
+        "the client accepts any 2xx",
+    ),
+    Assumption(
+        "CAMPAIGN_START_IN_FUTURE", CAMPAIGN_START_IN_FUTURE,
+        "whether a campaign may start in the past is not shown; the planner refuses it, as "
+        "rounds already missed cannot be played (the sandbox does not check it)",
+        "validate_plan(now=...) judges 'the future' at another time",
+    ),
+    Assumption(
+        "WALLET_CREDENTIALS", WALLET_CREDENTIALS,
+        "default-endpoint deliveries use 'the authentication credentials already configured "
+        "for the account's wallet'; the wallet interface 'is described elsewhere', so their "
+        "kind is not shown",
+        "SandboxConfig(wallet_credentials=WalletCredentials.bearer(...)/.basic(...))",
     ),
 )
 

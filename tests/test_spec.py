@@ -65,6 +65,29 @@ def test_endpoint_class(method: str, path: str, expected: str) -> None:
     assert spec.endpoint_class(method, path) == expected
 
 
+@pytest.mark.parametrize(("method", "path", "expected"), [
+    ("GET", "/api/v1/game", "GET /game"),
+    ("get", "/api/v1/brands/201/game", "GET /game"),
+    ("GET", "/api/v1/brands/201/awarded-feature-configurations",
+     "GET /awarded-feature-configurations"),
+    ("GET", "/api/v1/self", "GET /self"),
+    ("POST", "/api/v1/brands/7/freeround/campaign/", "POST /campaign"),
+    ("POST", "/api/v1/campaign/CMP-1/participant", "POST /campaign/*/participant"),
+    ("POST", "/api/v1/brands/7/campaign/X/participant/batch",
+     "POST /campaign/*/participant/batch"),
+    ("PUT", "/api/v1/brands/7/webhook-subscription", "PUT /webhook-subscription"),
+])
+def test_endpoint_of(method: str, path: str, expected: str) -> None:
+    assert spec.endpoint_of(method, path) == expected
+
+
+def test_every_other_endpoint_has_its_own_per_user_window() -> None:
+    (other,) = [t for t in spec.RATE_TIERS if t.endpoint == spec.ENDPOINT_CLASS_OTHER]
+    assert other.each_endpoint and other.per_second == 60
+    assert other.window_key("GET /game") != other.window_key("GET /awarded-feature-configurations")
+    assert all(not t.each_endpoint for t in spec.RATE_TIERS if t is not other)
+
+
 @pytest.mark.parametrize(("method", "path", "names"), [
     ("GET", "/api/v1/game", {"global_all", "global_get", "user_other"}),
     ("PUT", "/api/v1/webhook-subscription", {"global_all", "user_other"}),

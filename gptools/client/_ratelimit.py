@@ -94,22 +94,26 @@ class RateLimiter:
         self.span = window + margin
         self._decrease = decrease_factor
         self._increase = increase_per_success
-        self._windows = {t.name: _Window(t.per_second) for t in self.tiers}
-        self._by_class: dict[tuple[str, str], tuple[str, ...]] = {}
+        self._windows = {t.name: _Window(t.per_second) for t in self.tiers
+                         if not t.each_endpoint}
+        self._by_endpoint: dict[str, tuple[str, ...]] = {}
 
     def tiers_for(self, method: str, path: str) -> tuple[str, ...]:
-        """Names of the tiers a request counts against (same rules as ``spec.tiers_for``)."""
-        method = method.upper()
-        key = (method, spec.endpoint_class(method, path))
-        names = self._by_class.get(key)
+        """Names of the windows a request counts against (same rules as ``spec.tiers_for``):
+        a tier's name, or for an ``each_endpoint`` tier its name and the endpoint."""
+        endpoint = spec.endpoint_of(method, path)
+        names = self._by_endpoint.get(endpoint)
         if names is None:
-            names = tuple(
-                t.name
-                for t in self.tiers
-                if (t.methods is None or method in t.methods)
-                and (t.endpoint is None or t.endpoint == key[1])
-            )
-            self._by_class[key] = names
+            method = method.upper()
+            cls = spec.endpoint_class(method, path)
+            tiers = [t for t in self.tiers
+                     if (t.methods is None or method in t.methods)
+                     and (t.endpoint is None or t.endpoint == cls)]
+            names = tuple(t.window_key(endpoint) for t in tiers)
+            for tier, name in zip(tiers, names, strict=True):
+                if name not in self._windows:
+                    self._windows[name] = _Window(tier.per_second)
+            self._by_endpoint[endpoint] = names
         return names
 
     def try_acquire(self, tiers: tuple[str, ...], now: float) -> Ticket | float:
@@ -159,5 +163,6 @@ class RateLimiter:
                 w.allowed = min(float(w.limit), w.allowed + self._increase)
 
     def allowed(self) -> dict[str, float]:
-        """The current figure of every tier in requests per second (AIMD-adjusted)."""
+        """The current figure of every window in requests per second (AIMD-adjusted); an
+        ``each_endpoint`` tier has one window per endpoint used so far."""
         return {name: w.allowed for name, w in self._windows.items()}

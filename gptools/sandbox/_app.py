@@ -173,7 +173,8 @@ class SandboxApp:
         if self._limiter is not None:
             with self.state.lock:
                 refused = self._limiter.admit(
-                    method, endpoint_class, account.username if account else "",
+                    method, spec.endpoint_of(method, path), endpoint_class,
+                    account.username if account else "",
                     time.monotonic(),
                 )
             if refused is not None:

@@ -36,16 +36,20 @@ class RateLimiter:
             self._applicable[key] = found
         return found
 
-    def admit(self, method: str, endpoint_class: str, user: str,
+    def admit(self, method: str, endpoint: str, endpoint_class: str, user: str,
               now: float) -> tuple[int, spec.RateTier] | None:
         """Count the request and return ``None``; or, when some tier is full, return the
-        Retry-After seconds (>= 1) and the tier that refused (the request is not counted)."""
+        Retry-After seconds (>= 1) and the tier that refused (the request is not counted).
+
+        ``endpoint`` is :func:`gptools.spec.endpoint_of` of the request: an
+        ``each_endpoint`` tier keeps one window per endpoint."""
         horizon = now - self._window
         windows: list[deque[float]] = []
         wait = 0.0
         refused: spec.RateTier | None = None
         for tier in self._tiers_for(method, endpoint_class):
-            key = (tier.name, user) if tier.scope == "per_user_endpoint" else (tier.name,)
+            name = tier.window_key(endpoint)
+            key = (name, user) if tier.scope == "per_user_endpoint" else (name,)
             window = self._windows.get(key)
             if window is None:
                 window = self._windows[key] = deque()

@@ -96,10 +96,29 @@ def test_limiter_tiers_follow_the_rate_table() -> None:
     participant = "/api/v1/brands/201/campaign/CMP-1/participant"
     assert set(lim.tiers_for("POST", participant)) == {
         "global_all", "user_participant", "endpoint_participant"}
-    assert set(lim.tiers_for("GET", "/api/v1/game")) == {"global_all", "global_get", "user_other"}
+    assert set(lim.tiers_for("GET", "/api/v1/game")) == {
+        "global_all", "global_get", "user_other GET /game"}
+    assert set(lim.tiers_for("GET", "/api/v1/brands/201/game")) == {
+        "global_all", "global_get", "user_other GET /game"}
     assert set(lim.tiers_for("POST", "/api/v1/freeround/campaign")) == {
         "global_all", "user_campaign", "endpoint_campaign"}
     assert RateLimiter(()).tiers_for("GET", "/api/v1/self") == ()
+
+
+def test_limiter_gives_each_other_endpoint_its_own_60() -> None:
+    """'Per endpoint per user | All other endpoints | 60': one figure per endpoint, not one
+    pool for all of them (GET /game full does not hold back GET /self or the
+    configurations)."""
+    lim = RateLimiter(margin=0.0)
+    game = lim.tiers_for("GET", "/api/v1/brands/201/game")
+    for _ in range(60):
+        t = lim.try_acquire(game, 0.0)
+        assert isinstance(t, Ticket)
+        lim.release(t, 0.0)
+    assert lim.try_acquire(game, 0.0) == pytest.approx(1.0)
+    for other in ("/api/v1/brands/201/awarded-feature-configurations", "/api/v1/self"):
+        assert isinstance(lim.try_acquire(lim.tiers_for("GET", other), 0.0), Ticket), other
+    assert lim.allowed()["user_other GET /game"] == 60
 
 
 def test_limiter_sliding_window_counts_until_answer_plus_window() -> None:

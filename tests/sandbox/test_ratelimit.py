@@ -121,6 +121,11 @@ def test_user_other_tier_at_60() -> None:
                         auth=auth("individual")).status_code == 200
         # Another endpoint class of the same user is not either.
         assert create_campaign()(http, 0).status_code == 201
+        # Nor another endpoint of the "all other endpoints" row: each has its own 60/s.
+        assert http.get(path("awarded-feature-configurations", 201),
+                        params={"gameId": "neon-fruits", "currencyCode": "EUR"},
+                        auth=auth("partner")).status_code == 200
+        assert http.get(path("self"), auth=auth("partner")).status_code == 200
         sb.reset()
         assert spec.RATE_LIMIT_STATUS not in paced(http, get_game("partner", 201), 30, 1.2)
 
