@@ -369,6 +369,8 @@ CAMPAIGN_REQUIRED_FIELDS: Final = (
 )
 NAME_MIN_LENGTH: Final = 1
 GAME_IDS_MIN: Final = 1
+#: The bet must be greater than this (exclusive minimum).
+BET_EXCLUSIVE_MIN: Final = 0
 WEBHOOK_AUTH_TYPE_REQUIRED: Final = True
 #: Campaign types the legacy ``freeround/campaign`` path serves.
 LEGACY_CAMPAIGN_TYPES: Final = (FREE_ROUNDS_CAMPAIGN_TYPE,)
@@ -380,6 +382,14 @@ CAMPAIGN_CREATED_STATUS: Final = 201
 CAMPAIGN_REPLAY_STATUS: Final = 200
 CAMPAIGN_START_IN_FUTURE: Final = True
 WALLET_CREDENTIALS: Final = "BEARER, BASIC or NONE, like a subscription"
+WEBHOOK_ACKNOWLEDGED_STATUSES: Final = range(WEBHOOK_ACK_STATUS_MIN, WEBHOOK_ACK_STATUS_MAX + 1)
+ACTION_ID_FORMAT: Final = "8-4-4-4-12 hexadecimal, either case, stored lower-case"
+TIMESTAMP_FRACTION_OPTIONAL: Final = True
+BRAND_ID_NOT_INT32: Final = (403, CODE_BRAND_NOT_ALLOWED)
+GLOBAL_TIERS_COMBINED: Final = "a GET counts against both 500 and 1000"
+ENDPOINT_IDENTITY: Final = "method + path, brand prefix, 'freeround/' and campaign id out"
+BATCH_PARTICIPANT_RATE_CLASS: Final = ENDPOINT_CLASS_PARTICIPANT
+TIME_ZONE_FORMAT: Final = "IANA name (e.g. Europe/Malta)"
 
 ASSUMPTIONS: Final[tuple[Assumption, ...]] = (
     Assumption(
@@ -560,7 +570,8 @@ ASSUMPTIONS: Final[tuple[Assumption, ...]] = (
         "CampaignRequest and the sandbox both read spec.CAMPAIGN_REQUIRED_FIELDS",
     ),
     Assumption(
-        "NAME_MIN_LENGTH / GAME_IDS_MIN / bet > 0", (NAME_MIN_LENGTH, GAME_IDS_MIN, "bet > 0"),
+        "NAME_MIN_LENGTH / GAME_IDS_MIN / BET_EXCLUSIVE_MIN",
+        (NAME_MIN_LENGTH, GAME_IDS_MIN, BET_EXCLUSIVE_MIN),
         "only maxima are published ('name ... max 255 characters'); an empty name, no game "
         "or a bet of zero cannot make a campaign",
         "CampaignRequest and the sandbox both read these constants",
@@ -579,37 +590,37 @@ ASSUMPTIONS: Final[tuple[Assumption, ...]] = (
         "spec.is_acknowledgement (the sandbox dispatcher and the analyser both use it)",
     ),
     Assumption(
-        "ACTION_ID_FORMAT", "8-4-4-4-12 hexadecimal, either case, stored lower-case",
+        "ACTION_ID_FORMAT", ACTION_ID_FORMAT,
         "the payload says 'string, format uuid' without naming a textual variant; the "
         "canonical form is the only one; braces, 'urn:uuid:' and no dashes are refused",
         "spec.canonical_action_id (models, receiver and analyser)",
     ),
     Assumption(
-        "TIMESTAMP_FRACTION_OPTIONAL", True,
+        "TIMESTAMP_FRACTION_OPTIONAL", TIMESTAMP_FRACTION_OPTIONAL,
         "the timestamp is 'date-time with fractional seconds'; a value without a fraction "
         "is accepted as .000000, since refusing it (4xx) would lose the action for good",
         "models.parse_event_timestamp",
     ),
     Assumption(
-        "BRAND_ID_NOT_INT32", (403, CODE_BRAND_NOT_ALLOWED),
+        "BRAND_ID_NOT_INT32", BRAND_ID_NOT_INT32,
         "brandId is 'integer, an id from allowedBrands' (Brand id 'integer, int32'); a "
         "path segment that is not such an integer names no brand the account covers",
         "the client refuses it locally (TypeError/ValueError); models.Brand checks int32",
     ),
     Assumption(
-        "GLOBAL_TIERS_COMBINED", "a GET counts against both 500 and 1000",
+        "GLOBAL_TIERS_COMBINED", GLOBAL_TIERS_COMBINED,
         "the table has 'All methods (GET, POST, ...) 500' and 'GET methods only 1000' without "
         "saying how they combine; counting a GET in both never exceeds either figure",
         "Client(rate_tiers=...), Sandbox(rate_tiers=...)",
     ),
     Assumption(
-        "ENDPOINT_IDENTITY", "method + path, brand prefix, 'freeround/' and campaign id out",
+        "ENDPOINT_IDENTITY", ENDPOINT_IDENTITY,
         "'Per endpoint per user | All other endpoints | 60' does not define an endpoint; "
         "each method and path template gets its own 60/s, both path forms are one endpoint",
         "spec.endpoint_of; RateTier(each_endpoint=...)",
     ),
     Assumption(
-        "BATCH_PARTICIPANT_RATE_CLASS", ENDPOINT_CLASS_PARTICIPANT,
+        "BATCH_PARTICIPANT_RATE_CLASS", BATCH_PARTICIPANT_RATE_CLASS,
         "the batch endpoint's path is not shown; under the assumed '.../participant/batch' "
         "it counts in the participant tiers (130 per user, 270 per endpoint)",
         "Client(rate_tiers=...), Sandbox(rate_tiers=...)",
@@ -621,7 +632,7 @@ ASSUMPTIONS: Final[tuple[Assumption, ...]] = (
         "Sandbox(legacy_campaign_types=...); the client refuses AWARDED_FEATURE locally",
     ),
     Assumption(
-        "TIME_ZONE_FORMAT", "IANA name (e.g. Europe/Malta)",
+        "TIME_ZONE_FORMAT", TIME_ZONE_FORMAT,
         "dates are 'based on a time zone' without a value format; an IANA name carries DST",
         "spec.time_zone_problem (the model and the sandbox both use it)",
     ),
