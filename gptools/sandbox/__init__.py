@@ -31,6 +31,7 @@ from gptools.sandbox._dispatcher import (
     DeliveryTarget,
     ScaledClock,
     VirtualClock,
+    WalletCredentials,
     WebhookDispatcher,
     attach_dispatcher,
 )
@@ -62,6 +63,7 @@ __all__ = [
     "ScaledClock",
     "StoredCampaign",
     "VirtualClock",
+    "WalletCredentials",
     "WebhookDispatcher",
     "attach_dispatcher",
     "create_app",

@@ -3,10 +3,11 @@
 Semantics (API document, "Acknowledgement and retries", with the assumed values of
 :mod:`gptools.spec`):
 
-- 200: delivered, done.
+- 2xx: delivered, done (the document names 200; every 2xx by assumption,
+  ``spec.WEBHOOK_ACKNOWLEDGED_STATUSES``).
 - 4xx: permanent failure, never retried (the action is "refused").
 - 5xx, a time-out (no answer within ``timeout``), a connection failure and, by
-  assumption, any other status: retried after ``first_delay`` × ``factor`` ** (n − 1),
+  assumption, any other status (1xx, 3xx): retried after ``first_delay`` × ``factor`` ** (n − 1),
   capped at ``max_delay``, until ``retry_window`` (7 days) after the first attempt; a
   retry that would fall later is not made (the action "expired").
 - A receiver that answers after the time-out has processed the delivery but gets it again:
@@ -126,6 +127,29 @@ class ScaledClock:
 
 
 @dataclass(frozen=True, slots=True)
+class WalletCredentials:
+    """The authentication already configured for the account's wallet, which deliveries to
+    the default endpoint ``{wallet_url}/v1/game-action-events`` use (their kind is an
+    assumption, ``spec.WALLET_CREDENTIALS``: BEARER, BASIC or NONE like a subscription).
+
+    ``authorization`` is the ``Authorization`` header value; it is kept out of the repr.
+    """
+
+    authentication_type: str = "NONE"
+    authorization: str | None = field(default=None, repr=False)
+
+    @classmethod
+    def bearer(cls, api_key: str) -> WalletCredentials:
+        """The wallet's API key, sent as a Bearer token."""
+        return cls("BEARER", f"Bearer {api_key}")
+
+    @classmethod
+    def basic(cls, username: str, password: str) -> WalletCredentials:
+        """The wallet's HTTP Basic username and password."""
+        return cls("BASIC", _basic(username, password))
+
+
+@dataclass(frozen=True, slots=True)
 class DeliveryTarget:
     """Where and how deliveries go: the URL and the ``Authorization`` value (or none).
 
@@ -137,18 +161,32 @@ class DeliveryTarget:
     authorization: str | None = field(default=None, repr=False)
 
     @classmethod
-    def from_subscription(cls, subscription: Mapping[str, Any],
-                          wallet_url: str | None = None) -> DeliveryTarget:
+    def from_subscription(cls, subscription: Mapping[str, Any], wallet_url: str | None = None,
+                          wallet_credentials: WalletCredentials | None = None
+                          ) -> DeliveryTarget:
         """A target from a subscription body (camelCase wire fields, secrets in clear).
-        Without ``callbackUrl`` the deliveries go to ``{wallet_url}/v1/game-action-events``."""
-        url = subscription.get("callbackUrl") or _default_url(wallet_url)
+
+        Without ``callbackUrl`` (or without a subscription: ``{}``) the deliveries go to
+        ``{wallet_url}/v1/game-action-events`` "using the authentication credentials already
+        configured for the account's wallet": ``wallet_credentials``, whatever the
+        subscription's own type says."""
+        url = subscription.get("callbackUrl")
+        if not url:
+            wallet = wallet_credentials or WalletCredentials()
+            return cls(_default_url(wallet_url), wallet.authentication_type,
+                       wallet.authorization)
         kind = str(subscription.get("authenticationType") or "NONE").upper()
         if kind == "BEARER":
             return cls(url, kind, f"Bearer {_secret(subscription.get('apiKey'))}")
         if kind == "BASIC":
-            pair = f"{subscription.get('username', '')}:{_secret(subscription.get('password'))}"
-            return cls(url, kind, "Basic " + base64.b64encode(pair.encode()).decode("ascii"))
+            return cls(url, kind, _basic(str(subscription.get("username", "")),
+                                         _secret(subscription.get("password"))))
         return cls(url, "NONE")
+
+
+def _basic(username: str, password: str) -> str:
+    pair = f"{username}:{password}"
+    return "Basic " + base64.b64encode(pair.encode()).decode("ascii")
 
 
 def _secret(value: object) -> str:
@@ -219,6 +257,7 @@ class WebhookDispatcher:
         target: DeliveryTarget | None = None,
         subscriptions: Mapping[int, Mapping[str, Any]] | None = None,
         wallet_url: str | None = None,
+        wallet_credentials: WalletCredentials | None = None,
         first_delay: timedelta = spec.WEBHOOK_RETRY_FIRST_DELAY,
         factor: float = spec.WEBHOOK_RETRY_FACTOR,
         max_delay: timedelta = spec.WEBHOOK_RETRY_MAX_DELAY,
@@ -238,6 +277,7 @@ class WebhookDispatcher:
         self.target = target
         self.subscriptions = subscriptions if subscriptions is not None else {}
         self.wallet_url = wallet_url
+        self.wallet_credentials = wallet_credentials
         self.first_delay = first_delay
         self.factor = factor
         self.max_delay = max_delay
@@ -281,7 +321,8 @@ class WebhookDispatcher:
         if self.target is not None:
             return self.target
         subscription = self.subscriptions.get(brand_id, {}) if brand_id is not None else {}
-        return DeliveryTarget.from_subscription(subscription, self.wallet_url)
+        return DeliveryTarget.from_subscription(subscription, self.wallet_url,
+                                                self.wallet_credentials)
 
     def enqueue(self, event: GameEventNotification, *, brand_id: int | None = None,
                 at: datetime | None = None) -> None:
@@ -349,7 +390,7 @@ class WebhookDispatcher:
         if self.on_attempt is not None:
             self.on_attempt(attempt)
         status = attempt.status
-        if status == 200:
+        if spec.is_acknowledgement(status):
             self.outcomes[attempt.action_id] = "delivered"
             return
         if status is not None and 400 <= status < 500:
@@ -370,12 +411,13 @@ class WebhookDispatcher:
 def attach_dispatcher(sandbox: Any, **options: Any) -> WebhookDispatcher:
     """Make a dispatcher for a running sandbox and set it as ``sandbox.dispatcher``.
 
-    Deliveries follow the sandbox's live subscriptions (``sandbox.state.subscriptions``)
-    and its ``wallet_url``; ``options`` go to :class:`WebhookDispatcher` (``clock`` is
-    required).
+    Deliveries follow the sandbox's live subscriptions (``sandbox.state.subscriptions``),
+    its ``wallet_url`` and its ``wallet_credentials``; ``options`` go to
+    :class:`WebhookDispatcher` (``clock`` is required).
     """
     state = sandbox.state
     wallet_url = getattr(state, "wallet_url", None) or sandbox.config.wallet_url
+    options.setdefault("wallet_credentials", sandbox.config.wallet_credentials)
     dispatcher = WebhookDispatcher(subscriptions=state.subscriptions, wallet_url=wallet_url,
                                    **options)
     sandbox.dispatcher = dispatcher

@@ -226,6 +226,24 @@ def test_actions_with_only_4xx_are_lost(tmp_path: Path) -> None:
         assert any(w.startswith("2 actions lost: answered 4xx") for w in r.warnings)
 
 
+def test_every_2xx_acknowledges(tmp_path: Path) -> None:
+    """The document names 200 and leaves only "non-2xx/4xx/5xx" codes unknown, so a 201 or
+    204 acknowledges like a 200 (spec.WEBHOOK_ACKNOWLEDGED_STATUSES): the action is
+    acknowledged, a later delivery of it is a duplicate, not a retry."""
+    b = LogBuilder(5)
+    a1 = b.action([204, 204], at=START, gaps=[40.0])
+    a2 = b.action([503, 201], at=START + timedelta(seconds=1), gaps=[30.0])
+    a3 = b.action([202], at=START + timedelta(seconds=2))
+    path = b.write_jsonl(tmp_path / "acks.jsonl")
+    with analyze(path) as analysis:
+        r = analysis.report
+        assert r.acknowledged_actions == 3 and r.pending_actions == 0 and r.lost_actions == 0
+        assert r.duplicate_deliveries == 1 and r.retries == 1
+        assert r.first_attempt_success_rate == 2 / 3
+        assert list(analysis.chain(a1).kind) == ["first", "duplicate"]
+        assert set(analysis.pending_actions().action_id).isdisjoint({a1, a2, a3})
+
+
 def test_bodies_without_action_id(tmp_path: Path) -> None:
     b = LogBuilder(4)
     p = b.payload(b.new_id(), START)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import base64
 import itertools
 import json
 import time
@@ -15,12 +16,13 @@ import pytest
 
 from gptools import spec
 from gptools.models import GameEventNotification
-from gptools.sandbox import run_sandbox
+from gptools.sandbox import SandboxConfig, run_sandbox
 from gptools.sandbox._dispatcher import (
     SIMULATED_TIME_HEADER,
     DeliveryTarget,
     ScaledClock,
     VirtualClock,
+    WalletCredentials,
     WebhookDispatcher,
     attach_dispatcher,
 )
@@ -115,10 +117,22 @@ def test_retry_succeeds_after_5xx_then_200(scripted: tuple[Scripted, ThreadServe
     assert len(bodies) == 1  # the same notification each time, same actionId
 
 
+@pytest.mark.parametrize("status", [200, 201, 202, 204, 299])
+def test_every_2xx_acknowledges_and_is_not_retried(
+    scripted: tuple[Scripted, ThreadServer], status: int,
+) -> None:
+    """The document names 200 and leaves only "non-2xx/4xx/5xx" codes unknown: a 2xx
+    acknowledges (spec.WEBHOOK_ACKNOWLEDGED_STATUSES), it is not retried."""
+    app, srv = scripted
+    d = _dispatch(srv.url, [status, 200], app)
+    assert [a.status for a in d.attempts] == [status]
+    assert list(d.outcomes.values()) == ["delivered"]
+
+
 def test_other_status_is_retried_by_assumption(scripted: tuple[Scripted, ThreadServer]) -> None:
     app, srv = scripted
-    d = _dispatch(srv.url, [302, 204, 200], app)
-    assert [a.status for a in d.attempts] == [302, 204, 200]
+    d = _dispatch(srv.url, [302, 308, 200], app)
+    assert [a.status for a in d.attempts] == [302, 308, 200]
     app.requests.clear()
     d = _dispatch(srv.url, [302], app, retry_other_status=False)
     assert list(d.outcomes.values()) == ["refused"]
@@ -182,19 +196,57 @@ def test_subscription_auth_and_default_wallet_endpoint(
     }
     d = WebhookDispatcher(clock=VirtualClock(START), subscriptions=subs,
                           wallet_url=srv.base_url)
-    events = EventGenerator(seed=3, start=START).take(3)
-    for brand, ev in zip((201, 202, 101), events, strict=True):
+    events = EventGenerator(seed=3, start=START).take(2)
+    for brand, ev in zip((201, 202), events, strict=True):
         d.enqueue(ev, brand_id=brand)
     d.run()
     d.close()
     seen = {json.loads(r["body"])["actionId"]: r for r in app.requests}
     auth = [seen[str(e.action_id)]["headers"].get(b"authorization") for e in events]
-    assert auth == [b"Basic dTpwdw==", b"Bearer key-1", None]
+    assert auth == [b"Basic dTpwdw==", b"Bearer key-1"]
     assert "key-1" not in repr(d.target_for(202))
     assert d.target_for(101).url == srv.base_url + spec.DEFAULT_WEBHOOK_PATH
     headers = seen[str(events[0].action_id)]["headers"]
     assert headers[b"content-type"] == b"application/json"
     assert headers[SIMULATED_TIME_HEADER.lower().encode()].endswith(b"Z")
+
+
+def test_default_endpoint_uses_the_wallets_credentials(
+    scripted: tuple[Scripted, ThreadServer],
+) -> None:
+    """No callback URL: deliveries go to {wallet_url}/v1/game-action-events "using the
+    authentication credentials already configured for the account's wallet", whether the
+    brand has no subscription or one without a callback URL (its own type is not used)."""
+    app, wallet = scripted
+    subs = {202: {"authenticationType": "BEARER", "apiKey": "subscription-key"}}
+    d = WebhookDispatcher(clock=VirtualClock(START), subscriptions=subs,
+                          wallet_url=wallet.base_url,
+                          wallet_credentials=WalletCredentials.basic("wallet", "w-pass"))
+    events = EventGenerator(seed=4, start=START).take(2)
+    for brand, ev in zip((101, 202), events, strict=True):
+        d.enqueue(ev, brand_id=brand)
+    report = d.run()
+    d.close()
+    assert report.counts["delivered"] == 2
+    wallet_auth = b"Basic " + base64.b64encode(b"wallet:w-pass")
+    assert [r["headers"].get(b"authorization") for r in app.requests] == [wallet_auth] * 2
+    assert {d.target_for(b).url for b in (101, 202)} == {
+        wallet.base_url + spec.DEFAULT_WEBHOOK_PATH}
+    assert "w-pass" not in repr(d.target_for(101)) + repr(WalletCredentials.bearer("w-pass"))
+
+
+def test_sandbox_config_carries_the_wallet_credentials_to_its_dispatcher(
+    scripted: tuple[Scripted, ThreadServer],
+) -> None:
+    _app, srv = scripted
+    config = SandboxConfig(wallet_url=srv.base_url,
+                           wallet_credentials=WalletCredentials.bearer("wallet-key"))
+    with run_sandbox(config) as sb:
+        d = attach_dispatcher(sb, clock=VirtualClock(START))
+        target = d.target_for(101)
+        d.close()
+    assert target.url == srv.base_url + spec.DEFAULT_WEBHOOK_PATH
+    assert target.authorization == "Bearer wallet-key"
 
 
 def test_no_callback_and_no_wallet_is_a_clear_error() -> None:

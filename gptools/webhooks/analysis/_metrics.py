@@ -272,8 +272,16 @@ def validate(raw: ir.Table) -> ir.Table:
 
 
 #: The tie ranks of :func:`order_key`, in its two lowest bits: an answer the provider
-#: retries (5xx, others), a 4xx (never retried), a 200 (never retried either).
+#: retries (5xx, others), a 4xx (never retried), a 2xx (never retried either).
 RANK_RETRIED, RANK_4XX, RANK_200 = 0, 1, 2
+
+
+def acknowledges(status: ir.IntegerValue) -> ir.BooleanValue:
+    """Whether an answer acknowledged the delivery: any 2xx, as :func:`gptools.spec.
+    is_acknowledgement` says (the document names 200; ``WEBHOOK_ACKNOWLEDGED_STATUSES``)."""
+    result: ir.BooleanValue = status.between(spec.WEBHOOK_ACK_STATUS_MIN,
+                                             spec.WEBHOOK_ACK_STATUS_MAX)
+    return result
 
 
 def order_key(t: ir.Table) -> ir.Value:
@@ -289,7 +297,8 @@ def order_key(t: ir.Table) -> ir.Value:
     for 73,000 years either side of 1970; both parts are read back with exact bit
     operations (a floor division in Ibis goes through a float, exact only below 2**53)."""
     rank = ibis.cases(
-        (t.status == 200, RANK_200), (t.status.between(400, 499), RANK_4XX), else_=RANK_RETRIED
+        (acknowledges(t.status), RANK_200), (t.status.between(400, 499), RANK_4XX),
+        else_=RANK_RETRIED,
     )
     return _epoch_us(t.received_at) * 4 + rank
 
@@ -330,7 +339,7 @@ def annotate(d: ir.Table) -> ir.Table:
     d = d.mutate(key=order_key(d))
     chain = ibis.window(group_by=d.action_id, order_by=delivery_order(d))
     upto = ibis.window(group_by=d.action_id, order_by=delivery_order(d), rows=(None, 0))
-    is_200 = (d.status == 200).cast("int64")
+    is_200 = acknowledges(d.status).cast("int64")
     acks_before = is_200.sum().over(upto) - is_200
     attempt_no = ibis.row_number().over(chain) + 1
     kind = ibis.cases(
@@ -399,7 +408,7 @@ def action_summary(d: ir.Table) -> ir.Table:
         attempts=att.count(),
         first_key=att.key.min(),
         last_key=att.key.max(),
-        ack_key=att.key.min(where=att.status == 200),
+        ack_key=att.key.min(where=acknowledges(att.status)),
         player_id=first_known(att.player_id),
         event_ts=first_known(att.event_ts),
     )
@@ -491,7 +500,7 @@ def action_table(a: ir.Table) -> ir.Table:
         last_at=att.received_at.max(),
         first_status=_arg_extreme("arg_min", att.status, att.attempt_no),
         last_status=_arg_extreme("arg_max", att.status, att.attempt_no),
-        acknowledged=(att.status == 200).any(),
+        acknowledged=acknowledges(att.status).any(),
         round_id=first_known(att.round_id),
         player_id=first_known(att.player_id),
         game_id=first_known(att.game_id),
