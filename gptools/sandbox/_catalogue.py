@@ -115,14 +115,16 @@ def feature_costs(game_id: str | None = None,
                   currency_code: str | None = None) -> Iterator[tuple[str, Decimal, str]]:
     """Every ``(game id, feature cost, currency)`` of the catalogue, filters optional.
 
-    One entry per (game, currency, buy feature, base bet), in catalogue order.
+    "One entry per available feature cost": two buy features or base bets that give the
+    same cost (100 × 0.20 and 200 × 0.10) give one entry, at its first appearance in
+    catalogue order (buy feature, then base bet).
     """
     games = CATALOGUE if game_id is None else tuple(g for g in CATALOGUE if g.game_id == game_id)
     for game in games:
         for currency, bets in game.bet_sizes.items():
             if currency_code is not None and currency != currency_code:
                 continue
-            for feature in game.buy_features:
-                for base in bets:
-                    yield game.game_id, feature_cost(base, feature.price_multiplier, currency), \
-                        currency
+            costs = dict.fromkeys(feature_cost(base, feature.price_multiplier, currency)
+                                  for feature in game.buy_features for base in bets)
+            for cost in costs:
+                yield game.game_id, cost, currency

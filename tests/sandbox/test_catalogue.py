@@ -51,14 +51,21 @@ def test_unknown_game_is_game_not_found(http: httpx.Client, endpoint: str) -> No
 
 
 def test_configurations_derive_from_the_game(http: httpx.Client) -> None:
-    expected = [
-        {"gameId": g.game_id, "bet": feature_cost(b, f.price_multiplier, currency),
-         "currencyCode": currency}
+    # "One entry per available feature cost": equal costs of two features or base bets
+    # (golden-pharaoh: 100 × 0.20 = 200 × 0.10) are one entry, not a repeated one.
+    products = [
+        (g.game_id, feature_cost(b, f.price_multiplier, currency), currency)
         for g in CATALOGUE for currency, bets in g.bet_sizes.items()
         for f in g.buy_features for b in bets
     ]
+    assert len(set(products)) < len(products)  # the catalogue has such coincidences
+    expected = [{"gameId": g, "bet": bet, "currencyCode": c}
+                for g, bet, c in dict.fromkeys(products)]
     response = http.get(path("awarded-feature-configurations"), auth=auth("individual"))
-    assert loads_wire(response.content)["content"] == expected
+    content = loads_wire(response.content)["content"]
+    assert content == expected
+    triples = [(e["gameId"], e["bet"], e["currencyCode"]) for e in content]
+    assert len(triples) == len(set(triples))
     for entry in expected:
         places = {"JPY": 0, "KWD": 3}.get(entry["currencyCode"], 2)
         assert entry["bet"].as_tuple().exponent == -places
