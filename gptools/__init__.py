@@ -47,6 +47,7 @@ from gptools.models import (
     PrincipalType,
     SelfInfo,
     WebhookSubscription,
+    WebhookSubscriptionInfo,
 )
 
 if TYPE_CHECKING:
@@ -283,6 +284,7 @@ __all__ = [
     "Validation",
     "WebhookReceiver",
     "WebhookSubscription",
+    "WebhookSubscriptionInfo",
     "analyze",
     "apply_plan",
     "budget",

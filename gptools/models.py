@@ -402,18 +402,34 @@ class GameEventNotification(ApiModel):
 
 WebhookAuthType = Literal["BEARER", "BASIC", "NONE"]
 
+_MASKED = re.compile(r"^\*+$")
+
+
+def _check_callback_url(value: str | None) -> str | None:
+    if value is not None:
+        problem = spec.callback_url_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+    return value
+
 
 class WebhookSubscription(ApiModel):
-    """A webhook subscription: where the provider delivers and how it authenticates.
+    """A webhook subscription to create or update: where the provider delivers and how it
+    authenticates (the request body).
 
-    BEARER needs ``api_key``; BASIC needs ``username`` and ``password``; NONE needs
-    nothing. Without ``callback_url`` deliveries go to ``{wallet_url}/v1/game-action-events``.
-    Secrets are :class:`~pydantic.SecretStr`; :meth:`to_wire` is the one place that
-    reveals them, to send them to the provider.
+    ``authentication_type`` is required (``spec.WEBHOOK_AUTH_TYPE_REQUIRED``, assumed: the
+    document lists it without "Optional" and calls NONE not recommended for production, so
+    NONE is only sent when asked for). BEARER needs ``api_key``; BASIC needs ``username``
+    and ``password``. ``callback_url`` is any HTTPS URL with a host
+    (:func:`gptools.spec.callback_url_problem`, the sandbox's check too); without it
+    deliveries go to ``{wallet_url}/v1/game-action-events`` with the wallet's credentials.
+    Secrets are :class:`~pydantic.SecretStr`; a masked value (``****``, as answers show
+    them) is refused, so a read-then-update never sends the mask back as the key.
+    :meth:`to_wire` is the one place that reveals them, to send them to the provider.
     """
 
     callback_url: str | None = None
-    authentication_type: WebhookAuthType = "NONE"
+    authentication_type: WebhookAuthType
     api_key: SecretStr | None = None
     username: str | None = None
     password: SecretStr | None = None
@@ -421,8 +437,14 @@ class WebhookSubscription(ApiModel):
     @field_validator("callback_url")
     @classmethod
     def _https(cls, value: str | None) -> str | None:
-        if value is not None and not value.lower().startswith("https://"):
-            raise ValueError(f"callback URL must be an HTTPS URL, got {value!r}")
+        return _check_callback_url(value)
+
+    @field_validator("api_key", "password")
+    @classmethod
+    def _not_masked(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and _MASKED.match(value.get_secret_value()):
+            raise ValueError("a masked secret ('****', as a subscription answer shows it) "
+                             "cannot be sent back: give the real secret")
         return value
 
     @model_validator(mode="after")
@@ -443,6 +465,46 @@ class WebhookSubscription(ApiModel):
             if isinstance(data.get(key), SecretStr):
                 data[key] = data[key].get_secret_value()
         return dumps_wire(data)
+
+
+class WebhookSubscriptionInfo(ApiModel):
+    """A webhook subscription as a server answers it: every field optional, because a server
+    may leave any of them out (secrets above all), and no secret kept: whatever the answer
+    carries for ``apiKey``/``password`` (usually a mask) is dropped, only
+    :attr:`api_key_set`/:attr:`password_set` say whether one was shown. Other fields the
+    server sends (``brandId``, ``deliveryUrl`` in the sandbox) are kept in ``model_extra``.
+
+    To change a subscription, build a :class:`WebhookSubscription` with the real secrets
+    (:meth:`to_subscription` copies the rest).
+    """
+
+    callback_url: str | None = None
+    authentication_type: str | None = None
+    username: str | None = None
+    api_key_set: bool = False
+    password_set: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_secrets(cls, data: Any) -> Any:
+        if isinstance(data, Mapping):
+            data = dict(data)
+            for wire, flag in (("apiKey", "apiKeySet"), ("password", "passwordSet")):
+                secret = data.pop(wire, None)
+                data[flag] = bool(secret)
+            for snake in ("api_key", "password"):
+                data.pop(snake, None)
+        return data
+
+    def to_subscription(self, *, api_key: str | None = None,
+                        password: str | None = None) -> WebhookSubscription:
+        """A :class:`WebhookSubscription` with this one's URL, type and username and the
+        secrets given here (an answer never carries them)."""
+        return WebhookSubscription.model_validate({
+            "callbackUrl": self.callback_url,
+            "authenticationType": self.authentication_type,
+            "username": self.username, "apiKey": api_key, "password": password,
+        })
 
 
 # --------------------------------------------------------------------------------------

@@ -275,7 +275,7 @@ def callback_url_problem(url: object, *, allow_insecure_loopback: bool = False) 
     loopback host (the sandbox's offline demos only).
     """
     if not isinstance(url, str):
-        return f"callbackUrl must be a string, got {type(url).__name__}"
+        return f"callbackUrl must be an HTTPS URL string, got {type(url).__name__}"
     try:
         parts = urlsplit(url.strip())
         host = parts.hostname

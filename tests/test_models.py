@@ -23,6 +23,7 @@ from gptools.models import (
     PrincipalType,
     SelfInfo,
     WebhookSubscription,
+    WebhookSubscriptionInfo,
     dumps_wire,
     loads_wire,
 )
@@ -131,9 +132,15 @@ def test_event_is_strict(changes: dict[str, Any]) -> None:
 
 
 @pytest.mark.parametrize(("data", "ok"), [
-    ({}, True),
+    ({}, False),  # the authentication type is required (assumed), NONE is never a default
+    ({"authenticationType": "NONE"}, True),
     ({"callbackUrl": "https://x.invalid/h", "authenticationType": "NONE"}, True),
-    ({"callbackUrl": "http://x.invalid/h"}, False),
+    ({"callbackUrl": "HTTPS://x.invalid/h", "authenticationType": "NONE"}, True),
+    ({"callbackUrl": "http://x.invalid/h", "authenticationType": "NONE"}, False),
+    ({"callbackUrl": "https://", "authenticationType": "NONE"}, False),
+    ({"callbackUrl": "https:///path", "authenticationType": "NONE"}, False),
+    ({"authenticationType": "BEARER", "apiKey": "****"}, False),  # a mask, not a key
+    ({"authenticationType": "BASIC", "username": "u", "password": "**"}, False),
     ({"authenticationType": "BEARER"}, False),
     ({"authenticationType": "BEARER", "apiKey": "k"}, True),
     ({"authenticationType": "BASIC", "username": "u"}, False),
@@ -147,6 +154,40 @@ def test_subscription_rules(data: dict[str, Any], ok: bool) -> None:
     else:
         with pytest.raises(ValidationError):
             WebhookSubscription.model_validate(data)
+
+
+@pytest.mark.parametrize("answer", [
+    {"callbackUrl": "https://x.invalid/h", "authenticationType": "BEARER"},  # no secret
+    {"authenticationType": "BASIC", "username": "u", "password": "****"},
+    {"deliveryUrl": "https://wallet.invalid/v1/game-action-events", "brandId": 7},
+])
+def test_subscription_answers_parse_without_their_secrets(answer: dict[str, Any]) -> None:
+    """A server usually leaves the secret out of its answer (or masks it): the answer model
+    is tolerant, keeps no secret, and never turns into a body with the mask in it."""
+    info = WebhookSubscriptionInfo.model_validate(answer)
+    assert info.authentication_type == answer.get("authenticationType")
+    assert info.password_set == ("password" in answer)
+    assert "****" not in repr(info) and "****" not in str(info.model_dump())
+    if info.authentication_type == "BEARER":
+        with pytest.raises(ValidationError, match="masked secret"):
+            info.to_subscription(api_key="****")
+        body = info.to_subscription(api_key="real-key").to_wire()
+        assert b'"apiKey":"real-key"' in body
+
+
+def test_callback_url_check_is_one_rule_for_model_and_sandbox() -> None:
+    urls = ["https://h.example/x", "https://", "https://:443/x", "http://h.example/x",
+            "ftp://h.example/x", " https://h.example/x", "https://h.example", "https:/x"]
+    for url in urls:
+        model_ok = True
+        try:
+            WebhookSubscription(callback_url=url, authentication_type="NONE")
+        except ValidationError:
+            model_ok = False
+        assert model_ok == (spec.callback_url_problem(url) is None), url
+    assert spec.callback_url_problem("https://") is not None
+    assert spec.callback_url_problem("http://127.0.0.1:9/h", allow_insecure_loopback=True) is None
+    assert spec.callback_url_problem("http://10.0.0.1/h", allow_insecure_loopback=True)
 
 
 def test_subscription_secrets_stay_hidden_until_sent() -> None:

@@ -40,6 +40,7 @@ from gptools.models import (
     ParticipantsAdded,
     SelfInfo,
     WebhookSubscription,
+    WebhookSubscriptionInfo,
 )
 
 
@@ -145,7 +146,7 @@ class AsyncClient(BaseClient):
 
     async def get_webhook_subscription(self, *, brand: int | None = None,
                                  timeout: TimeoutTypes | NotGiven = NOT_GIVEN
-                                 ) -> WebhookSubscription:
+                                 ) -> WebhookSubscriptionInfo:
         """The brand's webhook subscription (assumed endpoint, see ``spec``)."""
         call = self._build_subscription("GET", None, brand, await self.self())
         return await self._request(call, timeout)
@@ -153,7 +154,7 @@ class AsyncClient(BaseClient):
     async def create_webhook_subscription(self, subscription: WebhookSubscription, *,
                                     brand: int | None = None,
                                     timeout: TimeoutTypes | NotGiven = NOT_GIVEN
-                                    ) -> WebhookSubscription:
+                                    ) -> WebhookSubscriptionInfo:
         """Create the brand's webhook subscription (``POST``, assumed endpoint)."""
         call = self._build_subscription("POST", subscription, brand, await self.self())
         return await self._request(call, timeout)
@@ -161,7 +162,7 @@ class AsyncClient(BaseClient):
     async def update_webhook_subscription(self, subscription: WebhookSubscription, *,
                                     brand: int | None = None,
                                     timeout: TimeoutTypes | NotGiven = NOT_GIVEN
-                                    ) -> WebhookSubscription:
+                                    ) -> WebhookSubscriptionInfo:
         """Replace the brand's webhook subscription (``PUT``, assumed endpoint)."""
         call = self._build_subscription("PUT", subscription, brand, await self.self())
         return await self._request(call, timeout)
@@ -270,20 +271,20 @@ class AsyncBrandClient:
             campaign_id, player_ids, brand=self.brand_id, max_ids=max_ids, timeout=timeout)
 
     async def get_webhook_subscription(self, *, timeout: TimeoutTypes | NotGiven = NOT_GIVEN
-                                 ) -> WebhookSubscription:
+                                 ) -> WebhookSubscriptionInfo:
         """See :meth:`AsyncClient.get_webhook_subscription`."""
         return await self.client.get_webhook_subscription(brand=self.brand_id, timeout=timeout)
 
     async def create_webhook_subscription(self, subscription: WebhookSubscription, *,
                                     timeout: TimeoutTypes | NotGiven = NOT_GIVEN
-                                    ) -> WebhookSubscription:
+                                    ) -> WebhookSubscriptionInfo:
         """See :meth:`AsyncClient.create_webhook_subscription`."""
         return await self.client.create_webhook_subscription(subscription, brand=self.brand_id,
                                                        timeout=timeout)
 
     async def update_webhook_subscription(self, subscription: WebhookSubscription, *,
                                     timeout: TimeoutTypes | NotGiven = NOT_GIVEN
-                                    ) -> WebhookSubscription:
+                                    ) -> WebhookSubscriptionInfo:
         """See :meth:`AsyncClient.update_webhook_subscription`."""
         return await self.client.update_webhook_subscription(subscription, brand=self.brand_id,
                                                        timeout=timeout)

@@ -44,6 +44,7 @@ from gptools.models import (
     ParticipantsAdded,
     SelfInfo,
     WebhookSubscription,
+    WebhookSubscriptionInfo,
     dumps_wire,
     loads_wire,
 )
@@ -410,12 +411,20 @@ class BaseClient:
     def _build_subscription(
         self, method: str, subscription: WebhookSubscription | None, brand: int | None,
         info: SelfInfo,
-    ) -> Call[WebhookSubscription]:
+    ) -> Call[WebhookSubscriptionInfo]:
+        if method != "GET" and not isinstance(subscription, WebhookSubscription):
+            # An answer (WebhookSubscriptionInfo) carries no secrets, at most their masks:
+            # sending it back would replace the real key with "****".
+            raise TypeError(
+                f"{method} needs a models.WebhookSubscription with the real secrets, got "
+                f"{type(subscription).__name__} (WebhookSubscriptionInfo.to_subscription("
+                "api_key=...) builds one from an answer)"
+            )
         path = self._brand_path(method, self.webhook_subscription_path, brand, info)
         body = subscription.to_wire() if subscription is not None else None
         # A second creation is refused once the first got through, so only GET and PUT
         # are repeated after an ambiguous failure.
-        return self._call(method, path, WebhookSubscription, body=body,
+        return self._call(method, path, WebhookSubscriptionInfo, body=body,
                           idempotent=method != "POST")
 
     # ----------------------------------------------------------------------------------

@@ -35,6 +35,7 @@ from gptools.models import (
     ParticipantsAdded,
     SelfInfo,
     WebhookSubscription,
+    WebhookSubscriptionInfo,
 )
 
 
@@ -137,7 +138,7 @@ class Client(BaseClient):
 
     def get_webhook_subscription(self, *, brand: int | None = None,
                                  timeout: TimeoutTypes | NotGiven = NOT_GIVEN
-                                 ) -> WebhookSubscription:
+                                 ) -> WebhookSubscriptionInfo:
         """The brand's webhook subscription (assumed endpoint, see ``spec``)."""
         call = self._build_subscription("GET", None, brand, self.self())
         return self._request(call, timeout)
@@ -145,7 +146,7 @@ class Client(BaseClient):
     def create_webhook_subscription(self, subscription: WebhookSubscription, *,
                                     brand: int | None = None,
                                     timeout: TimeoutTypes | NotGiven = NOT_GIVEN
-                                    ) -> WebhookSubscription:
+                                    ) -> WebhookSubscriptionInfo:
         """Create the brand's webhook subscription (``POST``, assumed endpoint)."""
         call = self._build_subscription("POST", subscription, brand, self.self())
         return self._request(call, timeout)
@@ -153,7 +154,7 @@ class Client(BaseClient):
     def update_webhook_subscription(self, subscription: WebhookSubscription, *,
                                     brand: int | None = None,
                                     timeout: TimeoutTypes | NotGiven = NOT_GIVEN
-                                    ) -> WebhookSubscription:
+                                    ) -> WebhookSubscriptionInfo:
         """Replace the brand's webhook subscription (``PUT``, assumed endpoint)."""
         call = self._build_subscription("PUT", subscription, brand, self.self())
         return self._request(call, timeout)
@@ -258,20 +259,20 @@ class BrandClient:
                                                   max_ids=max_ids, timeout=timeout)
 
     def get_webhook_subscription(self, *, timeout: TimeoutTypes | NotGiven = NOT_GIVEN
-                                 ) -> WebhookSubscription:
+                                 ) -> WebhookSubscriptionInfo:
         """See :meth:`Client.get_webhook_subscription`."""
         return self.client.get_webhook_subscription(brand=self.brand_id, timeout=timeout)
 
     def create_webhook_subscription(self, subscription: WebhookSubscription, *,
                                     timeout: TimeoutTypes | NotGiven = NOT_GIVEN
-                                    ) -> WebhookSubscription:
+                                    ) -> WebhookSubscriptionInfo:
         """See :meth:`Client.create_webhook_subscription`."""
         return self.client.create_webhook_subscription(subscription, brand=self.brand_id,
                                                        timeout=timeout)
 
     def update_webhook_subscription(self, subscription: WebhookSubscription, *,
                                     timeout: TimeoutTypes | NotGiven = NOT_GIVEN
-                                    ) -> WebhookSubscription:
+                                    ) -> WebhookSubscriptionInfo:
         """See :meth:`Client.update_webhook_subscription`."""
         return self.client.update_webhook_subscription(subscription, brand=self.brand_id,
                                                        timeout=timeout)

@@ -11,7 +11,6 @@ from collections.abc import Iterable
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
-from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from babel.numbers import get_currency_precision
@@ -25,7 +24,6 @@ from gptools.sandbox._refusal import Refusal
 CAMPAIGN_TYPES = (spec.CAMPAIGN_TYPE_AWARDED_FEATURE, spec.FREE_ROUNDS_CAMPAIGN_TYPE)
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-_LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 _SHOWN_PROBLEMS = 10
 
 
@@ -237,19 +235,22 @@ def validate_player_ids(data: dict[str, Any], max_ids: int, max_length: int,
 
 def validate_subscription(data: dict[str, Any], allow_insecure: bool) -> dict[str, Any]:
     """A webhook subscription body, checked as :class:`gptools.models.WebhookSubscription`
-    checks it; returns the body with ``authenticationType`` filled in (default NONE)."""
+    checks it: the same callback URL rule (:func:`gptools.spec.callback_url_problem`) and
+    ``authenticationType`` required (``spec.WEBHOOK_AUTH_TYPE_REQUIRED``, assumed)."""
     problems: list[str] = []
     url = data.get("callbackUrl")
     if url is not None:
-        parts = urlsplit(url) if isinstance(url, str) else None
-        insecure_ok = (allow_insecure and parts is not None and parts.scheme == "http"
-                       and parts.hostname in _LOOPBACK_HOSTS)
-        if parts is None or not parts.hostname or (parts.scheme != "https" and not insecure_ok):
-            extra = " (or http:// on a loopback host, allowed by this sandbox)" \
-                if allow_insecure else ""
-            problems.append(f"callbackUrl must be an HTTPS URL{extra}, got {_show(url)}")
-    kind = data.get("authenticationType", "NONE")
-    if kind not in spec.WEBHOOK_AUTH_TYPES:
+        problem = spec.callback_url_problem(url, allow_insecure_loopback=allow_insecure)
+        if problem is not None:
+            problems.append(problem)
+    kind = data.get("authenticationType")
+    if kind is None:
+        if spec.WEBHOOK_AUTH_TYPE_REQUIRED:
+            problems.append(f"authenticationType is required: one of "
+                            f"{', '.join(spec.WEBHOOK_AUTH_TYPES)} (NONE is not recommended "
+                            f"for production)")
+        kind = "NONE"
+    elif kind not in spec.WEBHOOK_AUTH_TYPES:
         problems.append(f"authenticationType {_show(kind)} is not one of "
                         f"{', '.join(spec.WEBHOOK_AUTH_TYPES)}")
     required = {"BEARER": ("apiKey",), "BASIC": ("username", "password")}.get(kind, ())

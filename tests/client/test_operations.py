@@ -14,6 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from gptools import errors, spec
 from gptools.client import AsyncClient, Client
@@ -126,7 +127,15 @@ def test_webhook_subscription(make: MakeClient, sb: RunningSandbox) -> None:
     created = c.create_webhook_subscription(sub)
     assert created.callback_url == "https://hooks.example.com/gp"
     assert sb.state.subscriptions[301]["apiKey"] == "k-123"
-    assert c.get_webhook_subscription().authentication_type == "BEARER"
+    read = c.get_webhook_subscription()
+    assert read.authentication_type == "BEARER" and read.api_key_set
+    assert "k-123" not in repr(read) and "****" not in repr(read)
+    # Read-then-update never sends the answer's mask back as the key.
+    with pytest.raises(TypeError, match="real secrets"):
+        c.update_webhook_subscription(read)  # type: ignore[arg-type]
+    with pytest.raises(ValidationError, match="masked secret"):
+        read.to_subscription(api_key="****")
+    assert [r.method for r in sb.state.requests[1:]] == ["POST", "GET"]
     basic = WebhookSubscription(authentication_type="BASIC", username="u", password="pw")
     c.update_webhook_subscription(basic)
     assert sb.state.subscriptions[301]["authenticationType"] == "BASIC"

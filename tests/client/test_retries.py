@@ -204,7 +204,7 @@ def test_retry_after_is_honoured(make: MakeClient, tight_sandbox: RunningSandbox
     assert (records[3].at - records[2].at).total_seconds() >= 0.95
     assert stats.backoff_seconds >= 1.0
     # The limiter slowed down the tiers the refused request counted against.
-    assert c.limiter.allowed()["user_other"] < 60
+    assert c.limiter.allowed()["user_other GET /game"] < 60
 
 
 def test_retry_after_above_ceiling_raises(make: MakeClient,

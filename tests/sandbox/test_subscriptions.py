@@ -59,6 +59,10 @@ def test_create_twice_is_a_conflict_and_update_needs_one(http: httpx.Client) -> 
     ({"authenticationType": "BASIC", "username": "u"}, "BASIC requires password"),
     ({"authenticationType": "BASIC", "password": "p"}, "BASIC requires username"),
     ({"authenticationType": "OAUTH"}, "authenticationType 'OAUTH' is not one of"),
+    ({}, "authenticationType is required"),
+    ({"callbackUrl": "https://hooks.example.invalid/gp"}, "authenticationType is required"),
+    ({"callbackUrl": "https:///gp", "authenticationType": "NONE"},
+     "callbackUrl must be an HTTPS URL"),
     ({"authenticationType": "NONE", "apiKey": 7}, "apiKey must be a string"),
 ])
 def test_validation(http: httpx.Client, body: dict[str, Any], fragment: str) -> None:
@@ -70,7 +74,8 @@ def test_validation(http: httpx.Client, body: dict[str, Any], fragment: str) -> 
 def test_none_without_callback_goes_to_the_wallet() -> None:
     config = SandboxConfig(wallet_url="https://wallet.example.invalid/")
     with run_sandbox(config) as sb, httpx.Client(base_url=sb.base_url) as http:
-        response = http.post(path(ENDPOINT), json={}, auth=auth("individual"))
+        response = http.post(path(ENDPOINT), json={"authenticationType": "NONE"},
+                             auth=auth("individual"))
         assert response.status_code == 201, response.text
         assert response.json() == {
             "authenticationType": "NONE", "brandId": 101,
@@ -82,9 +87,11 @@ def test_none_without_callback_goes_to_the_wallet() -> None:
 def test_insecure_loopback_callbacks_only_when_allowed() -> None:
     config = SandboxConfig(allow_insecure_callbacks=True)
     with run_sandbox(config) as sb, httpx.Client(base_url=sb.base_url) as http:
-        ok = http.post(path(ENDPOINT), json={"callbackUrl": "http://127.0.0.1:9/hook"},
+        ok = http.post(path(ENDPOINT), json={"callbackUrl": "http://127.0.0.1:9/hook",
+                                             "authenticationType": "NONE"},
                        auth=auth("individual"))
         assert ok.status_code == 201, ok.text
-        remote = http.put(path(ENDPOINT), json={"callbackUrl": "http://example.invalid/hook"},
+        remote = http.put(path(ENDPOINT), json={"callbackUrl": "http://example.invalid/hook",
+                                                "authenticationType": "NONE"},
                           auth=auth("individual"))
         assert "loopback" in assert_error(remote, 400, spec.VALIDATION_ERROR_CODE)["message"]
