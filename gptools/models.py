@@ -96,6 +96,9 @@ class ApiModel(BaseModel):
         alias_generator=to_camel, populate_by_name=True, extra="allow", frozen=True
     )
 
+    #: What a valid answer looks like, for the error raised on an unexpected one.
+    EXPECTED: ClassVar[str] = ""
+
     # Set by the client on the models it returns; private so it never reaches the wire.
     _retries: int = PrivateAttr(default=0)
 
@@ -184,13 +187,19 @@ class BuyFeature(ApiModel):
 class Game(ApiModel):
     """The game configuration (``GET /api/v1/game``): buy features and bet sizes.
 
-    ``bet_sizes`` maps a currency code to the allowed base bets, as Decimals.
-    ``game_id`` is not a documented field; it is kept when the server sends it.
+    ``buy_features`` and ``bet_sizes`` are required: an answer of another shape is an error,
+    never an empty game (which would make an empty cost table look like a success); a game
+    without buy features answers ``"buyFeatures": []``. ``bet_sizes`` maps a currency code
+    to the allowed base bets, as Decimals. ``game_id`` is not a documented field; it is kept
+    when the server sends it.
     """
 
+    EXPECTED: ClassVar[str] = ("a game configuration object with 'buyFeatures' (a list) and "
+                               "'betSizes' (currency -> base bets)")
+
     game_id: str | None = None
-    buy_features: list[BuyFeature] = Field(default_factory=list)
-    bet_sizes: dict[str, list[Decimal]] = Field(default_factory=dict)
+    buy_features: list[BuyFeature]
+    bet_sizes: dict[str, list[Decimal]]
 
 
 class AwardedFeatureConfiguration(ApiModel):
@@ -202,9 +211,13 @@ class AwardedFeatureConfiguration(ApiModel):
 
 
 class AwardedFeatureConfigurations(ApiModel):
-    """The answer of ``GET /api/v1/awarded-feature-configurations``."""
+    """The answer of ``GET /api/v1/awarded-feature-configurations``; ``content`` is
+    required (an answer without it is an error, not "no feature costs")."""
 
-    content: list[AwardedFeatureConfiguration] = Field(default_factory=list)
+    EXPECTED: ClassVar[str] = ("an object with 'content', a list of {gameId, bet, "
+                               "currencyCode}")
+
+    content: list[AwardedFeatureConfiguration]
 
 
 # --------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from typing import Generic, TypeVar
 from urllib.parse import quote
 
 import httpx
-from pydantic import SecretStr
+from pydantic import SecretStr, ValidationError
 
 from gptools import spec
 from gptools.client import _constants as C
@@ -494,8 +494,10 @@ class BaseClient:
             data = loads_wire(content) if content.strip() else {}
             result = call.model.model_validate(data)
         except ValueError as exc:  # bad JSON or a shape the model refuses
+            expected = call.model.EXPECTED or f"a valid {call.model.__name__}"
             raise ApiError(
-                f"unexpected answer, not a valid {call.model.__name__}: {exc}",
+                f"unexpected answer from {call.method} {call.path}: expected {expected}; "
+                f"{_problems(exc)}",
                 status=response.status_code, method=call.method,
                 url=self.url_of(call.path, call.params),
                 body=response.text[:2000], retries=retries,
@@ -517,6 +519,16 @@ class BaseClient:
             response.status_code, body, raw=raw, method=call.method,
             url=self.url_of(call.path, call.params), retries=retries, retry_after=retry_after,
         )
+
+
+def _problems(exc: ValueError) -> str:
+    """A one-line account of why an answer did not parse."""
+    if isinstance(exc, ValidationError):
+        return "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'the answer'}: {e['msg']}"
+            for e in exc.errors()[:5]
+        )
+    return f"not JSON ({exc})"
 
 
 def _brand_list(info: SelfInfo) -> str:

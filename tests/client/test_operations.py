@@ -343,6 +343,43 @@ def test_non_json_error_body_is_kept(kind: str, proxy_url: str,
     assert e.retries == 1  # a 5xx is retried even without the documented body
 
 
+class _OtherShapeHandler(_ProxyHandler):
+    """A server whose game and configurations answers have another shape than documented."""
+
+    def do_GET(self) -> None:
+        if self.path == spec.SELF_PATH:
+            super().do_GET()
+        elif self.path.startswith("/api/v1/game"):
+            self._answer(200, "application/json",
+                         b'{"gameId": "g", "features": [{"type": "FS", "multiplier": 100}]}')
+        else:
+            self._answer(200, "application/json", b'{"items": []}')
+
+
+def test_an_answer_of_another_shape_fails_loudly_naming_the_endpoint() -> None:
+    """Missing ``buyFeatures``/``betSizes`` (or ``content``) is an error that names the
+    endpoint and what was expected, never an empty game and a silently empty cost table."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _OtherShapeHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        with Client(f"http://127.0.0.1:{server.server_address[1]}", "u", "p",
+                    env_file=None) as c:
+            with pytest.raises(errors.ApiError) as game:
+                c.game("g")
+            with pytest.raises(errors.ApiError) as confs:
+                c.awarded_feature_configurations("g", "EUR")
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+    text = str(game.value)
+    assert "GET /api/v1/game" in text and "buyFeatures" in text and "betSizes" in text
+    assert "Field required" in text and game.value.status == 200
+    assert "GET /api/v1/awarded-feature-configurations" in str(confs.value)
+    assert "'content'" in str(confs.value)
+
+
 # --------------------------------------------------------------------------------------
 # Inside a running event loop (a Jupyter kernel), and the three-line start
 # --------------------------------------------------------------------------------------
