@@ -72,10 +72,11 @@ def _money_rows(table: Any) -> list[dict[str, Any]]:
 @click.option("--game", "games", multiple=True, required=True, help="Game id (repeatable).")
 @click.option("--currency", "currencies", multiple=True, required=True,
               help="Currency code (repeatable).")
-@click.option("--source", type=click.Choice(["game", "configurations"]), default="game",
-              show_default=True,
-              help="game: breakdown by feature and base bet; configurations: the costs the "
-                   "awarded-feature-configurations endpoint lists (recommended for the bet).")
+@click.option("--source", type=click.Choice(["configurations", "game"]),
+              default="configurations", show_default=True,
+              help="configurations: the costs the awarded-feature-configurations endpoint "
+                   "lists (the document's recommended source); game: breakdown by feature "
+                   "and base bet.")
 @click.option("--brand", type=int, default=None, help="Brand id (default: the only one).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def preview_command(games: tuple[str, ...], currencies: tuple[str, ...], source: str,

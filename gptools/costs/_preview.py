@@ -114,14 +114,14 @@ class CostBook:
         game_ids: Sequence[str],
         currencies: Sequence[str] | None = None,
         *,
-        source: Source = "game",
+        source: Source = "configurations",
     ) -> pd.DataFrame:
         """The tidy cost table of ``game_ids`` × ``currencies`` from one source.
 
-        ``source="game"`` (the default) gives the full breakdown (feature type, base bet,
-        multiplier) with one request per game; ``"configurations"``, the document's
-        recommended source of the ``bet`` value, gives costs only, one request per game and
-        currency, and needs ``currencies``. ``currencies=None`` with ``"game"`` means every
+        ``source="configurations"`` (the default: the document's recommended source of the
+        ``bet`` value) gives costs only, one request per game and currency, and needs
+        ``currencies``; ``"game"`` gives the full breakdown (feature type, base bet,
+        multiplier) with one request per game, and ``currencies=None`` there means every
         currency the game offers.
         """
         if source == "game":
@@ -135,7 +135,8 @@ class CostBook:
             )
         if source == "configurations":
             if currencies is None:
-                raise ValueError("source='configurations' needs the currencies to ask for")
+                raise ValueError("source='configurations' (the default) needs the currencies to "
+                                 "ask for; source='game' gives every currency of the game")
             keys = [(g, c) for g in game_ids for c in currencies]
             self._fill(self._configs, keys, self._fetch_configs)
             return table_from_configurations(self._configs[k] for k in keys)
@@ -166,12 +167,14 @@ def preview(
     game_ids: Sequence[str],
     currencies: Sequence[str] | None = None,
     *,
-    source: Source = "game",
+    source: Source = "configurations",
     brand: int | None = None,
 ) -> pd.DataFrame:
     """Every available feature cost of ``game_ids`` in ``currencies``, cached per client.
 
-    See :meth:`CostBook.table` for the sources. Repeated calls in one session reuse the
+    The default source is the configurations endpoint, the one the document recommends;
+    ``source="game"`` gives the breakdown by feature and base bet. See
+    :meth:`CostBook.table` for the sources. Repeated calls in one session reuse the
     answers already fetched.
     """
     return cost_book(client, brand=brand).table(game_ids, currencies, source=source)

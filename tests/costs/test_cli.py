@@ -15,15 +15,23 @@ def test_preview_json_is_one_document_with_exact_costs(cli_runner: CliRunner) ->
                                  "EUR", "--currency", "KWD", "--brand", "201", "--json"])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
+    # The document's recommended source is the default: costs only, exact digits.
+    assert doc["source"] == "awarded-feature-configurations"
+    costs = {(r["currency"], r["feature_cost"]) for r in doc["rows"]}
+    assert {("EUR", "11.33"), ("KWD", "3.775")} <= costs
+    result = cli_runner.invoke(cli, ["costs", "preview", "--game", "neon-fruits", "--currency",
+                                 "EUR", "--currency", "KWD", "--brand", "201", "--source",
+                                 "game", "--json"])
+    doc = json.loads(result.stdout)
     assert doc["source"] == "game"
-    costs = {(r["currency"], r["base_bet"]): r["feature_cost"] for r in doc["rows"]}
-    assert costs[("EUR", "0.15")] == "11.33"
-    assert costs[("KWD", "0.050")] == "3.775"
+    breakdown = {(r["currency"], r["base_bet"]): r["feature_cost"] for r in doc["rows"]}
+    assert breakdown[("EUR", "0.15")] == "11.33"
+    assert breakdown[("KWD", "0.050")] == "3.775"
 
 
 def test_preview_human_output_and_configurations_source(cli_runner: CliRunner) -> None:
     result = cli_runner.invoke(cli, ["costs", "preview", "--game", "wild-safari", "--currency",
-                                 "JPY", "--brand", "201", "--source", "configurations"])
+                                 "JPY", "--brand", "201"])
     assert result.exit_code == 0, result.output
     assert "wild-safari" in result.stdout and "16000" in result.stdout
 

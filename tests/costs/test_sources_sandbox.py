@@ -12,6 +12,8 @@ from matplotlib.figure import Figure
 from gptools.client import Client
 from gptools.costs import (
     MULTIPLIER_CHANGED,
+    SOURCE_CONFIGURATIONS,
+    SOURCE_GAME,
     CostBook,
     chart_frame,
     cost_book,
@@ -36,8 +38,8 @@ def test_three_sources_agree_on_the_sandbox(
     client: Client, fresh_sandbox: RunningSandbox, tmp_path: Path
 ) -> None:
     book = CostBook(client, brand=BRAND)
-    from_game = book.table(GAMES, CURRENCIES)
-    from_configs = book.table(GAMES, CURRENCIES, source="configurations")
+    from_game = book.table(GAMES, CURRENCIES, source="game")
+    from_configs = book.table(GAMES, CURRENCIES)  # the recommended source is the default
     stored_path = tmp_path / "stored.csv"
     write_stored_table(from_game, stored_path)
     from_stored = read_stored_table(stored_path)
@@ -55,7 +57,7 @@ def test_three_sources_agree_on_the_sandbox(
 
 
 def test_the_stored_data_file_has_exactly_one_stale_entry(client: Client) -> None:
-    live = CostBook(client, brand=BRAND).table(GAMES, CURRENCIES)
+    live = CostBook(client, brand=BRAND).table(GAMES, CURRENCIES, source="game")
     check = cross_check(read_stored_table(DATA), live)
     diff = check.differences
     assert list(diff["kind"]) == [MULTIPLIER_CHANGED]
@@ -66,16 +68,31 @@ def test_the_stored_data_file_has_exactly_one_stale_entry(client: Client) -> Non
 
 
 def test_preview_is_cached_per_session(client: Client, fresh_sandbox: RunningSandbox) -> None:
-    first = preview(client, ["golden-pharaoh", "neon-fruits"], ["EUR", "JPY"], brand=BRAND)
+    first = preview(client, ["golden-pharaoh", "neon-fruits"], ["EUR", "JPY"], source="game",
+                    brand=BRAND)
     assert _gets(fresh_sandbox, "/game") == 2
     again = preview(client, ["golden-pharaoh", "neon-fruits"], ["EUR", "JPY", "KWD"],
-                    brand=BRAND)
+                    source="game", brand=BRAND)
     assert _gets(fresh_sandbox, "/game") == 2  # the answers were reused
     assert len(again) > len(first)
     assert cost_book(client, brand=BRAND).requests == 2
     cost_book(client, brand=BRAND).clear()
-    preview(client, ["golden-pharaoh"], ["EUR"], brand=BRAND)
+    preview(client, ["golden-pharaoh"], ["EUR"], source="game", brand=BRAND)
     assert _gets(fresh_sandbox, "/game") == 3
+
+
+def test_the_recommended_source_is_the_default(client: Client,
+                                               fresh_sandbox: RunningSandbox) -> None:
+    """The document recommends the configurations endpoint for the bet: preview and
+    CostBook.table use it unless told otherwise; the game endpoint is one argument away."""
+    table = preview(client, ["neon-fruits"], ["EUR"], brand=BRAND)
+    assert table.attrs["source"] == SOURCE_CONFIGURATIONS
+    assert _gets(fresh_sandbox, "/awarded-feature-configurations") == 1
+    assert _gets(fresh_sandbox, "/game") == 0
+    assert CostBook(client, brand=BRAND).table(["neon-fruits"], ["EUR"]).attrs["source"] == \
+        SOURCE_CONFIGURATIONS
+    assert preview(client, ["neon-fruits"], ["EUR"], source="game",
+                   brand=BRAND).attrs["source"] == SOURCE_GAME
 
 
 def test_preview_runs_requests_concurrently_within_the_limits(
