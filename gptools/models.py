@@ -127,9 +127,10 @@ class PrincipalType(StrEnum):
 
 
 class Brand(ApiModel):
-    """A brand the account may act on; ``id`` is the ``brandId`` of the explicit path."""
+    """A brand the account may act on; ``id`` is the ``brandId`` of the explicit path
+    (an integer within int32, as the document types it)."""
 
-    id: int
+    id: int = Field(strict=True, ge=spec.BRAND_ID_MIN, le=spec.BRAND_ID_MAX)
     name: str
 
 
@@ -359,7 +360,10 @@ def parse_event_timestamp(value: str) -> datetime:
 
 class GameEventNotification(ApiModel):
     """The webhook payload. Every field is required and strictly typed; ``timestamp`` is
-    stored as an aware UTC datetime; ``events`` accepts values beyond COIN and FEATURE."""
+    stored as an aware UTC datetime (a value without fractional seconds is accepted,
+    ``spec.TIMESTAMP_FRACTION_OPTIONAL``); ``events`` accepts values beyond COIN and
+    FEATURE; ``actionId`` must be the canonical 8-4-4-4-12 hexadecimal UUID text, either
+    case (:func:`gptools.spec.canonical_action_id`)."""
 
     model_config = ConfigDict(
         alias_generator=to_camel, populate_by_name=True, extra="allow", frozen=True
@@ -397,7 +401,8 @@ class GameEventNotification(ApiModel):
             return value
         if not isinstance(value, str):
             raise ValueError("actionId must be a UUID string")
-        return uuid.UUID(value)
+        # "string, format uuid": the canonical 8-4-4-4-12 form only (spec.ACTION_ID_FORMAT)
+        return uuid.UUID(spec.canonical_action_id(value))
 
     @field_serializer("timestamp")
     def _fmt_ts(self, value: datetime) -> str:

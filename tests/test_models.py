@@ -123,12 +123,49 @@ def test_event_fields_are_all_required(field: str) -> None:
 
 @pytest.mark.parametrize("changes", [
     {"actionId": "not-a-uuid"}, {"actionId": 12}, {"timestamp": "2026-11-21T10:15:30Z"},
+    {"actionId": "{a8098c1a-f86e-11da-bd1a-00112444be1e}"},
+    {"actionId": "urn:uuid:a8098c1a-f86e-11da-bd1a-00112444be1e"},
+    {"actionId": "a8098c1af86e11dabd1a00112444be1e"},
+    {"actionId": "a8098c1a-f86e-11da-bd1a-00112444be1e\n"},
     {"timestamp": "2026-11-21T10:15:30+00:00"}, {"timestamp": "yesterday"},
     {"bet": "1.50"}, {"bet": True}, {"roundId": 5}, {"events": "COIN"}, {"playerId": ""},
 ])
 def test_event_is_strict(changes: dict[str, Any]) -> None:
+    """Also the actionId's spellings outside the canonical 8-4-4-4-12 form."""
     with pytest.raises(ValidationError):
         GameEventNotification.model_validate(event(**changes))
+
+
+def test_action_id_canonical_form_either_case_stored_lower() -> None:
+    upper = "A8098C1A-F86E-11DA-BD1A-00112444BE1E"
+    parsed = GameEventNotification.model_validate(event(actionId=upper))
+    assert str(parsed.action_id) == upper.lower()
+    assert spec.canonical_action_id(upper) == upper.lower()
+    for bad in ("{" + upper + "}", "urn:uuid:" + upper, upper.replace("-", ""), None):
+        with pytest.raises(ValueError, match="canonical"):
+            spec.canonical_action_id(bad)
+
+
+def test_timestamp_without_fraction_is_accepted_by_assumption() -> None:
+    """The document's type is "date-time with fractional seconds"; a value without them is
+    accepted (spec.TIMESTAMP_FRACTION_OPTIONAL) rather than answered 4xx and lost."""
+    assert spec.assumption("TIMESTAMP_FRACTION_OPTIONAL").value is True
+    parsed = GameEventNotification.model_validate(event(timestamp="2026-11-21T10:15:30"))
+    assert parsed.timestamp.microsecond == 0
+
+
+@pytest.mark.parametrize(("brand_id", "ok"), [
+    (0, True), (2**31 - 1, True), (-(2**31), True), (2**31, False), (-(2**31) - 1, False),
+    ("201", False), (True, False),
+])
+def test_brand_id_is_an_int32(brand_id: Any, ok: bool) -> None:
+    data = {"allowedBrands": [{"id": brand_id, "name": "B"}], "principalType": "PARTNER"}
+    if ok:
+        assert SelfInfo.model_validate(data).brand_ids == {brand_id}
+    else:
+        with pytest.raises(ValidationError):
+            SelfInfo.model_validate(data)
+    assert spec.is_brand_id(brand_id) is ok
 
 
 @pytest.mark.parametrize(("data", "ok"), [

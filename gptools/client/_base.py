@@ -307,6 +307,8 @@ class BaseClient:
             return path
         if isinstance(brand, bool) or not isinstance(brand, int):
             raise TypeError(f"brand must be an integer brand id, got {brand!r}")
+        if not spec.is_brand_id(brand):
+            raise ValueError(f"brand {brand} is outside int32, the type of a brand id")
         path = spec.BRAND_PREFIX_TEMPLATE.format(brand_id=brand) + f"/{endpoint}"
         if checked and brand not in info.brand_ids:
             raise BrandNotAllowedError(

@@ -226,8 +226,13 @@ class SandboxApp:
                           f"a {account.principal_type} account must name the brand: use "
                           f"{spec.BRAND_PREFIX_TEMPLATE}{endpoint_path} with one of "
                           f"{list(account.brand_ids)} (see GET {spec.SELF_PATH})")
-        brand_id = int(segment) if segment.isdigit() else None
-        if brand_id is None or brand_id not in account.brand_ids:
+        brand_id = int(segment) if segment.isascii() and segment.isdigit() else None
+        if brand_id is None or not spec.is_brand_id(brand_id):
+            # Not an int32 integer: names no brand at all (spec.BRAND_ID_NOT_INT32, assumed).
+            status, code = spec.BRAND_ID_NOT_INT32
+            raise Refusal(status, code, f"brand {segment!r} is not an integer brand id "
+                                        f"(int32); allowed brands: {list(account.brand_ids)}")
+        if brand_id not in account.brand_ids:
             raise Refusal(403, spec.CODE_BRAND_NOT_ALLOWED,
                           f"brand {segment!r} is not covered by this account; allowed brands: "
                           f"{list(account.brand_ids)}")

@@ -13,6 +13,7 @@ from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import httpx
 import pytest
 from pydantic import ValidationError
 
@@ -181,6 +182,22 @@ def test_internal_sends_what_was_asked(make: MakeClient, sb: RunningSandbox) -> 
         c.game(GAME.game_id, brand=901)
     assert foreign.value.sent and foreign.value.status == 403
     assert paths(sb)[1:] == ["GET /api/v1/game", "GET /api/v1/brands/901/game"]
+
+
+def test_brand_outside_int32_is_refused_locally(make: MakeClient, sb: RunningSandbox) -> None:
+    """Brand ids are "integer, int32": a larger one is refused before sending, even for an
+    INTERNAL account whose brands the client leaves to the server; the sandbox answers such
+    a path segment 403 BRAND_NOT_ALLOWED (spec.BRAND_ID_NOT_INT32, assumed)."""
+    c = make("internal")
+    c.self()
+    before = len(sb.state.requests)
+    with pytest.raises(ValueError, match="int32"):
+        c.game(GAME.game_id, brand=2**31)
+    assert len(sb.state.requests) == before
+    response = httpx.get(f"{sb.base_url}/api/v1/brands/{2**31}/game",
+                         params={"gameId": GAME.game_id},
+                         auth=(sb.accounts["internal"].username, sb.accounts["internal"].password))
+    assert (response.status_code, response.json()["code"]) == spec.BRAND_ID_NOT_INT32
 
 
 @pytest.mark.parametrize(

@@ -138,13 +138,17 @@ _TIMESTAMP_TEXT_RE = (
 _ZONE_SUFFIX_RE = r"(Z|z|[+-][0-9]{2}(:?[0-9]{2})?)$"
 
 
+# The canonical actionId (spec.ACTION_ID_PATTERN: 8-4-4-4-12 hexadecimal, either case) as
+# the JSON text of a string.
+_ACTION_ID_TEXT_RE = '^"' + spec.ACTION_ID_PATTERN.removeprefix("^").removesuffix("$") + '"$'
+
+
 def _uuid(value: ir.Value) -> ir.Value:
-    """The actionId as a UUID (NULL unless a JSON string ``uuid.UUID`` accepts: any case,
-    hyphens or none, braces, ``urn:uuid:``). DuckDB's JSON-to-UUID cast reads the string
-    (escapes included) and refuses other JSON types; only the rare ``urn:uuid:`` spelling
-    is unquoted first."""
-    urn = _string(value).substr(9).try_cast("uuid")
-    return ibis.cases((_text(value).startswith('"urn:uuid:'), urn), else_=value.try_cast("uuid"))
+    """The actionId as a UUID: NULL unless a JSON string in the canonical form
+    (:func:`gptools.spec.canonical_action_id`: braces, ``urn:uuid:`` and no hyphens are
+    refused, as the model refuses them)."""
+    return ibis.cases((_text(value).re_search(_ACTION_ID_TEXT_RE), value.try_cast("uuid")),
+                      else_=ibis.null("uuid"))
 
 
 def _naive_time(value: ir.Value) -> ir.Value:
