@@ -19,7 +19,6 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from enum import StrEnum
 from typing import Any, ClassVar, Literal, Self
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import (
     BaseModel,
@@ -227,15 +226,19 @@ class AwardedFeatureConfigurations(ApiModel):
 
 
 def _check_zone(name: str) -> str:
-    try:
-        ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError) as exc:
-        raise ValueError(f"{name!r} is not an IANA time zone (e.g. 'Europe/Malta')") from exc
+    problem = spec.time_zone_problem(name)
+    if problem is not None:
+        raise ValueError(problem)
     return name
 
 
 class CampaignRequest(BaseModel):
     """The body of campaign creation, with every documented limit enforced.
+
+    Which fields are required and the minima the document does not publish are the
+    assumptions of :mod:`gptools.spec` (``CAMPAIGN_REQUIRED_FIELDS``, ``NAME_MIN_LENGTH``,
+    ``GAME_IDS_MIN``, ``BET_EXCLUSIVE_MIN``, ``CAMPAIGN_PLAYERS_MAX_IDS``,
+    ``TIME_ZONE_FORMAT``), the ones the sandbox checks too.
 
     ``start_date`` and ``end_date`` are wall-clock times in ``time_zone`` (an IANA name);
     they are naive on purpose, the zone gives them meaning. Their JSON names and format
@@ -247,7 +250,7 @@ class CampaignRequest(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="allow")
 
     type: str = Field(min_length=1)
-    name: str = Field(min_length=1, max_length=spec.NAME_MAX_LENGTH)
+    name: str = Field(min_length=spec.NAME_MIN_LENGTH, max_length=spec.NAME_MAX_LENGTH)
     external_campaign_id: str | None = Field(
         default=None, max_length=spec.EXTERNAL_CAMPAIGN_ID_MAX_LENGTH
     )
@@ -256,10 +259,11 @@ class CampaignRequest(BaseModel):
     )
     rules_url: str | None = Field(default=None, max_length=spec.RULES_URL_MAX_LENGTH)
     bet_number: int = Field(ge=spec.BET_NUMBER_MIN, le=spec.BET_NUMBER_MAX, strict=True)
-    game_ids: list[str] = Field(min_length=1)
-    bet: Decimal = Field(gt=0, allow_inf_nan=False)
+    game_ids: list[str] = Field(min_length=spec.GAME_IDS_MIN)
+    bet: Decimal = Field(gt=spec.BET_EXCLUSIVE_MIN, allow_inf_nan=False)
     currency_code: str = Field(min_length=1)
-    players: list[str] | None = Field(default=None, alias=spec.CAMPAIGN_PLAYERS_FIELD)
+    players: list[str] | None = Field(default=None, alias=spec.CAMPAIGN_PLAYERS_FIELD,
+                                      max_length=spec.CAMPAIGN_PLAYERS_MAX_IDS)
     start_date: datetime = Field(alias=spec.CAMPAIGN_START_FIELD)
     end_date: datetime = Field(alias=spec.CAMPAIGN_END_FIELD)
     time_zone: str = Field(alias=spec.CAMPAIGN_TIME_ZONE_FIELD)

@@ -46,6 +46,11 @@ LIMITS = [
     ("rulesUrl", "u" * 2048, "u" * 2049),
     ("betNumber", 1500, 1501),
     ("betNumber", 1, 0),
+    # Assumed limits, the sandbox's too (spec.CAMPAIGN_PLAYERS_MAX_IDS, NAME_MIN_LENGTH ...)
+    ("players", ["p"] * spec.CAMPAIGN_PLAYERS_MAX_IDS, ["p"] * (spec.CAMPAIGN_PLAYERS_MAX_IDS + 1)),
+    ("name", "n" * spec.NAME_MIN_LENGTH, ""),
+    ("gameIds", ["g"] * spec.GAME_IDS_MIN, []),
+    ("timeZone", "America/Sao_Paulo", "+02:00"),
 ]
 
 

@@ -257,7 +257,7 @@ def _dates(plan: Plan, now: datetime) -> Iterator[Problem]:
         else:
             instants[field] = instant(wall, zone)
     start, end = instants.get("start"), instants.get("end")
-    if start is not None and start <= now:
+    if spec.CAMPAIGN_START_IN_FUTURE and start is not None and start <= now:
         yield Problem("start", plan.start.isoformat(),
                       f"after {now.astimezone(zone):%Y-%m-%dT%H:%M:%S} ({zone.key}, now)",
                       "the campaign must start in the future")

@@ -357,6 +357,13 @@ class BaseClient:
     ) -> Call[CampaignCreated]:
         if not isinstance(request, CampaignRequest):
             raise TypeError(f"create_campaign needs a models.CampaignRequest, got {request!r}")
+        if self.legacy_campaign_path and request.type not in spec.LEGACY_CAMPAIGN_TYPES:
+            raise ValueError(
+                f"the legacy {spec.ENDPOINT_LEGACY_CAMPAIGN} path serves "
+                f"{', '.join(spec.LEGACY_CAMPAIGN_TYPES)} campaigns (spec.LEGACY_CAMPAIGN_TYPES, "
+                f"assumed); create {request.type} on the unified path "
+                "(Client(legacy_campaign_path=False))"
+            )
         if request.request_id is None:
             # The idempotency key makes the creation safe to retry: every attempt sends the
             # same one, so the server creates the campaign at most once.

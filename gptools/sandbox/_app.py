@@ -39,6 +39,7 @@ from gptools.sandbox._ratelimit import RateLimiter
 from gptools.sandbox._refusal import Refusal, error_body
 from gptools.sandbox._state import RecordedRequest, SandboxState, masked
 from gptools.sandbox._validation import (
+    CAMPAIGN_TYPES,
     parse_json_object,
     validate_campaign,
     validate_player_ids,
@@ -268,10 +269,17 @@ class SandboxApp:
             body = self._configurations[key] = dumps_wire({spec.FIELD_CONTENT: content})
         return 200, body
 
-    def _create_campaign(self, call: _Call) -> _Answer:
+    def _create_legacy_campaign(self, call: _Call) -> _Answer:
+        # The legacy path is named for free rounds (spec.LEGACY_CAMPAIGN_TYPES, assumed).
+        return self._create_campaign(call, types=self.config.legacy_campaign_types)
+
+    def _create_campaign(self, call: _Call,
+                         types: tuple[str, ...] | None = None) -> _Answer:
         data = parse_json_object(call.record.body, "campaign")
-        validate_campaign(data, self.config.player_id_max_length,
-                          self.config.batch_participant_max_ids)
+        config = self.config
+        validate_campaign(data, config.player_id_max_length, config.campaign_players_max_ids,
+                          types=types if types is not None else CAMPAIGN_TYPES,
+                          free_rounds_bet_is_base_bet=config.free_rounds_bet_is_base_bet)
         request_id: str | None = data.get("requestId")
         if request_id is not None:
             earlier = self.state.campaign_for_request_id(call.brand_id, request_id)
@@ -283,8 +291,9 @@ class SandboxApp:
                         f"{earlier.campaign_id} with a different body; use a new requestId "
                         f"for a different campaign",
                     )
-                return _json(200, {spec.FIELD_CAMPAIGN_ID: earlier.campaign_id,
-                                   "requestId": request_id})
+                return _json(spec.CAMPAIGN_REPLAY_STATUS,
+                             {spec.FIELD_CAMPAIGN_ID: earlier.campaign_id,
+                              "requestId": request_id})
         campaign = self.state.add_campaign(call.brand_id, request_id, data, call.record.at)
         players = data.get(spec.CAMPAIGN_PLAYERS_FIELD)
         if players:
@@ -292,7 +301,7 @@ class SandboxApp:
         answer: dict[str, Any] = {spec.FIELD_CAMPAIGN_ID: campaign.campaign_id}
         if request_id is not None:
             answer["requestId"] = request_id
-        return _json(201, answer)
+        return _json(spec.CAMPAIGN_CREATED_STATUS, answer)
 
     def _add_participants(self, call: _Call) -> _Answer:
         campaign_id = call.campaign_id or ""
@@ -359,7 +368,7 @@ _ROUTES: dict[str, dict[str, _Handler]] = {
     "/" + spec.ENDPOINT_GAME: {"GET": SandboxApp._game},
     "/" + spec.ENDPOINT_AWARDED_FEATURE_CONFIGURATIONS: {"GET": SandboxApp._configurations_of},
     "/" + spec.ENDPOINT_CAMPAIGN: {"POST": SandboxApp._create_campaign},
-    "/" + spec.ENDPOINT_LEGACY_CAMPAIGN: {"POST": SandboxApp._create_campaign},
+    "/" + spec.ENDPOINT_LEGACY_CAMPAIGN: {"POST": SandboxApp._create_legacy_campaign},
     "/" + spec.ENDPOINT_WEBHOOK_SUBSCRIPTION: {
         "GET": SandboxApp._get_subscription,
         "POST": SandboxApp._create_subscription,

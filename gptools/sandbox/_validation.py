@@ -11,7 +11,6 @@ from collections.abc import Iterable
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from babel.numbers import get_currency_precision
 
@@ -91,7 +90,8 @@ def player_id_problems(ids: Iterable[Any], field: str, max_length: int) -> list[
 def _date(data: dict[str, Any], name: str, problems: list[str]) -> datetime | None:
     value = data.get(name)
     if value is None:
-        problems.append(f"{name} is required")
+        if _required(name):
+            problems.append(f"{name} is required")
         return None
     try:
         if not isinstance(value, str):
@@ -114,24 +114,46 @@ def _list(values: Iterable[Decimal]) -> str:
     return ", ".join(str(v) for v in values)
 
 
-def validate_campaign(data: dict[str, Any], player_id_max_length: int,
-                      players_max: int) -> None:
-    """Check a campaign creation body against every documented limit and assumption."""
+def _required(name: str) -> bool:
+    return name in spec.CAMPAIGN_REQUIRED_FIELDS
+
+
+def validate_campaign(data: dict[str, Any], player_id_max_length: int, players_max: int, *,
+                      types: tuple[str, ...] = CAMPAIGN_TYPES,
+                      free_rounds_bet_is_base_bet: bool = spec.FREE_ROUNDS_BET_IS_BASE_BET,
+                      ) -> None:
+    """Check a campaign creation body against every documented limit and assumption.
+
+    Which fields are required, and the minima the document does not publish, come from
+    :mod:`gptools.spec` (``CAMPAIGN_REQUIRED_FIELDS``, ``NAME_MIN_LENGTH``,
+    ``GAME_IDS_MIN``, ``BET_EXCLUSIVE_MIN``, ``TIME_ZONE_FORMAT``, all assumed), as the
+    client's model reads them. ``types`` are the campaign types the path accepts (the legacy
+    path: ``spec.LEGACY_CAMPAIGN_TYPES``); ``free_rounds_bet_is_base_bet`` requires a
+    FREE_ROUNDS bet to be one of the game's base bets (``spec.FREE_ROUNDS_BET_IS_BASE_BET``).
+    """
     problems: list[str] = []
-    kind = _text(data, "type", problems, required=True)
-    if kind is not None and kind and kind not in CAMPAIGN_TYPES:
-        problems.append(f"type {_show(kind)} is not a campaign type; "
-                        f"known: {', '.join(CAMPAIGN_TYPES)}")
-    _text(data, "name", problems, required=True, max_len=spec.NAME_MAX_LENGTH)
-    _text(data, "externalCampaignId", problems, required=False, min_len=0,
-          max_len=spec.EXTERNAL_CAMPAIGN_ID_MAX_LENGTH)
-    _text(data, "requestId", problems, required=False, max_len=spec.REQUEST_ID_MAX_LENGTH)
-    _text(data, "rulesUrl", problems, required=False, min_len=0,
+    kind = _text(data, "type", problems, required=_required("type"))
+    if kind is not None and kind and kind not in types:
+        if kind in CAMPAIGN_TYPES:
+            problems.append(f"type {_show(kind)} is not served on the legacy "
+                            f"{spec.ENDPOINT_LEGACY_CAMPAIGN} path (accepted: "
+                            f"{', '.join(types)}); use the unified {spec.ENDPOINT_CAMPAIGN} path")
+        else:
+            problems.append(f"type {_show(kind)} is not a campaign type; "
+                            f"known: {', '.join(types)}")
+    _text(data, "name", problems, required=_required("name"), min_len=spec.NAME_MIN_LENGTH,
+          max_len=spec.NAME_MAX_LENGTH)
+    _text(data, "externalCampaignId", problems, required=_required("externalCampaignId"),
+          min_len=0, max_len=spec.EXTERNAL_CAMPAIGN_ID_MAX_LENGTH)
+    _text(data, "requestId", problems, required=_required("requestId"),
+          max_len=spec.REQUEST_ID_MAX_LENGTH)
+    _text(data, "rulesUrl", problems, required=_required("rulesUrl"), min_len=0,
           max_len=spec.RULES_URL_MAX_LENGTH)
 
     bet_number = data.get("betNumber")
     if bet_number is None:
-        problems.append("betNumber is required")
+        if _required("betNumber"):
+            problems.append("betNumber is required")
     elif isinstance(bet_number, bool) or not isinstance(bet_number, int):
         problems.append(f"betNumber must be an integer, got {_show(bet_number)}")
     elif not spec.BET_NUMBER_MIN <= bet_number <= spec.BET_NUMBER_MAX:
@@ -141,9 +163,11 @@ def validate_campaign(data: dict[str, Any], player_id_max_length: int,
     games: list[str] = []
     game_ids = data.get("gameIds")
     if game_ids is None:
-        problems.append("gameIds is required")
-    elif not isinstance(game_ids, list) or not game_ids:
-        problems.append(f"gameIds must be a non-empty list of game ids, got {_show(game_ids)}")
+        if _required("gameIds"):
+            problems.append("gameIds is required")
+    elif not isinstance(game_ids, list) or len(game_ids) < spec.GAME_IDS_MIN:
+        problems.append(f"gameIds must be a list of at least {spec.GAME_IDS_MIN} game id(s), "
+                        f"got {_show(game_ids)}")
     else:
         for i, gid in enumerate(game_ids):
             if not isinstance(gid, str) or gid not in GAMES:
@@ -152,7 +176,7 @@ def validate_campaign(data: dict[str, Any], player_id_max_length: int,
             else:
                 games.append(gid)
 
-    currency = _text(data, "currencyCode", problems, required=True)
+    currency = _text(data, "currencyCode", problems, required=_required("currencyCode"))
     if currency:
         missing = [g for g in games if currency not in GAMES[g].bet_sizes]
         if missing:
@@ -162,24 +186,25 @@ def validate_campaign(data: dict[str, Any], player_id_max_length: int,
     raw_bet = data.get("bet")
     bet = _number(raw_bet)
     if raw_bet is None:
-        problems.append("bet is required")
-    elif bet is None or bet <= 0:
-        problems.append(f"bet must be a positive JSON number, got {_show(raw_bet)}")
-    elif currency and games and kind in CAMPAIGN_TYPES:
-        problems.extend(_bet_problems(kind, bet, currency, games))
+        if _required("bet"):
+            problems.append("bet is required")
+    elif bet is None or bet <= spec.BET_EXCLUSIVE_MIN:
+        problems.append(f"bet must be a JSON number above {spec.BET_EXCLUSIVE_MIN}, "
+                        f"got {_show(raw_bet)}")
+    elif currency and games and kind in types:
+        problems.extend(_bet_problems(kind, bet, currency, games, free_rounds_bet_is_base_bet))
 
     start, end = _date(data, spec.CAMPAIGN_START_FIELD, problems), _date(
         data, spec.CAMPAIGN_END_FIELD, problems)
     if start is not None and end is not None and end <= start:
         problems.append(f"{spec.CAMPAIGN_END_FIELD} {data[spec.CAMPAIGN_END_FIELD]!r} must be "
                         f"after {spec.CAMPAIGN_START_FIELD} {data[spec.CAMPAIGN_START_FIELD]!r}")
-    zone = _text(data, spec.CAMPAIGN_TIME_ZONE_FIELD, problems, required=True)
+    zone = _text(data, spec.CAMPAIGN_TIME_ZONE_FIELD, problems,
+                 required=_required(spec.CAMPAIGN_TIME_ZONE_FIELD))
     if zone:
-        try:
-            ZoneInfo(zone)
-        except (ZoneInfoNotFoundError, ValueError):
-            problems.append(f"{spec.CAMPAIGN_TIME_ZONE_FIELD} {_show(zone)} is not an IANA "
-                            f"time zone (e.g. 'Europe/Malta')")
+        problem = spec.time_zone_problem(zone)
+        if problem is not None:
+            problems.append(f"{spec.CAMPAIGN_TIME_ZONE_FIELD} {problem}")
 
     players = data.get(spec.CAMPAIGN_PLAYERS_FIELD)
     if players is not None:
@@ -194,11 +219,15 @@ def validate_campaign(data: dict[str, Any], player_id_max_length: int,
         raise _refuse(problems)
 
 
-def _bet_problems(kind: str, bet: Decimal, currency: str, games: list[str]) -> list[str]:
+def _bet_problems(kind: str, bet: Decimal, currency: str, games: list[str],
+                  free_rounds_bet_is_base_bet: bool) -> list[str]:
+    # spec.BET_MAX_DECIMALS (assumed): no finer than the currency's minor unit.
     quantum = minor_unit_exponent(currency)
     if bet != bet.quantize(quantum):
         return [f"bet {bet} has more decimals than {currency} allows "
                 f"({get_currency_precision(currency)} decimals)"]
+    if kind != spec.CAMPAIGN_TYPE_AWARDED_FEATURE and not free_rounds_bet_is_base_bet:
+        return []
     problems = []
     for gid in dict.fromkeys(games):
         if kind == spec.CAMPAIGN_TYPE_AWARDED_FEATURE:

@@ -119,6 +119,14 @@ def test_legacy_campaign_path(make: MakeClient, sb: RunningSandbox) -> None:
         "POST /api/v1/freeround/campaign",
         f"POST /api/v1/freeround/campaign/{created.campaign_id}/participant",
     ]
+    # The legacy path serves free rounds (spec.LEGACY_CAMPAIGN_TYPES, assumed): an awarded
+    # feature is refused before sending, as the sandbox would refuse it.
+    awarded = free_rounds(type=spec.CAMPAIGN_TYPE_AWARDED_FEATURE, bet=Decimal("7.55"),
+                          game_ids=["neon-fruits"], currency_code="EUR")
+    with pytest.raises(ValueError, match="legacy"):
+        c.create_campaign(awarded)
+    assert len(paths(sb)) == 3
+    assert make("individual").create_campaign(awarded).campaign_id
 
 
 def test_webhook_subscription(make: MakeClient, sb: RunningSandbox) -> None:

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from gptools import spec
-from gptools.sandbox import RunningSandbox
+from gptools.sandbox import RunningSandbox, SandboxConfig, run_sandbox
 from tests.sandbox.conftest import assert_error, auth, campaign_body, path
 
 # (field, the largest accepted value, the smallest refused one)
@@ -60,11 +60,11 @@ def test_field_limits_match_the_document() -> None:
     ({"name": 7}, "name must be a string"),
     ({"requestId": ""}, "requestId must not be empty"),
     ({"type": "JACKPOT"}, "type 'JACKPOT' is not a campaign type"),
-    ({"gameIds": []}, "gameIds must be a non-empty list"),
+    ({"gameIds": []}, "gameIds must be a list of at least 1 game id"),
     ({"gameIds": ["nope"]}, "gameIds[0] 'nope' is not a game"),
     ({"currencyCode": "KWD", "gameIds": ["viking-raid"], "bet": 1}, "not offered by viking-raid"),
-    ({"bet": "7.55"}, "bet must be a positive JSON number"),
-    ({"bet": 0}, "bet must be a positive JSON number"),
+    ({"bet": "7.55"}, "bet must be a JSON number above 0"),
+    ({"bet": 0}, "bet must be a JSON number above 0"),
     ({"bet": 7.555}, "more decimals than EUR allows"),
     ({"bet": 0.10}, "bet 0.1 is not a feature cost of neon-fruits in EUR"),
     ({"startDate": "2026-03-01T00:00:00Z"}, "startDate '2026-03-01T00:00:00Z' is not"),
@@ -77,6 +77,11 @@ def test_field_limits_match_the_document() -> None:
     ({"currencyCode": None}, "currencyCode is required"),
     ({"startDate": None}, "startDate is required"),
     ({"timeZone": None}, "timeZone is required"),
+    ({"name": None}, "name is required"),
+    ({"betNumber": None}, "betNumber is required"),
+    ({"endDate": None}, "endDate is required"),
+    ({"timeZone": "+02:00"}, "timeZone '+02:00' is not an IANA time zone"),
+    ({"externalCampaignId": None, "rulesUrl": None, "requestId": None}, None),
 ])
 def test_field_rules(http: httpx.Client, changes: dict[str, Any], fragment: str | None) -> None:
     response = _post(http, campaign_body(**changes))
@@ -134,6 +139,15 @@ def test_free_rounds_bet_is_a_base_bet(http: httpx.Client) -> None:
                                         requestId="fr2"))
     assert "not a bet size of neon-fruits" in assert_error(
         refused, 400, spec.VALIDATION_ERROR_CODE)["message"]
+    # An assumption (spec.FREE_ROUNDS_BET_IS_BASE_BET), so the sandbox can be told otherwise;
+    # the currency's decimals (spec.BET_MAX_DECIMALS) still hold.
+    with run_sandbox(SandboxConfig(free_rounds_bet_is_base_bet=False)) as sb, \
+            httpx.Client(base_url=sb.base_url) as other:
+        free = _post(other, campaign_body(type=spec.FREE_ROUNDS_CAMPAIGN_TYPE, bet=7.55))
+        assert free.status_code == 201, free.text
+        finer = _post(other, campaign_body(type=spec.FREE_ROUNDS_CAMPAIGN_TYPE, bet=7.555,
+                                           requestId="finer"))
+        assert "more decimals than EUR" in finer.text
 
 
 # --- Idempotency, ids, players, legacy path ----------------------------------------
@@ -187,15 +201,49 @@ def test_players_in_the_body_become_participants(http: httpx.Client,
     assert fresh_sandbox.state.participants("CMP-000001") == {"p1": 2, "p2": 1}
 
 
+def test_players_limit_is_the_one_the_model_has(http: httpx.Client) -> None:
+    """One assumed limit (spec.CAMPAIGN_PLAYERS_MAX_IDS) for the client's model and the
+    sandbox, which used to borrow the batch endpoint's figure."""
+    limit = SandboxConfig().campaign_players_max_ids
+    assert limit == spec.CAMPAIGN_PLAYERS_MAX_IDS
+    players = [f"p{i}" for i in range(limit + 1)]
+    refused = _post(http, campaign_body(players=players, requestId="many"))
+    message = assert_error(refused, 400, spec.VALIDATION_ERROR_CODE)["message"]
+    assert f"the limit is {limit}" in message
+    assert _post(http, campaign_body(players=players[:limit], requestId="ok")).status_code == 201
+
+
+def test_required_fields_are_the_assumed_ones() -> None:
+    """Which body fields are required is not shown: spec.CAMPAIGN_REQUIRED_FIELDS says it,
+    the sandbox refuses a body without one of them, and the model requires the same set."""
+    from gptools.models import CampaignRequest
+
+    required = {f.alias or name for name, f in CampaignRequest.model_fields.items()
+                if f.is_required()}
+    required = {to_wire_name(n) for n in required}
+    assert required == set(spec.CAMPAIGN_REQUIRED_FIELDS)
+
+
+def to_wire_name(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(p.title() for p in rest)
+
+
 @pytest.mark.parametrize("key,brand", [("individual", None), ("individual", 101),
                                        ("partner", 203), ("third_party", 301),
                                        ("internal", 101)])
 def test_legacy_path_creates_the_same_way(http: httpx.Client, fresh_sandbox: RunningSandbox,
                                           key: str, brand: int | None) -> None:
-    legacy = _post(http, campaign_body(), brand=brand, key=key, legacy=True)
+    """The legacy path serves free rounds (spec.LEGACY_CAMPAIGN_TYPES, assumed) in both path
+    forms; awarded features are refused there and go to the unified path."""
+    free = campaign_body(type=spec.FREE_ROUNDS_CAMPAIGN_TYPE, bet=0.20)
+    refused = _post(http, campaign_body(), brand=brand, key=key, legacy=True)
+    message = assert_error(refused, 400, spec.VALIDATION_ERROR_CODE)["message"]
+    assert "legacy" in message and "AWARDED_FEATURE" in message
+    legacy = _post(http, free, brand=brand, key=key, legacy=True)
     assert legacy.status_code == 201, legacy.text
     # The unified path sees the campaign the legacy one created (same requestId, same body).
-    unified = _post(http, campaign_body(), brand=brand, key=key)
+    unified = _post(http, free, brand=brand, key=key)
     assert unified.json()["campaignId"] == legacy.json()["campaignId"]
     campaign_id = legacy.json()["campaignId"]
     added = http.post(path(f"campaign/{campaign_id}/participant", brand, legacy=True),

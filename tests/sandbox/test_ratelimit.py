@@ -151,7 +151,9 @@ def test_user_campaign_tier_at_60() -> None:
 def test_legacy_paths_count_in_the_same_classes() -> None:
     with serving(SandboxConfig(rate_tiers=tiers(user_campaign=10))) as (sb, http):
         def either(h: httpx.Client, i: int) -> httpx.Response:
-            return h.post(path("campaign", 202, legacy=bool(i % 2)), json=campaign_body(),
+            # Free rounds: the legacy path serves them (spec.LEGACY_CAMPAIGN_TYPES).
+            body = campaign_body(type=spec.FREE_ROUNDS_CAMPAIGN_TYPE, bet=0.20)
+            return h.post(path("campaign", 202, legacy=bool(i % 2)), json=body,
                           auth=auth("partner"))
         burst_until_refused(sb, http, either, 10, "user_campaign")
 
