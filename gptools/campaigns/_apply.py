@@ -71,8 +71,9 @@ def add_players(
     chunk_size: int = spec.PARTICIPANT_MAX_IDS,
 ) -> int:
     """Add ``player_ids`` to a campaign in requests of at most ``chunk_size`` ids; returns
-    how many ids were sent. Whether the provider ignores an id added twice is not
-    documented, so send each player once (large lists: the participants loader)."""
+    how many ids were sent. Re-adding a player is harmless by assumption
+    (``spec.PARTICIPANT_ADDITION_IDEMPOTENT``), so a repeated call is safe against such a
+    server; large lists: the participants loader (which can use the batch endpoint)."""
     if chunk_size < 1:
         raise ValueError(f"chunk_size must be at least 1, got {chunk_size}")
     ids = list(player_ids)
@@ -95,9 +96,10 @@ def apply_plan(
     plan again returns the same campaign ids and creates nothing new. For AWARDED_FEATURE
     without ``costs`` the bets are checked against the configurations endpoint (the
     document's recommended source) first. With ``add_participants`` every currency's
-    ``player_ids`` are added after its campaign is created; the document does not say
-    whether adding a player twice is harmless (``spec.PARTICIPANT_ADDITION_IDEMPOTENT`` is
-    our assumption), so leave it off when re-running. ``client`` is a
+    ``player_ids`` are added after its campaign is created; a re-run adds them again, which
+    is harmless by assumption (``spec.PARTICIPANT_ADDITION_IDEMPOTENT``: the document does
+    not say; against a server that refuses re-adds, a re-run raises its 4xx, and
+    ``Client(participant_retries=False)`` stops the client repeating). ``client`` is a
     :class:`~gptools.client.Client`; the plan's ``brand`` selects its brand view.
     """
     api: CampaignClient = scoped(client, plan.brand)

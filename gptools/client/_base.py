@@ -123,7 +123,9 @@ def should_retry(
 
     ``idempotent`` says whether doing the request twice does no harm: true for GETs, for a
     campaign creation with its ``requestId`` (the client always sends one), participant
-    additions (adding a player twice is a no-op on the server) and subscription updates;
+    additions (adding a player twice is a no-op on the server, by assumption:
+    ``spec.PARTICIPANT_ADDITION_IDEMPOTENT``; ``Client(participant_retries=False)``
+    otherwise) and subscription updates;
     false for a subscription creation (a second one is refused) and for a campaign
     creation without ``requestId``. ``reached`` is false when the request provably never
     got to the server (connection refused, connect time-out).
@@ -186,7 +188,9 @@ client-side limiting off), ``rate_limit_status``, ``retry_after_ceiling``,
 ``backoff_base``/``backoff_cap``, ``rng`` (a seeded :class:`random.Random` for
 reproducible jitter), ``batch_participant_path``, ``webhook_subscription_path``,
 ``campaign_field_names`` (renames assumed campaign JSON fields, e.g.
-``{"startDate": "validFrom"}``) and
+``{"startDate": "validFrom"}``), ``participant_retries`` (repeat a participant addition
+after a lost answer or a 5xx; default ``spec.PARTICIPANT_ADDITION_IDEMPOTENT``, assumed:
+re-adding is harmless) and
 ``transport`` (an :class:`httpx.BaseTransport`). Defaults live in
 :mod:`gptools.client._constants` and :mod:`gptools.spec`.
 
@@ -217,6 +221,7 @@ class BaseClient:
         batch_participant_path: str = spec.ENDPOINT_BATCH_PARTICIPANT_TEMPLATE,
         webhook_subscription_path: str = spec.ENDPOINT_WEBHOOK_SUBSCRIPTION,
         campaign_field_names: Mapping[str, str] | None = None,
+        participant_retries: bool = spec.PARTICIPANT_ADDITION_IDEMPOTENT,
         env_file: str | Path | None = ".env",
         transport: httpx.BaseTransport | httpx.AsyncBaseTransport | None = None,
     ) -> None:
@@ -235,6 +240,9 @@ class BaseClient:
         # The campaign body's date/zone/players names are assumptions; a user who learns the
         # real ones renames them here instead of patching the model.
         self.campaign_field_names = dict(campaign_field_names or {})
+        # Whether re-adding a participant is harmless is not shown: by assumption it is, so
+        # an addition whose answer was lost is repeated; False for a server that refuses it.
+        self.participant_retries = participant_retries
         self.limiter = RateLimiter(rate_tiers)
         # Seeded by the caller for reproducible jitter; a fresh one otherwise.
         self._rng = rng if rng is not None else random.Random()
@@ -402,7 +410,8 @@ class BaseClient:
                                    campaign_id=quote(campaign_id, safe=""))
         path = self._brand_path("POST", endpoint, brand, info)
         return self._call("POST", path, ParticipantsAdded,
-                          body=dumps_wire({spec.FIELD_PLAYER_IDS: ids}))
+                          body=dumps_wire({spec.FIELD_PLAYER_IDS: ids}),
+                          idempotent=self.participant_retries)
 
     def _build_add_participants(
         self, campaign_id: str, player_ids: Sequence[str], brand: int | None, info: SelfInfo

@@ -316,6 +316,16 @@ class SandboxApp:
             config.batch_participant_max_ids if call.batch else config.participant_max_ids,
             config.player_id_max_length, call.batch,
         )
+        if config.readd_participants_refused:
+            # The other reading of spec.PARTICIPANT_ADDITION_IDEMPOTENT: a re-add is an error.
+            known = self.state.participants(campaign_id)
+            again = [p for p in dict.fromkeys(ids) if p in known]
+            if again:
+                shown = ", ".join(repr(p) for p in again[:10])
+                more = f" and {len(again) - 10} more" if len(again) > 10 else ""
+                raise Refusal(spec.PARTICIPANT_EXISTS_STATUS, spec.PARTICIPANT_EXISTS_CODE,
+                              f"already participants of {campaign_id}: {shown}{more}; "
+                              f"nothing was added")
         new = self.state.add_participants(campaign_id, ids)
         return _json(200, {spec.FIELD_CAMPAIGN_ID: campaign_id, "added": len(ids),
                            "newParticipants": new})

@@ -162,6 +162,37 @@ def test_participant_retry_after_commit_is_harmless(make: MakeClient,
     assert sb.state.participants(campaign) == {"p-1": 2, "p-2": 2}
 
 
+def test_participant_retries_against_a_server_that_refuses_re_adds(make: MakeClient) -> None:
+    """The other reading of spec.PARTICIPANT_ADDITION_IDEMPOTENT, simulated by the sandbox's
+    switch: a re-add is 409 PARTICIPANT_EXISTS. The default client repeats an addition whose
+    answer was lost and meets that refusal (the players were added once); a client told
+    ``participant_retries=False`` reports the lost answer instead and never repeats."""
+    config = SandboxConfig(readd_participants_refused=True)
+    with run_sandbox(config) as strict:
+        c = make("partner", sandbox=strict).brand(203)
+        campaign = c.create_campaign(free_rounds()).campaign_id
+        strict.faults.add(FaultRule(spec.ENDPOINT_CLASS_PARTICIPANT, commit_then_fail=True,
+                                    count=1))
+        with pytest.raises(errors.ConflictError) as refused:
+            c.add_participants(campaign, ["p-1", "p-2"])
+        assert refused.value.code == spec.PARTICIPANT_EXISTS_CODE
+        assert refused.value.retries == 1 and "p-1" in refused.value.message
+        assert strict.state.participants(campaign) == {"p-1": 1, "p-2": 1}
+
+        careful = make("partner", sandbox=strict, participant_retries=False).brand(203)
+        strict.faults.add(FaultRule(spec.ENDPOINT_CLASS_PARTICIPANT, commit_then_fail=True,
+                                    count=1))
+        with pytest.raises(errors.ServerError) as lost:
+            careful.add_participants(campaign, ["p-3"])
+        assert lost.value.status == 504 and lost.value.retries == 0
+        assert strict.state.participants(campaign) == {"p-1": 1, "p-2": 1, "p-3": 1}
+        # Without a fault, new players are added and a re-add is refused as a whole.
+        assert careful.add_participants(campaign, ["p-4"]).retries == 0
+        with pytest.raises(errors.ConflictError):
+            careful.add_participants(campaign, ["p-4", "p-5"])
+        assert "p-5" not in strict.state.participants(campaign)
+
+
 def test_subscription_creation_not_repeated_after_ambiguous_failure(
     make: MakeClient, sb: RunningSandbox,
 ) -> None:
