@@ -118,12 +118,17 @@ def plan_command(file: str, offline: bool, brand: int | None, now_text: str | No
 @campaigns.command("apply")
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--add-participants", is_flag=True,
-              help="Also add each currency's player_ids (do not repeat on a re-run).")
+              help="Also add each currency's player_ids (a re-run adds them again: harmless "
+                   "by assumption, spec.PARTICIPANT_ADDITION_IDEMPOTENT).")
+@click.option("--endpoint", type=click.Choice(["single", "batch"]), default="single",
+              show_default=True,
+              help="Participant endpoint for --add-participants: batch is the one the "
+                   "document recommends for large lists (its path is an assumption).")
 @click.option("--brand", type=int, default=None, help="Brand id (overrides the plan's).")
 @click.option("--now", "now_text", default=None, help=_NOW_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
-def apply_command(file: str, add_participants: bool, brand: int | None, now_text: str | None,
-                  as_json: bool) -> None:
+def apply_command(file: str, add_participants: bool, endpoint: str, brand: int | None,
+                  now_text: str | None, as_json: bool) -> None:
     """Create the campaigns of a plan FILE (safe to repeat: same plan, same campaigns)."""
     from gptools.campaigns import apply_plan, load_plan
 
@@ -134,7 +139,8 @@ def apply_command(file: str, add_participants: bool, brand: int | None, now_text
         try:
             chosen = resolve_brand(client, brand if brand is not None else plan.brand)
             plan = plan.model_copy(update={"brand": chosen})
-            result = apply_plan(client, plan, now=now, add_participants=add_participants)
+            result = apply_plan(client, plan, now=now, add_participants=add_participants,
+                                endpoint=endpoint)
         finally:
             client.close()
     document = {"plan": plan.name, "brand": plan.brand, "campaigns": [

@@ -32,8 +32,13 @@ def _connect() -> Any:
                    "[default: one per load under $GPTOOLS_JOURNAL_DIR or ~/.cache/gptools].")
 @click.option("--rejects", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="CSV file for the rejected rows [default: FILE-STEM.rejects.csv here].")
-@click.option("--chunk-size", type=click.IntRange(min=1), default=spec.PARTICIPANT_MAX_IDS,
-              show_default=True, help="Player ids per request (assumed limit).")
+@click.option("--endpoint", type=click.Choice(["single", "batch"]), default="single",
+              show_default=True,
+              help="Participant endpoint: batch is the one the document recommends for large "
+                   "lists (its path is an assumption, spec.ENDPOINT_BATCH_PARTICIPANT_TEMPLATE).")
+@click.option("--chunk-size", type=click.IntRange(min=1), default=None,
+              help=f"Player ids per request (assumed limits) [default: "
+                   f"{spec.PARTICIPANT_MAX_IDS} single, {spec.BATCH_PARTICIPANT_MAX_IDS} batch].")
 @click.option("--column", default=None,
               help="Header name (or 0-based position) of the player-id column.")
 @click.option("--encoding", default=None, help="File encoding [default: detected].")
@@ -51,7 +56,8 @@ def load(
     brand: int | None,
     journal: Path | None,
     rejects: Path | None,
-    chunk_size: int,
+    endpoint: str,
+    chunk_size: int | None,
     column: str | None,
     encoding: str | None,
     delimiter: str | None,
@@ -87,7 +93,8 @@ def load(
                     delimiter=delimiter,
                     sheet=int(sheet) if sheet and sheet.isdigit() else sheet,
                     journal=journal, rejects=rejects,
-                    chunk_size=chunk_size, max_id_length=max_id_length,
+                    chunk_size=chunk_size, endpoint="batch" if endpoint == "batch" else "single",
+                    max_id_length=max_id_length,
                     concurrency=concurrency or DEFAULT_CONCURRENCY, progress=not no_progress,
                 )
         except LoadInterrupted as exc:

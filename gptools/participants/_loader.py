@@ -31,7 +31,7 @@ from collections import deque
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from tqdm.auto import tqdm
 
@@ -62,6 +62,15 @@ DEFAULT_MAX_ATTEMPTS: Final = 8
 #: Backoff between the loader's own re-sends of a chunk: base, doubling, capped (seconds).
 RESEND_BASE: Final = 0.5
 RESEND_CAP: Final = 15.0
+#: The participant endpoints a load can use: one addition per ``playerIds`` list, or the
+#: batch endpoint the document recommends for large lists (its path is assumed:
+#: ``spec.ENDPOINT_BATCH_PARTICIPANT_TEMPLATE``, so ``single`` stays the default).
+Endpoint = Literal["single", "batch"]
+ENDPOINTS: Final = ("single", "batch")
+#: Ids per request when ``chunk_size`` is not given, per endpoint (both assumed).
+DEFAULT_CHUNK_SIZES: Final[dict[str, int]] = {
+    "single": spec.PARTICIPANT_MAX_IDS, "batch": spec.BATCH_PARTICIPANT_MAX_IDS,
+}
 #: Environment variable naming the directory of default journals.
 ENV_JOURNAL_DIR: Final = "GPTOOLS_JOURNAL_DIR"
 
@@ -127,7 +136,8 @@ def load_participants(
     sheet: str | int | None = None,
     journal: str | os.PathLike[str] | None = None,
     rejects: str | os.PathLike[str] | None = None,
-    chunk_size: int = spec.PARTICIPANT_MAX_IDS,
+    chunk_size: int | None = None,
+    endpoint: Endpoint = "single",
     max_id_length: int = spec.PLAYER_ID_MAX_LENGTH,
     concurrency: int = DEFAULT_CONCURRENCY,
     max_attempts: int = DEFAULT_MAX_ATTEMPTS,
@@ -141,10 +151,17 @@ def load_participants(
     ``brand`` names the brand (or pass ``client.brand(ID)``). ``journal`` is the SQLite
     file that makes the load resumable (default: :func:`default_journal_path`); running the
     same load again with the same journal sends only what was not acknowledged. ``rejects``
-    is a CSV file to write the rejected rows to. ``chunk_size`` ids per request (default
-    ``spec.PARTICIPANT_MAX_IDS``, assumed) and ``max_id_length`` (default
-    ``spec.PLAYER_ID_MAX_LENGTH``, assumed) are fixed when a load starts; a resumed load
-    keeps its own. ``progress`` shows a tqdm bar (a widget in Jupyter). ``seed`` makes the
+    is a CSV file to write the rejected rows to. ``endpoint`` picks the participant
+    endpoint: ``"single"`` (the documented ``.../participant``, the default) or ``"batch"``,
+    the batch endpoint the document recommends for large lists (path assumed:
+    ``spec.ENDPOINT_BATCH_PARTICIPANT_TEMPLATE``); both go through the same journal,
+    bisection and rate tiers. ``chunk_size`` ids per request (default per endpoint:
+    ``spec.PARTICIPANT_MAX_IDS`` or ``spec.BATCH_PARTICIPANT_MAX_IDS``, assumed), the
+    endpoint and ``max_id_length`` (default ``spec.PLAYER_ID_MAX_LENGTH``, assumed) are fixed
+    when a load starts; a resumed load keeps its own. Either endpoint goes beyond the
+    back office's CSV import, which takes at most ``spec.BACK_OFFICE_CSV_IMPORT_MAX_ROWS``
+    (50,000) players per file: a longer list needs no splitting here. ``progress`` shows
+    a tqdm bar (a widget in Jupyter). ``seed`` makes the
     backoff jitter reproducible.
 
     Raises :class:`PlayerListError` for an unreadable source or a journal of another load,
@@ -157,6 +174,10 @@ def load_participants(
             raise ValueError(f"brand={brand} conflicts with the client's brand {client.brand_id}")
         brand = client.brand_id
         client = client.client
+    if endpoint not in ENDPOINTS:
+        raise ValueError(f"endpoint must be one of {', '.join(ENDPOINTS)}, got {endpoint!r}")
+    if chunk_size is None:
+        chunk_size = DEFAULT_CHUNK_SIZES[endpoint]
     if chunk_size < 1:
         raise ValueError(f"chunk_size must be at least 1, got {chunk_size}")
     if concurrency < 1:
@@ -187,13 +208,18 @@ def load_participants(
                 book.stage(
                     src.rows(), check, chunk_size=chunk_size, progress=bar.update,
                     settings={"source": src.description, "max_id_length": str(max_id_length),
+                              "endpoint": endpoint,
                               **{f"source.{k}": v for k, v in src.details.items()}},
                 )
     finally:
         src.close()
     try:
+        # A resumed load keeps the endpoint it started with (journals from before the
+        # option have none: they used the single endpoint).
+        started_with = book.meta().get("endpoint", "single")
         sender = _Sender(client, campaign_id, brand, book, concurrency=concurrency,
-                         max_attempts=max_attempts, rng=random.Random(seed))
+                         max_attempts=max_attempts, rng=random.Random(seed),
+                         batch=started_with == "batch")
         interrupted = False
         try:
             sender.run(progress)
@@ -248,6 +274,7 @@ def _summarise(
         requests=stats.requests,
         retries=sender.client_retries(),
         rate_limited=stats.rate_limited + sender.client_rate_limited(),
+        endpoint="batch" if sender.batch else "single",
         bisections=stats.bisections,
         failed_chunks=stats.failed_chunks,
         last_error=stats.last_error,
@@ -285,8 +312,12 @@ class _Sender:
         concurrency: int,
         max_attempts: int,
         rng: random.Random,
+        batch: bool = False,
     ) -> None:
         self.client = client
+        self.batch = batch
+        # Read here: _send runs in the pool's threads, the journal belongs to this one.
+        self._chunk_size = book.chunk_size
         self.campaign_id = campaign_id
         self.brand = brand
         self.book = book
@@ -310,6 +341,12 @@ class _Sender:
 
     def _send(self, work: _Work) -> Any:
         ids = [pid for _, pid in work.ids]
+        if self.batch:
+            # The chunk size was chosen (or defaulted) for the batch endpoint when the load
+            # started; the client's own batch limit is that choice.
+            return self.client.add_participants_batch(
+                self.campaign_id, ids, brand=self.brand,
+                max_ids=max(len(ids), self._chunk_size))
         return self.client.add_participants(self.campaign_id, ids, brand=self.brand)
 
     def run(self, progress: bool) -> None:

@@ -51,6 +51,7 @@ class LoadSummary:
     resumed: bool = False
     unknown_resent: int = 0
     chunk_size: int = 0
+    endpoint: str = "single"
     chunks: int = 0
     chunks_acknowledged: int = 0
     requests: int = 0

@@ -53,6 +53,18 @@ def test_apply_twice_gives_the_same_campaigns(
     assert ids[0][0] in human.stdout
 
 
+def test_apply_adds_participants_through_the_batch_endpoint(
+    cli_runner: CliRunner, fresh_sandbox: RunningSandbox
+) -> None:
+    result = cli_runner.invoke(cli, ["campaigns", "apply", EXAMPLE, "--now", NOW, "--json",
+                                     "--add-participants", "--endpoint", "batch"])
+    assert result.exit_code == 0, result.output
+    sent = [c["participantsSent"] for c in json.loads(result.stdout)["campaigns"]]
+    posts = [r.path for r in fresh_sandbox.state.requests if "/participant" in r.path]
+    assert len(posts) == sum(1 for n in sent if n) > 0
+    assert all(p.endswith("/participant/batch") for p in posts)
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["plan", "/nonexistent.yaml"], "cannot read"),
     (["plan", EXAMPLE, "--now", "yesterday"], "not an ISO 8601"),

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from gptools import spec
 from gptools.cli import cli
 from gptools.sandbox import RunningSandbox
 from tests.participants.conftest import BRAND
@@ -45,6 +46,18 @@ def test_load_json_then_resume(env: dict[str, str], campaign: str, tmp_path: Pat
     assert code == 0
     assert "loaded         20 (0 in this run)" in out
     assert "adds up        yes" in out
+
+
+def test_load_through_the_batch_endpoint(env: dict[str, str], campaign: str,
+                                        fresh_sandbox: RunningSandbox) -> None:
+    code, out, _ = _load(env, str(MESSY), "--campaign", campaign, "--brand", str(BRAND),
+                         "--endpoint", "batch", "--json")
+    assert code == 0
+    doc = json.loads(out)
+    assert (doc["loaded"], doc["endpoint"], doc["chunk_size"]) == (
+        20, "batch", spec.BATCH_PARTICIPANT_MAX_IDS)
+    posts = [r.path for r in fresh_sandbox.state.requests if "/participant" in r.path]
+    assert posts and all(p.endswith("/participant/batch") for p in posts)
 
 
 def test_bad_input_exits_2(env: dict[str, str], campaign: str, tmp_path: Path) -> None:

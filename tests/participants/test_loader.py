@@ -7,10 +7,12 @@ import csv
 import json
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
 
+from gptools import spec
 from gptools.client import Client
 from gptools.errors import InvalidRequestError
 from gptools.participants import (
@@ -154,6 +156,61 @@ def test_bisection_isolates_the_ids_the_server_refuses(tmp_path: Path) -> None:
         assert loaded == {i: 1 for i in ids if i not in bad.values()}
         # Chunks without a bad id went once; each refused chunk was split, never resent whole.
         assert summary.requests < 4 + 2 * 4 * 6 + 4
+
+
+def _batch_requests(sb: RunningSandbox) -> list[Any]:
+    return [r for r in sb.state.requests
+            if r.method == "POST" and r.path.endswith("/participant/batch")]
+
+
+def test_batch_endpoint_same_journal_bisection_and_tiers(tmp_path: Path) -> None:
+    """``endpoint="batch"``: the batch participant endpoint (path assumed), with the same
+    bisection of refused ids, the same journal (a resumed load keeps the endpoint) and the
+    participant rate tiers; nothing goes to the single endpoint."""
+    with run_sandbox(SandboxConfig(seed=0, player_id_max_length=16)) as sb, \
+            make_client(sb) as client:
+        campaign = client.create_campaign(campaign_request(), brand=BRAND).campaign_id
+        ids = [f"b-{i:03d}" for i in range(200)]
+        bad = {17: "x" * 20, 150: "y" * 17}
+        for index, value in bad.items():
+            ids[index] = value
+        sb.faults.add(FaultRule(endpoint=spec.ENDPOINT_CLASS_PARTICIPANT, status=503,
+                                count=2))
+        journal = tmp_path / "j.sqlite"
+        summary = load_participants(client, campaign, ids, brand=BRAND, chunk_size=50,
+                                    endpoint="batch", journal=journal, progress=False)
+        assert summary.complete and summary.endpoint == "batch"
+        assert (summary.loaded, summary.rejected) == (198, 2) and summary.bisections > 0
+        frame = _assert_adds_up(summary)
+        assert set(frame[frame.outcome == "rejected"].raw) == set(bad.values())
+        assert sb.state.participants(campaign) == {i: 1 for i in ids if i not in bad.values()}
+        assert participant_requests(sb) == []
+        batch = _batch_requests(sb)
+        assert len(batch) == summary.requests + 2  # the client retried the two 503s itself
+        assert {spec.endpoint_class("POST", r.path) for r in batch} == {
+            spec.ENDPOINT_CLASS_PARTICIPANT}
+        # Resumed (same journal) without naming the endpoint: it keeps the batch endpoint.
+        again = load_participants(client, campaign, ids, brand=BRAND, chunk_size=50,
+                                  journal=journal, progress=False)
+        assert again.endpoint == "batch" and again.requests == 0
+
+
+def test_batch_endpoint_default_chunk_goes_beyond_the_back_office_import(
+        fresh_sandbox: RunningSandbox, client: Client, campaign: str, tmp_path: Path) -> None:
+    """Batch chunks default to spec.BATCH_PARTICIPANT_MAX_IDS; a list longer than the
+    back office's CSV import (spec.BACK_OFFICE_CSV_IMPORT_MAX_ROWS) needs no splitting."""
+    n = spec.BACK_OFFICE_CSV_IMPORT_MAX_ROWS + 1
+    ids = [f"bo-{i}" for i in range(n)]
+    summary = load_participants(client, campaign, ids, brand=BRAND, endpoint="batch",
+                                journal=tmp_path / "j.sqlite", progress=False)
+    assert summary.complete and summary.loaded == n
+    assert summary.chunk_size == spec.BATCH_PARTICIPANT_MAX_IDS
+    assert summary.requests == -(-n // spec.BATCH_PARTICIPANT_MAX_IDS)
+    assert len(fresh_sandbox.state.participants(campaign)) == n
+    with pytest.raises(ValueError, match="endpoint must be one of"):
+        load_participants(client, campaign, ids[:1], brand=BRAND,
+                          endpoint="bulk",  # type: ignore[arg-type]
+                          journal=tmp_path / "k.sqlite", progress=False)
 
 
 @pytest.mark.parametrize(
