@@ -193,6 +193,38 @@ def test_participant_retries_against_a_server_that_refuses_re_adds(make: MakeCli
         assert "p-5" not in strict.state.participants(campaign)
 
 
+@pytest.mark.parametrize(
+    ("status", "code", "error", "retried"),
+    [
+        (403, spec.CODE_BRAND_NOT_ALLOWED, errors.ForbiddenError, False),
+        (500, spec.CODE_UNKNOWN_ERROR, errors.UnknownServerError, True),
+        (504, spec.CODE_TIMEOUT, errors.GatewayTimeoutError, True),
+    ],
+)
+def test_self_errors_of_the_document(make: MakeClient, sb: RunningSandbox, status: int,
+                                     code: str, error: type[errors.ApiError],
+                                     retried: bool) -> None:
+    """GET /self lists 401, 403, 500 and 504 with the error body: the sandbox answers them
+    as seeded faults; a 403 is raised at once, 500/504 are retried and raised when they
+    persist, and a passing one is retried to success."""
+    c = make("partner", max_retries=2)
+    sb.faults.add(FaultRule("GET /self", status=status, code=code))
+    with pytest.raises(error) as caught:
+        c.self()
+    assert caught.value.status == status and caught.value.code == code
+    assert caught.value.path == spec.SELF_PATH
+    assert caught.value.retries == (2 if retried else 0)
+    assert [r.status for r in sb.state.requests] == [status] * (3 if retried else 1)
+    sb.faults.clear()
+    sb.faults.add(FaultRule("GET /self", status=status, code=code, count=1))
+    if retried:
+        assert c.self().retries == 1
+    else:
+        with pytest.raises(error):
+            c.self()
+        assert c.self().principal_type == spec.PRINCIPAL_PARTNER
+
+
 def test_subscription_creation_not_repeated_after_ambiguous_failure(
     make: MakeClient, sb: RunningSandbox,
 ) -> None:
