@@ -377,6 +377,8 @@ LEGACY_CAMPAIGN_TYPES: Final = (FREE_ROUNDS_CAMPAIGN_TYPE,)
 FREE_ROUNDS_BET_IS_BASE_BET: Final = True
 BET_MAX_DECIMALS: Final = "the currency's minor units"
 PLAYER_ID_FORBIDDEN: Final = "blank, or any control character (C0, DEL, C1)"
+#: The control characters of PLAYER_ID_FORBIDDEN, as a regular expression character class.
+PLAYER_ID_CONTROL_PATTERN: Final = r"[\x00-\x1f\x7f-\x9f]"
 REQUEST_ID_SCOPE: Final = "brand"
 CAMPAIGN_CREATED_STATUS: Final = 201
 CAMPAIGN_REPLAY_STATUS: Final = 200

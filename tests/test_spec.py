@@ -113,3 +113,27 @@ def test_assumed_gaps_the_issue_names_are_recorded() -> None:
                    "ENDPOINT_BATCH_PARTICIPANT_TEMPLATE", "ENDPOINT_WEBHOOK_SUBSCRIPTION",
                    "PARTICIPANT_MAX_IDS"):
         assert needed in names, needed
+
+
+def test_player_id_rule_is_one_for_the_loader_and_the_sandbox() -> None:
+    """spec.PLAYER_ID_FORBIDDEN (assumed): the loader rejects before sending exactly the ids
+    the sandbox refuses for a control character or blankness."""
+    from gptools.participants._validate import Rejection, check_player_id
+    from gptools.sandbox._validation import player_id_problems
+
+    samples = ["ok", "a\x00b", "a\tb", "a\x7fb", "a\x85b", "a\x9fb", "a\xa0b", "é", "a b",
+               "a\u2028b", "a\x1fb"]
+    for pid in samples:
+        loader_refuses = isinstance(check_player_id(pid, max_length=128), Rejection)
+        sandbox_refuses = bool(player_id_problems([pid], "playerIds", 128))
+        assert loader_refuses == sandbox_refuses, repr(pid)
+    assert spec.assumption("PLAYER_ID_FORBIDDEN").value == spec.PLAYER_ID_FORBIDDEN
+
+
+def test_a_get_counts_against_both_global_tiers() -> None:
+    """spec.GLOBAL_TIERS_COMBINED (assumed): a GET counts in the 500 of all methods and in
+    the 1000 of GETs, so 500 binds; other methods count only in the 500."""
+    assert spec.assumption("GLOBAL_TIERS_COMBINED").value == spec.GLOBAL_TIERS_COMBINED
+    get = {t.name for t in spec.tiers_for("GET", "/api/v1/self") if t.scope == "global"}
+    post = {t.name for t in spec.tiers_for("POST", "/api/v1/campaign") if t.scope == "global"}
+    assert (get, post) == ({"global_all", "global_get"}, {"global_all"})

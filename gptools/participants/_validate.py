@@ -43,7 +43,7 @@ REASON_CODES: Final = (
 # count as white space for str.strip() but are not trimmed here: they are rejected.
 _TRIM: Final = " \t\r\n\u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008" \
     "\u2009\u200a\u200b\u2028\u2029\u202f\u205f\u3000\ufeff"
-_CONTROL: Final = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_CONTROL: Final = re.compile(spec.PLAYER_ID_CONTROL_PATTERN)
 _SURROGATE: Final = re.compile(r"[\ud800-\udfff]")
 
 

@@ -22,7 +22,7 @@ from gptools.sandbox._refusal import Refusal
 #: Campaign types the sandbox accepts: the documented one and the assumed free-round one.
 CAMPAIGN_TYPES = (spec.CAMPAIGN_TYPE_AWARDED_FEATURE, spec.FREE_ROUNDS_CAMPAIGN_TYPE)
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_CONTROL = re.compile(spec.PLAYER_ID_CONTROL_PATTERN)  # spec.PLAYER_ID_FORBIDDEN, assumed
 _SHOWN_PROBLEMS = 10
 
 
