@@ -12,6 +12,10 @@ Semantics (API document, "Acknowledgement and retries", with the assumed values 
   retry that would fall later is not made (the action "expired").
 - A receiver that answers after the time-out has processed the delivery but gets it again:
   the realistic cause of duplicates.
+- Without a callback URL (or without a subscription) deliveries go to
+  ``{wallet_url}/v1/game-action-events`` "using the authentication credentials already
+  configured for the account's wallet" (:class:`WalletCredentials`), never the
+  subscription's own authentication type.
 
 Time is simulated. With :class:`VirtualClock` the dispatcher jumps from one due time to
 the next (7 days of retries take no real time); with :class:`ScaledClock` simulated time
