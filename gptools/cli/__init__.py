@@ -1,7 +1,8 @@
 """The ``gptools`` command: one entry point, subcommands grouped by capability.
 
-Contract (DESIGN.md): every reporting subcommand takes ``--json`` and then prints exactly one
-JSON document on stdout; exit code 0 on success, 2 on bad input, 1 on failure.
+Contract (docs/design.md, "The command line"): every reporting subcommand takes ``--json``
+and then prints exactly one JSON document on stdout; exit code 0 on success, 2 on bad input,
+1 on failure.
 """
 
 from gptools.cli import (  # noqa: F401  (importing registers the commands)

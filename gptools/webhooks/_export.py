@@ -1,4 +1,4 @@
-"""Export the delivery log from a store to JSONL or Parquet (the DESIGN.md record shape).
+"""Export the delivery log from a store to JSONL or Parquet (docs/design.md's record shape).
 
 JSONL: one object per line with ``received_at`` (ISO 8601 UTC, ``Z``, microseconds),
 ``status``, ``latency_ms``, then ``payload`` (the body parsed, when it is a JSON object) or

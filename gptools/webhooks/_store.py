@@ -5,8 +5,9 @@ Two engines share one schema and one code path: SQLite in WAL mode (the embedded
 receiver processes or hosts sharing one dedupe store). Three tables:
 
 - ``delivery_log``: one row per delivery attempt. Its columns are a contract that the log
-  analyser reads (DESIGN.md): ``received_at``, ``status``, ``latency_ms``, ``body``,
-  ``action_id``, ``duplicate``, ``auth_ok``, ``error``, ``remote_addr``.
+  analyser reads (docs/design.md, "The delivery-log fields"): ``received_at``, ``status``,
+  ``latency_ms``, ``body``, ``action_id``, ``duplicate``, ``auth_ok``, ``error``,
+  ``remote_addr``.
 - ``webhook_actions``: one row per distinct ``actionId``; its primary key is the durable
   dedupe key, and the same row is the action's entry in the processing queue (``state``
   pending / done / dead, ``attempts``, ``next_attempt_at``, ``lease_until``).
@@ -34,7 +35,7 @@ from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 from gptools import spec
 
-#: The columns of ``delivery_log``, in order (the contract of DESIGN.md).
+#: The columns of ``delivery_log``, in order (the contract of docs/design.md).
 LOG_COLUMNS: tuple[str, ...] = (
     "received_at",
     "status",

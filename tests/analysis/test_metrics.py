@@ -50,7 +50,7 @@ def test_counts_equal_the_truth(generated: tuple[LogBuilder, DeliveryAnalysis]) 
     dist = r.attempts_per_action["distribution"]
     assert dist == {str(k): v for k, v in sorted(t.attempts.items())}
     assert r.attempts_per_action["max"] == max(t.attempts)
-    # The identity of DESIGN.md, and the partition of actions by outcome.
+    # The summary identity of docs/design.md, and the partition of actions by outcome.
     assert r.identity_holds
     assert r.to_dict()["check"]["holds"] is True
     assert r.deliveries == r.actions + r.retries + r.duplicate_deliveries + (

@@ -1,7 +1,7 @@
 """Every metric of the delivery-log analyser, defined once as Ibis expressions.
 
-The definitions are DESIGN.md's ("The analyser's definitions"); this module is their only
-implementation. Three relations carry them, each a pure function of the one before:
+The definitions are docs/design.md's ("The analyser's definitions"); this module is their
+only implementation. Three relations carry them, each a pure function of the one before:
 
 1. :func:`validate` (per delivery): whether the body is a valid game event notification
    (the same rules as :class:`gptools.models.GameEventNotification`, written as checks

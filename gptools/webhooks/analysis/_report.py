@@ -10,7 +10,7 @@ from typing import Any
 
 @dataclass(frozen=True, slots=True, kw_only=True, repr=False)
 class DeliveryReport:
-    """Every metric of the analyser for one log (DESIGN.md's definitions).
+    """Every metric of the analyser for one log (docs/design.md's definitions).
 
     Counts are integers, rates are shares in [0, 1] (``None`` when there is nothing to
     divide), durations are seconds (``_s``) or milliseconds (``_ms``). Percentile dicts
