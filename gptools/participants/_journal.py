@@ -174,6 +174,7 @@ class Journal:
         self.path = path
         self._db = db
         self._lock_fd = lock_fd
+        self._batch = False
         #: chunks found ``sent`` when the journal was opened: answer unknown, sent again.
         self.unknown_at_open = 0
 
@@ -237,8 +238,22 @@ class Journal:
 
     # -- helpers ------------------------------------------------------------------------
 
-    def _tx(self, *, durable: bool = True) -> _Transaction:
+    def _tx(self, *, durable: bool = True) -> contextlib.AbstractContextManager[None]:
+        if self._batch:
+            return contextlib.nullcontext()  # part of the batch's one transaction
         return _Transaction(self._db, durable=durable)
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Commit every answer recorded inside as one transaction: one sync of the log
+        for several answers that arrived together. An interruption (Ctrl-C) commits what
+        was recorded, as separate commits would have; any other error rolls it back."""
+        with _Transaction(self._db, commit_on=(KeyboardInterrupt,)):
+            self._batch = True
+            try:
+                yield
+            finally:
+                self._batch = False
 
     def _scalar(self, sql: str, *args: Any) -> int:
         row = self._db.execute(sql, args).fetchone()
@@ -474,12 +489,15 @@ class _Transaction:
     """``BEGIN IMMEDIATE`` ... ``COMMIT`` (``ROLLBACK`` on error) on an autocommit connection.
 
     ``durable=False`` commits without syncing the log; a later durable commit syncs it,
-    with everything before it, so the order of commits is kept either way.
+    with everything before it, so the order of commits is kept either way. ``commit_on``:
+    exceptions that still commit what was done.
     """
 
-    def __init__(self, db: sqlite3.Connection, *, durable: bool = True) -> None:
+    def __init__(self, db: sqlite3.Connection, *, durable: bool = True,
+                 commit_on: tuple[type[BaseException], ...] = ()) -> None:
         self._db = db
         self._durable = durable
+        self._commit_on = commit_on
 
     def __enter__(self) -> None:
         if not self._durable:
@@ -488,7 +506,8 @@ class _Transaction:
 
     def __exit__(self, kind: object, exc: object, tb: object) -> None:
         try:
-            self._db.execute("COMMIT" if kind is None else "ROLLBACK")
+            commit = kind is None or (isinstance(kind, type) and issubclass(kind, self._commit_on))
+            self._db.execute("COMMIT" if commit else "ROLLBACK")
         finally:
             if not self._durable:
                 with contextlib.suppress(sqlite3.Error):

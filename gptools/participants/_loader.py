@@ -402,12 +402,14 @@ class _Sender:
                     continue
                 finished, _ = wait(inflight, timeout=self._timeout(retry),
                                    return_when=FIRST_COMPLETED)
-                for future in finished:
-                    work = inflight.pop(future)
-                    try:
-                        bar.update(self._handle(work, future, retry))
-                    except _Fatal as exc:
-                        fatal = fatal or exc
+                # Answers that arrived together are committed (and synced) together.
+                with self.book.batch():
+                    for future in finished:
+                        work = inflight.pop(future)
+                        try:
+                            bar.update(self._handle(work, future, retry))
+                        except _Fatal as exc:
+                            fatal = fatal or exc
         except KeyboardInterrupt:
             # Record what is already in flight (a second Ctrl-C abandons it: those chunks
             # stay "sent", unknown, and are sent again on resume).

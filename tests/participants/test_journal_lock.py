@@ -17,6 +17,7 @@ from click.testing import CliRunner
 from gptools.cli import cli
 from gptools.participants import JournalBusyError, load_participants
 from gptools.participants._journal import Identity, Journal
+from gptools.participants._sources import PlayerRow
 from gptools.sandbox import FaultRule, RunningSandbox
 from tests.participants.conftest import BRAND, campaign_request, make_client, participant_requests
 
@@ -100,3 +101,24 @@ def test_a_second_run_of_the_same_load_exits_2_while_the_first_runs(
         again = load_participants(client, campaign, players, brand=BRAND, journal=journal,
                                   progress=False)
     assert again.resumed and again.complete and again.requests == 0
+
+
+def test_a_batch_commits_answers_together_and_keeps_them_on_ctrl_c(tmp_path: Path) -> None:
+    book = Journal.open(tmp_path / "j.sqlite", IDENTITY)
+    try:
+        rows = (PlayerRow(line, f"b-{line}") for line in range(1, 7))
+        book.stage(rows, lambda raw: raw or "", chunk_size=2, settings={})
+        with book.batch():
+            book.record(0, loaded=[0, 1])
+            book.record(1, loaded=[2, 3])
+        with pytest.raises(KeyboardInterrupt), book.batch():
+            book.record(2, loaded=[4])
+            raise KeyboardInterrupt
+        with pytest.raises(RuntimeError), book.batch():
+            book.record(2, loaded=[5])
+            raise RuntimeError("a failed write")
+        counts = book.counts()
+        # Both batches' answers are in, the interrupted one included; the failed one is not.
+        assert (counts.loaded, counts.not_attempted, counts.chunks_acknowledged) == (5, 1, 2)
+    finally:
+        book.close()
