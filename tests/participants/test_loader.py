@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from click.testing import CliRunner
 
+from gptools.cli import cli
 from gptools.client import Client
 from gptools.errors import ApiError, InvalidRequestError
 from gptools.models import ErrorBody
@@ -377,3 +379,22 @@ def test_summary_display(client: Client, campaign: str, tmp_path: Path) -> None:
     assert json.loads(json.dumps(data))["loaded"] == 20
     assert data["balanced"] is True
     assert list(summary.rejects().line) == sorted(MESSY_REJECTED)
+
+
+def test_cli_exits_1_and_says_why_the_load_stopped(cli_runner: CliRunner, client: Client,
+                                                   campaign: str, fresh_sandbox: RunningSandbox,
+                                                   tmp_path: Path) -> None:
+    players = tmp_path / "players.csv"
+    players.write_text("playerId\np-1\np-2\n", encoding="utf-8")
+    fresh_sandbox.faults.add(FaultRule(endpoint="POST /campaign/*/participant", status=409,
+                                       code="CONFLICT"))
+    result = cli_runner.invoke(cli, [
+        "participants", "load", str(players), "--campaign", campaign, "--brand", str(BRAND),
+        "--journal", str(tmp_path / "j.sqlite"), "--rejects", str(tmp_path / "r.csv"),
+        "--no-progress"])
+    assert result.exit_code == 1, result.output
+    assert "not about its player ids" in result.output
+    assert "HTTP 409 CONFLICT" in result.output and "run the same load again" in result.output
+    # Nothing was rejected: no rejects file, or its header only.
+    rejects = tmp_path / "r.csv"
+    assert not rejects.exists() or rejects.read_text(encoding="utf-8").count("\n") == 1
