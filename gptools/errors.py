@@ -17,13 +17,15 @@
         │   └── GameNotFoundError           GAME_NOT_FOUND (assumed code)
         ├── ConflictError               409
         │   └── IdempotencyConflictError    IDEMPOTENCY_CONFLICT (assumed code)
-        ├── RateLimitedError            429 (assumed status) TOO_MANY_REQUESTS
+        ├── RateLimitedError            the rate-limit answer (see is_rate_limited)
         └── ServerError                 5xx
             ├── UnknownServerError          500 UNKNOWN_ERROR
             └── GatewayTimeoutError         504 TIMEOUT
 
-:func:`error_class` picks the class: by the documented code first, then by status. An
-undocumented code falls back to its status class (or :class:`ApiError`) and keeps the code.
+:func:`error_class` picks the class: the rate-limit answer first (:func:`is_rate_limited`,
+the one definition the client's retries and rate limiter use too), then the documented code,
+then the status. An undocumented code falls back to its status class (or :class:`ApiError`)
+and keeps the code.
 Messages never contain credentials: the URL is kept without user info.
 """
 
@@ -112,13 +114,16 @@ class ApiError(GptoolsError):
         url: str,
         retries: int = 0,
         retry_after: float | None = None,
+        rate_limit_status: int = spec.RATE_LIMIT_STATUS,
     ) -> ApiError:
-        """Build the right subclass for a status and (possibly missing) error body."""
+        """Build the right subclass for a status and (possibly missing) error body;
+        ``rate_limit_status`` is the status of the rate-limit answer (see
+        :func:`is_rate_limited`)."""
         code = body.code if body else None
         message = (body.message if body and body.message else None) or (
             (raw or "").strip()[:500] or f"HTTP {status} with an empty body"
         )
-        klass = error_class(status, code)
+        klass = error_class(status, code, rate_limit_status=rate_limit_status)
         return klass(
             message,
             status=status,
@@ -180,7 +185,8 @@ class IdempotencyConflictError(ConflictError):
 
 
 class RateLimitedError(ApiError):
-    """The rate-limit response (assumed 429); ``retry_after`` is the server's hint in seconds."""
+    """The rate-limit answer (:func:`is_rate_limited`: assumed 429, or the code
+    TOO_MANY_REQUESTS on any status); ``retry_after`` is the server's hint in seconds."""
 
 
 class ServerError(ApiError):
@@ -206,7 +212,6 @@ _BY_CODE: dict[str, type[ApiError]] = {
     spec.VALIDATION_ERROR_CODE: CampaignValidationError,
     spec.GAME_NOT_FOUND_CODE: GameNotFoundError,
     spec.IDEMPOTENCY_CONFLICT_CODE: IdempotencyConflictError,
-    spec.RATE_LIMIT_CODE: RateLimitedError,
 }
 
 _BY_STATUS: dict[int, type[ApiError]] = {
@@ -215,12 +220,27 @@ _BY_STATUS: dict[int, type[ApiError]] = {
     403: ForbiddenError,
     404: NotFoundError,
     409: ConflictError,
-    spec.RATE_LIMIT_STATUS: RateLimitedError,
 }
 
 
-def error_class(status: int | None, code: str | None) -> type[ApiError]:
-    """The exception class for a status and code: the code's own class, else the status's."""
+def is_rate_limited(status: int | None, code: str | None, *,
+                    rate_limit_status: int = spec.RATE_LIMIT_STATUS) -> bool:
+    """Whether an answer is the rate-limit answer: the (assumed, overridable) rate-limit
+    status, or the rate-limit code on any status (a gateway's 503 TOO_MANY_REQUESTS).
+
+    The one definition of "rate limited": the client's retry decision, its rate limiter's
+    slow-down and :func:`error_class` (so :class:`RateLimitedError`, which the participant
+    loader watches) all ask it, so none of them can disagree with another.
+    """
+    return status == rate_limit_status or code == spec.RATE_LIMIT_CODE
+
+
+def error_class(status: int | None, code: str | None, *,
+                rate_limit_status: int = spec.RATE_LIMIT_STATUS) -> type[ApiError]:
+    """The exception class for a status and code: :class:`RateLimitedError` for the
+    rate-limit answer, else the code's own class, else the status's."""
+    if is_rate_limited(status, code, rate_limit_status=rate_limit_status):
+        return RateLimitedError
     if code in _BY_CODE:
         return _BY_CODE[code]
     if status is None:
@@ -253,4 +273,5 @@ __all__ = [
     "TransportError",
     "UnknownServerError",
     "error_class",
+    "is_rate_limited",
 ]

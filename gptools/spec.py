@@ -332,6 +332,7 @@ RATE_LIMIT_CODE: Final = "TOO_MANY_REQUESTS"
 RATE_LIMIT_WINDOW: Final = timedelta(seconds=1)
 VALIDATION_ERROR_STATUS: Final = 400
 VALIDATION_ERROR_CODE: Final = "VALIDATION_ERROR"
+PARTICIPANT_ID_REFUSALS: Final = frozenset({(VALIDATION_ERROR_STATUS, VALIDATION_ERROR_CODE)})
 IDEMPOTENCY_CONFLICT_STATUS: Final = 409
 IDEMPOTENCY_CONFLICT_CODE: Final = "IDEMPOTENCY_CONFLICT"
 GAME_NOT_FOUND_STATUS: Final = 404
@@ -447,6 +448,12 @@ ASSUMPTIONS: Final[tuple[Assumption, ...]] = (
         (VALIDATION_ERROR_STATUS, VALIDATION_ERROR_CODE),
         "campaign validation failure codes are not shown; 400 is HTTP's norm for bad input",
         "unknown codes still map to errors.ApiError with the code kept",
+    ),
+    Assumption(
+        "PARTICIPANT_ID_REFUSALS", "(400, 'VALIDATION_ERROR') only",
+        "which answer refuses some player ids (not the request as a whole) is not shown; "
+        "only the validation refusal is split down to the ids, any other 4xx stops the load",
+        "load_participants(id_refusals={(status, code), ...})",
     ),
     Assumption(
         "IDEMPOTENCY_CONFLICT_STATUS / IDEMPOTENCY_CONFLICT_CODE",

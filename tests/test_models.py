@@ -297,6 +297,8 @@ def test_loads_wire_gives_decimals_and_models_keep_them() -> None:
     (409, spec.IDEMPOTENCY_CONFLICT_CODE, errors.IdempotencyConflictError),
     (429, spec.RATE_LIMIT_CODE, errors.RateLimitedError),
     (429, None, errors.RateLimitedError),
+    (429, "UNKNOWN_ERROR", errors.RateLimitedError),
+    (503, spec.RATE_LIMIT_CODE, errors.RateLimitedError),
     (400, "SOMETHING_NEW", errors.BadRequestError),
     (403, None, errors.ForbiddenError),
     (404, spec.NOT_FOUND_CODE, errors.NotFoundError),

@@ -19,6 +19,7 @@ from gptools.client._base import (
     NotGiven,
     backoff_delay,
     parse_retry_after,
+    server_date,
     should_retry,
 )
 from gptools.client._ratelimit import RateLimiter, Ticket
@@ -41,5 +42,6 @@ __all__ = [
     "as_timeout",
     "backoff_delay",
     "parse_retry_after",
+    "server_date",
     "should_retry",
 ]

@@ -23,7 +23,9 @@ from gptools import spec
 from gptools.client._base import (
     CLIENT_DOC,
     DEFAULT_HEADERS,
+    NO_ANSWER,
     NOT_GIVEN,
+    Answer,
     BaseClient,
     Call,
     M,
@@ -177,7 +179,7 @@ class AsyncClient(BaseClient):
         while True:
             ticket = await self._acquire(call.tiers)
             self._count("requests")
-            response: httpx.Response | None = None
+            answer = NO_ANSWER
             step: M | Retry
             try:
                 response = await self._http.request(
@@ -187,9 +189,10 @@ class AsyncClient(BaseClient):
             except httpx.TransportError as exc:
                 step = self._after_transport_error(call, exc, attempt)
             else:
-                step = self._after_response(call, response, attempt)
+                answer = self._read_answer(call, response, attempt)
+                step = self._after_response(call, response, attempt, answer)
             finally:
-                self._release(ticket, response)
+                self._release(ticket, answer)
             if not isinstance(step, Retry):
                 return step
             await asyncio.sleep(step.delay)
@@ -217,12 +220,11 @@ class AsyncClient(BaseClient):
             self._count("wait_seconds", waited)
         return admitted
 
-    def _release(self, ticket: Ticket | None, response: httpx.Response | None) -> None:
+    def _release(self, ticket: Ticket | None, answer: Answer) -> None:
         if ticket is None:
             return
-        rate_limited, retry_after = self._release_flags(response)
-        self.limiter.release(ticket, time.monotonic(), rate_limited=rate_limited,
-                             retry_after=retry_after)
+        self.limiter.release(ticket, time.monotonic(), rate_limited=answer.rate_limited,
+                             retry_after=answer.pause)
         freed, self._freed = self._freed, asyncio.Event()
         freed.set()
 

@@ -9,6 +9,7 @@ how a request is sent and how a wait is waited.
 from __future__ import annotations
 
 import logging
+import math
 import random
 import threading
 import uuid
@@ -33,7 +34,13 @@ from gptools.client._settings import (
     as_timeout,
     safe_url,
 )
-from gptools.errors import ApiError, BrandNotAllowedError, BrandRequiredError, TransportError
+from gptools.errors import (
+    ApiError,
+    BrandNotAllowedError,
+    BrandRequiredError,
+    TransportError,
+    is_rate_limited,
+)
 from gptools.models import (
     ApiModel,
     AwardedFeatureConfigurations,
@@ -111,6 +118,27 @@ class Retry:
     delay: float
 
 
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """One HTTP answer as both the retry decision and the rate limiter read it (read once).
+
+    ``error`` is the error it maps to (``None`` for a 2xx), ``rate_limited`` whether it is
+    the rate-limit answer (:func:`~gptools.errors.is_rate_limited`), ``retry_after`` the
+    server's hint in seconds (any status; ``None``: none, unreadable or not finite) and
+    ``pause`` how long the request's rate tiers pause: the hint of a rate-limit answer,
+    capped at the client's ``retry_after_ceiling`` so that no hint can freeze the client.
+    """
+
+    error: ApiError | None = None
+    rate_limited: bool = False
+    retry_after: float | None = None
+    pause: float | None = None
+
+
+#: What the rate limiter is told about an attempt that got no usable answer.
+NO_ANSWER = Answer()
+
+
 # --------------------------------------------------------------------------------------
 # The retry decision and its delays
 # --------------------------------------------------------------------------------------
@@ -150,7 +178,14 @@ def backoff_delay(attempt: int, rng: random.Random, *, base: float, cap: float) 
 
 
 def parse_retry_after(value: str | None, *, now: datetime | None = None) -> float | None:
-    """The ``Retry-After`` header in seconds (delta-seconds or an HTTP date), or ``None``."""
+    """The ``Retry-After`` header in seconds (delta-seconds or an HTTP date), or ``None``.
+
+    An HTTP date is measured from ``now``: pass the server's ``Date`` (see
+    :func:`server_date`), so that a skewed local clock cannot turn a short pause into a
+    long one or none; the local clock is used when ``now`` is ``None``. A value that is not
+    a finite number of seconds (``inf``, ``1e400``, ``nan``) is refused as unreadable:
+    ``None``, as if the server had given no hint.
+    """
     if value is None:
         return None
     value = value.strip()
@@ -161,12 +196,26 @@ def parse_retry_after(value: str | None, *, now: datetime | None = None) -> floa
             when = parsedate_to_datetime(value)
         except (TypeError, ValueError):
             return None
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=UTC)
-        seconds = (when - (now or datetime.now(UTC))).total_seconds()
-    if seconds != seconds:  # NaN
+        seconds = (_aware(when) - (now or datetime.now(UTC))).total_seconds()
+    if not math.isfinite(seconds):
         return None
     return max(0.0, seconds)
+
+
+def server_date(response: httpx.Response) -> datetime | None:
+    """The server's clock from a response's ``Date`` header, or ``None`` (absent, bad)."""
+    value = response.headers.get("Date")
+    if value is None:
+        return None
+    try:
+        return _aware(parsedate_to_datetime(value))
+    except (TypeError, ValueError):
+        return None
+
+
+def _aware(when: datetime) -> datetime:
+    # An HTTP date is GMT by definition; parsedate_to_datetime leaves "-0000" naive.
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
 
 
 # --------------------------------------------------------------------------------------
@@ -232,6 +281,10 @@ class BaseClient:
         self.max_retries = max_retries
         self.legacy_campaign_path = legacy_campaign_path
         self.rate_limit_status = rate_limit_status
+        if not 0 <= retry_after_ceiling < math.inf:
+            raise ValueError(
+                f"retry_after_ceiling must be a finite number of seconds, got {retry_after_ceiling}"
+            )
         self.retry_after_ceiling = retry_after_ceiling
         self.backoff_base = backoff_base
         self.backoff_cap = backoff_cap
@@ -452,28 +505,37 @@ class BaseClient:
     def _headers(self, call: Call[M]) -> Mapping[str, str] | None:
         return _JSON_HEADERS if call.body is not None else None
 
-    def _release_flags(self, response: httpx.Response | None) -> tuple[bool, float | None]:
-        """Whether an answer is the rate-limit response, and its ``Retry-After``."""
-        if response is None or response.status_code != self.rate_limit_status:
-            return False, None
-        return True, parse_retry_after(response.headers.get("Retry-After"))
+    def _read_answer(self, call: Call[M], response: httpx.Response, attempt: int) -> Answer:
+        """Read an answer once, for the retry decision and for the rate limiter alike."""
+        status = response.status_code
+        if 200 <= status <= 299:
+            return NO_ANSWER
+        retry_after = parse_retry_after(response.headers.get("Retry-After"),
+                                        now=server_date(response))
+        error = self._error(call, response, attempt, retry_after)
+        rate_limited = is_rate_limited(status, error.code, rate_limit_status=self.rate_limit_status)
+        if not rate_limited:
+            return Answer(error, retry_after=retry_after)
+        self._count("rate_limited")
+        pause = None if retry_after is None else min(retry_after, self.retry_after_ceiling)
+        return Answer(error, True, retry_after, pause)
 
-    def _after_response(self, call: Call[M], response: httpx.Response, attempt: int) -> M | Retry:
-        """The parsed result of a 2xx, or a :class:`Retry`; raises the final error."""
+    def _after_response(self, call: Call[M], response: httpx.Response, attempt: int,
+                        answer: Answer) -> M | Retry:
+        """The parsed result of a 2xx, or a :class:`Retry`; raises the final error.
+        ``answer`` is :meth:`_read_answer` of the same response."""
         status = response.status_code
         if log.isEnabledFor(logging.DEBUG):
             log.debug("%s %s -> %d", call.method, self.url_of(call.path, call.params), status)
-        if 200 <= status <= 299:
+        error = answer.error
+        if error is None:
             return self._parse(call, response, attempt)
-        retry_after = parse_retry_after(response.headers.get("Retry-After"))
-        error = self._error(call, response, attempt, retry_after)
-        rate_limited = status == self.rate_limit_status or error.code == spec.RATE_LIMIT_CODE
-        if rate_limited:
-            self._count("rate_limited")
-        if not should_retry(status, rate_limited=rate_limited, idempotent=call.idempotent):
+        if not should_retry(status, rate_limited=answer.rate_limited,
+                            idempotent=call.idempotent):
             raise error
         if attempt >= self.max_retries:
             raise error
+        retry_after = answer.retry_after
         if retry_after is not None and retry_after > self.retry_after_ceiling:
             # Sleeping that long would look like a hang; the caller decides instead.
             raise error
@@ -536,6 +598,7 @@ class BaseClient:
         return ApiError.from_body(
             response.status_code, body, raw=raw, method=call.method,
             url=self.url_of(call.path, call.params), retries=retries, retry_after=retry_after,
+            rate_limit_status=self.rate_limit_status,
         )
 
 

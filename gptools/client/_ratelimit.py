@@ -13,8 +13,8 @@ side, however the requests are delayed or reordered on the way.
 AIMD: a rate-limit response means the real limit is tighter than the published one (the
 document says it may be tightened), so every tier the request counted against drops to a
 fraction of its current figure (multiplicative decrease, at most once per window) and pauses
-for the server's ``Retry-After``; each later success gives back a little (additive
-increase) until the published figure is reached again.
+for the server's ``Retry-After`` (capped by the client); each later success gives back a
+little (additive increase) until the published figure is reached again.
 """
 
 from __future__ import annotations
@@ -146,8 +146,12 @@ class RateLimiter:
         """Record that an admitted request has its answer (or failed) at ``now``.
 
         ``rate_limited`` marks the rate-limit response: the tiers slow down, and pause for
-        ``retry_after`` seconds when the server gave one.
+        ``retry_after`` seconds when the server gave one. The caller caps that pause (the
+        clients at their ``retry_after_ceiling``); a pause that is not a finite number of
+        seconds is refused, as it would block every later request for ever.
         """
+        if retry_after is not None and not 0 <= retry_after < math.inf:
+            raise ValueError(f"retry_after must be a finite number of seconds, got {retry_after}")
         for name in ticket.tiers:
             w = self._windows[name]
             w.in_flight -= 1

@@ -18,7 +18,9 @@ from gptools import spec
 from gptools.client._base import (
     CLIENT_DOC,
     DEFAULT_HEADERS,
+    NO_ANSWER,
     NOT_GIVEN,
+    Answer,
     BaseClient,
     Call,
     M,
@@ -169,7 +171,7 @@ class Client(BaseClient):
         while True:
             ticket = self._acquire(call.tiers)
             self._count("requests")
-            response: httpx.Response | None = None
+            answer = NO_ANSWER
             step: M | Retry
             try:
                 response = self._http.request(
@@ -179,9 +181,10 @@ class Client(BaseClient):
             except httpx.TransportError as exc:
                 step = self._after_transport_error(call, exc, attempt)
             else:
-                step = self._after_response(call, response, attempt)
+                answer = self._read_answer(call, response, attempt)
+                step = self._after_response(call, response, attempt, answer)
             finally:
-                self._release(ticket, response)
+                self._release(ticket, answer)
             if not isinstance(step, Retry):
                 return step
             time.sleep(step.delay)
@@ -205,13 +208,12 @@ class Client(BaseClient):
             self._count("wait_seconds", waited)
         return admitted
 
-    def _release(self, ticket: Ticket | None, response: httpx.Response | None) -> None:
+    def _release(self, ticket: Ticket | None, answer: Answer) -> None:
         if ticket is None:
             return
-        rate_limited, retry_after = self._release_flags(response)
         with self._cond:
-            self.limiter.release(ticket, time.monotonic(), rate_limited=rate_limited,
-                                 retry_after=retry_after)
+            self.limiter.release(ticket, time.monotonic(), rate_limited=answer.rate_limited,
+                                 retry_after=answer.pause)
             self._cond.notify_all()
 
 

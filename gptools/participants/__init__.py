@@ -12,11 +12,12 @@ Every input row ends in exactly one outcome, ``loaded``, ``rejected``, ``duplica
 run the same load again and only what the server has not acknowledged is sent.
 """
 
-from gptools.participants._journal import JournalMismatchError
+from gptools.participants._journal import JournalBusyError, JournalMismatchError
 from gptools.participants._loader import (
     DEFAULT_CONCURRENCY,
     DEFAULT_MAX_ATTEMPTS,
     LoadInterrupted,
+    LoadStopped,
     default_journal_dir,
     default_journal_path,
     load_participants,
@@ -38,8 +39,10 @@ __all__ = [
     "PLAYER_ID_HEADERS",
     "REASON_CODES",
     "REJECTS_COLUMNS",
+    "JournalBusyError",
     "JournalMismatchError",
     "LoadInterrupted",
+    "LoadStopped",
     "LoadSummary",
     "PlayerListError",
     "PlayerRow",

@@ -21,11 +21,23 @@ A chunk found ``sent`` when a journal is opened was sent by a process that died 
 recorded the answer: whether the server added those players is unknown, so the chunk is
 sent again (adding a player who is already a participant is the one case where an id can
 be sent twice; an acknowledged chunk is never sent again).
+
+One run at a time: :meth:`Journal.open` takes an exclusive ``flock`` on a sidecar file
+(``<journal>.lock``, holding the pid of its owner) for as long as the journal is open, so a
+second run of the same load (a cron overlap, a second notebook) stops at once with
+:class:`JournalBusyError` instead of sending the same chunks with a second rate limiter and
+overwriting the first run's acknowledgements. Answers are committed with
+``synchronous=FULL``: an acknowledged chunk survives a power loss, not only a killed process.
+Marking a chunk ``sent`` needs no such care (a chunk that lost its mark is pending, and sent
+again, exactly as an unknown one), so those commits skip the sync.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
+import os
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -77,6 +89,20 @@ Checker = Callable[[str | None], "str | Rejection"]
 
 class JournalMismatchError(PlayerListError):
     """The journal file belongs to another load (server, campaign, brand or input)."""
+
+
+class JournalBusyError(PlayerListError):
+    """Another run of the same load holds the journal; ``pid`` is its process id (``None``
+    when it could not be read)."""
+
+    def __init__(self, path: Path, pid: int | None) -> None:
+        who = f"pid {pid}" if pid is not None else "pid unknown"
+        super().__init__(
+            f"a load of this campaign is already running ({who}): its journal {path} is in "
+            "use; wait for that run to finish (or stop it), then run this load again"
+        )
+        self.path = path
+        self.pid = pid
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,9 +170,11 @@ def _storable(raw: str | None) -> str | None:
 class Journal:
     """One load's journal file. Use :meth:`open`; every method runs in the opening thread."""
 
-    def __init__(self, path: Path, db: sqlite3.Connection) -> None:
+    def __init__(self, path: Path, db: sqlite3.Connection, lock_fd: int | None = None) -> None:
         self.path = path
         self._db = db
+        self._lock_fd = lock_fd
+        self._batch = False
         #: chunks found ``sent`` when the journal was opened: answer unknown, sent again.
         self.unknown_at_open = 0
 
@@ -156,25 +184,34 @@ class Journal:
     def open(cls, path: str | Path, identity: Identity) -> Journal:
         """Open (or create) the journal at ``path`` for the load ``identity``.
 
-        Raises :class:`JournalMismatchError` when the file holds another load.
+        Raises :class:`JournalMismatchError` when the file holds another load and
+        :class:`JournalBusyError` while another run has it open.
         """
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
+        lock_fd = _lock(path)
         try:
-            db = sqlite3.connect(path, isolation_level=None)
-            db.execute("PRAGMA journal_mode=WAL")
-            # NORMAL in WAL mode survives a killed process; only power loss can undo a commit.
-            db.execute("PRAGMA synchronous=NORMAL")
-            # A larger page cache keeps staging a million rows fast; it is bounded (64 MiB).
-            db.execute("PRAGMA cache_size=-65536")
-            db.executescript(_SCHEMA)
-        except sqlite3.DatabaseError as exc:
-            raise PlayerListError(f"{path}: not a usable journal file ({exc})") from exc
-        journal = cls(path, db)
-        journal._claim(identity)
-        journal.unknown_at_open = journal._scalar(
-            "SELECT count(*) FROM chunks WHERE state = ?", SENT
-        )
+            try:
+                db = sqlite3.connect(path, isolation_level=None)
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute(f"PRAGMA synchronous={_DURABLE}")
+                # A larger page cache keeps staging a million rows fast; bounded (64 MiB).
+                db.execute("PRAGMA cache_size=-65536")
+                db.executescript(_SCHEMA)
+            except sqlite3.DatabaseError as exc:
+                raise PlayerListError(f"{path}: not a usable journal file ({exc})") from exc
+            journal = cls(path, db, lock_fd)
+            try:
+                journal._claim(identity)
+                journal.unknown_at_open = journal._scalar(
+                    "SELECT count(*) FROM chunks WHERE state = ?", SENT
+                )
+            except BaseException:
+                db.close()
+                raise
+        except BaseException:
+            os.close(lock_fd)
+            raise
         return journal
 
     def _claim(self, identity: Identity) -> None:
@@ -193,13 +230,30 @@ class Journal:
             )
 
     def close(self) -> None:
-        """Close the file (everything is already committed)."""
+        """Close the file (everything is already committed) and let another run have it."""
         self._db.close()
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # releases the flock
+            self._lock_fd = None
 
     # -- helpers ------------------------------------------------------------------------
 
-    def _tx(self) -> _Transaction:
-        return _Transaction(self._db)
+    def _tx(self, *, durable: bool = True) -> contextlib.AbstractContextManager[None]:
+        if self._batch:
+            return contextlib.nullcontext()  # part of the batch's one transaction
+        return _Transaction(self._db, durable=durable)
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Commit every answer recorded inside as one transaction: one sync of the log
+        for several answers that arrived together. An interruption (Ctrl-C) commits what
+        was recorded, as separate commits would have; any other error rolls it back."""
+        with _Transaction(self._db, commit_on=(KeyboardInterrupt,)):
+            self._batch = True
+            try:
+                yield
+            finally:
+                self._batch = False
 
     def _scalar(self, sql: str, *args: Any) -> int:
         row = self._db.execute(sql, args).fetchone()
@@ -292,8 +346,9 @@ class Journal:
         ).fetchall()
 
     def mark_sent(self, chunk_no: int) -> None:
-        """Record that a chunk is about to be sent (committed before it is)."""
-        with self._tx():
+        """Record that a chunk is about to be sent (committed before it is; not synced,
+        see the module docstring)."""
+        with self._tx(durable=False):
             self._db.execute(
                 "UPDATE chunks SET state = ?, sends = sends + 1 WHERE chunk_no = ?",
                 (SENT, chunk_no),
@@ -403,14 +458,57 @@ def read_outcomes(path: Path, where: str = "") -> Iterator[tuple[Any, ...]]:
         db.close()
 
 
-class _Transaction:
-    """``BEGIN IMMEDIATE`` ... ``COMMIT`` (``ROLLBACK`` on error) on an autocommit connection."""
+def _lock(path: Path) -> int:
+    """Take the exclusive lock of the journal at ``path`` (its ``.lock`` sidecar, which
+    holds the owner's pid); return the open descriptor that holds it."""
+    lock_path = path.with_name(path.name + ".lock")
+    # The sidecar is never deleted: a run that unlinked it could let two later runs lock
+    # two different files of the same name.
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        held = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+        os.close(fd)
+        raise JournalBusyError(path, int(held) if held.isdigit() else None) from None
+    except BaseException:
+        os.close(fd)
+        raise
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
 
-    def __init__(self, db: sqlite3.Connection) -> None:
+
+#: ``synchronous`` of commits that must survive a power loss (WAL: the log is synced at
+#: each commit), and of those that need only survive a killed process.
+_DURABLE: Final = "FULL"
+_FAST: Final = "NORMAL"
+
+
+class _Transaction:
+    """``BEGIN IMMEDIATE`` ... ``COMMIT`` (``ROLLBACK`` on error) on an autocommit connection.
+
+    ``durable=False`` commits without syncing the log; a later durable commit syncs it,
+    with everything before it, so the order of commits is kept either way. ``commit_on``:
+    exceptions that still commit what was done.
+    """
+
+    def __init__(self, db: sqlite3.Connection, *, durable: bool = True,
+                 commit_on: tuple[type[BaseException], ...] = ()) -> None:
         self._db = db
+        self._durable = durable
+        self._commit_on = commit_on
 
     def __enter__(self) -> None:
+        if not self._durable:
+            self._db.execute(f"PRAGMA synchronous={_FAST}")
         self._db.execute("BEGIN IMMEDIATE")
 
     def __exit__(self, kind: object, exc: object, tb: object) -> None:
-        self._db.execute("COMMIT" if kind is None else "ROLLBACK")
+        try:
+            commit = kind is None or (isinstance(kind, type) and issubclass(kind, self._commit_on))
+            self._db.execute("COMMIT" if commit else "ROLLBACK")
+        finally:
+            if not self._durable:
+                with contextlib.suppress(sqlite3.Error):
+                    self._db.execute(f"PRAGMA synchronous={_DURABLE}")

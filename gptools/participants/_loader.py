@@ -10,13 +10,22 @@ How a load runs:
 3. The first chunk goes alone: an unknown campaign (403 INVALID_REQUEST) stops the load
    there, with the server's message. Then up to ``concurrency`` chunks are in flight on
    a thread pool over the (thread-safe) sync client, which keeps every request inside the
-   rate tiers; the loader halves its concurrency when it sees a rate-limit response and
-   grows it back one step per answer.
-4. Each answer is committed to the journal before anything depends on it. 5xx answers,
-   time-outs and dropped connections (once the client's own retries are spent) send the
-   chunk again after a backoff, up to ``max_attempts`` times. A chunk refused with another
-   4xx is split in halves until the refused ids stand alone; each is then rejected with the
-   server's message while the rest of the chunk loads.
+   rate tiers; the loader halves its concurrency when the client counts a rate-limit answer
+   (the client's count is the only one, so each answer slows the load once) and grows it
+   back one step per answer.
+4. Each answer is committed to the journal before anything depends on it. What an error
+   means for the chunk is decided by :func:`verdict`:
+
+   - the rate-limit answer, 5xx, 408/425, time-outs and dropped connections (once the
+     client's own retries are spent) send the chunk again after a backoff, up to
+     ``max_attempts`` times; then it is left for the next run;
+   - a refusal *about the ids* (``id_refusals``: the validation refusal) splits the chunk
+     in halves until the refused ids stand alone; each is then rejected with the server's
+     message while the rest of the chunk loads;
+   - a refusal of the account, brand or campaign raises the client's error at once;
+   - any other refusal (a 409, a 400 about the campaign, ...) stops the load with
+     :class:`LoadStopped`: no id is rejected for someone else's error, and the same load
+     run again sends those ids again.
 """
 
 from __future__ import annotations
@@ -28,6 +37,7 @@ import random
 import re
 import time
 from collections import deque
+from collections.abc import Collection
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,10 +51,10 @@ from gptools.errors import (
     ApiError,
     BrandRequiredError,
     ForbiddenError,
+    GptoolsError,
     NotAuthorizedError,
     NotFoundError,
     RateLimitedError,
-    ServerError,
     TransportError,
 )
 from gptools.participants._journal import Identity, Journal
@@ -71,6 +81,12 @@ ENDPOINTS: Final = ("single", "batch")
 DEFAULT_CHUNK_SIZES: Final[dict[str, int]] = {
     "single": spec.PARTICIPANT_MAX_IDS, "batch": spec.BATCH_PARTICIPANT_MAX_IDS,
 }
+#: The longest ``Retry-After`` the loader waits before sending a rate-limited chunk again;
+#: a longer hint is cut to this (the chunk is then refused again or goes through).
+RESEND_RETRY_AFTER_CAP: Final = 60.0
+#: 4xx statuses that say "not now" rather than "never": the request timed out on its way
+#: (408, often a proxy's) or came too early (425). Sent again like a 5xx.
+TEMPORARY_4XX: Final = frozenset({408, 425})
 #: Environment variable naming the directory of default journals.
 ENV_JOURNAL_DIR: Final = "GPTOOLS_JOURNAL_DIR"
 
@@ -84,6 +100,23 @@ class LoadInterrupted(KeyboardInterrupt):
     def __init__(self, summary: LoadSummary) -> None:
         super().__init__("load interrupted; run it again to resume")
         self.summary = summary
+
+
+class LoadStopped(GptoolsError):
+    """The server refused a request of the load for a reason that is not about its player
+    ids (a 409, a 400 about the campaign, ...). No id was rejected for it: ``summary`` says
+    where the load stands and ``error`` is the server's answer. Fix the cause, then run the
+    same load again: it sends what is not yet acknowledged."""
+
+    def __init__(self, summary: LoadSummary, error: ApiError) -> None:
+        super().__init__(
+            f"the load stopped: the server refused a request for a reason that is not about "
+            f"its player ids, so no id was rejected for it: {error}. "
+            f"{summary.not_attempted} player id(s) are left for the next run: fix the cause, "
+            f"then run the same load again to resume"
+        )
+        self.summary = summary
+        self.error = error
 
 
 def default_journal_dir() -> Path:
@@ -117,7 +150,6 @@ class _Work:
 class _RunStats:
     requests: int = 0
     bisections: int = 0
-    rate_limited: int = 0
     loaded: int = 0
     failed_chunks: int = 0
     last_error: str | None = None
@@ -143,6 +175,7 @@ def load_participants(
     max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     progress: bool = True,
     seed: int | None = None,
+    id_refusals: Collection[tuple[int, str]] = spec.PARTICIPANT_ID_REFUSALS,
 ) -> LoadSummary:
     """Add every valid player of ``source`` to campaign ``campaign_id``; return the summary.
 
@@ -162,12 +195,16 @@ def load_participants(
     back office's CSV import, which takes at most ``spec.BACK_OFFICE_CSV_IMPORT_MAX_ROWS``
     (50,000) players per file: a longer list needs no splitting here. ``progress`` shows
     a tqdm bar (a widget in Jupyter). ``seed`` makes the
-    backoff jitter reproducible.
+    backoff jitter reproducible. ``id_refusals`` are the ``(status, code)`` answers that
+    refuse some ids of a request, the only ones that split a chunk and reject ids
+    (``spec.PARTICIPANT_ID_REFUSALS``, assumed).
 
-    Raises :class:`PlayerListError` for an unreadable source or a journal of another load,
-    the client's :class:`~gptools.errors.ApiError` subclasses when the server refuses the
-    load as a whole (:class:`~gptools.errors.InvalidRequestError` for an unknown campaign,
-    after one request), and :class:`LoadInterrupted` on Ctrl-C.
+    Raises :class:`PlayerListError` for an unreadable source or a journal of another load
+    (:class:`JournalBusyError` while another run uses the journal), the client's
+    :class:`~gptools.errors.ApiError` subclasses when the server refuses the account, brand
+    or campaign (:class:`~gptools.errors.InvalidRequestError` for an unknown campaign, after
+    one request), :class:`LoadStopped` for another refusal that is not about the ids, and
+    :class:`LoadInterrupted` on Ctrl-C.
     """
     if isinstance(client, BrandClient):
         if brand is not None and brand != client.brand_id:
@@ -219,7 +256,8 @@ def load_participants(
         started_with = book.meta().get("endpoint", "single")
         sender = _Sender(client, campaign_id, brand, book, concurrency=concurrency,
                          max_attempts=max_attempts, rng=random.Random(seed),
-                         batch=started_with == "batch")
+                         batch=started_with == "batch",
+                         id_refusals=frozenset(id_refusals))
         interrupted = False
         try:
             sender.run(progress)
@@ -234,6 +272,8 @@ def load_participants(
         write_rejects(summary.journal, summary.rejects_file)
     if interrupted:
         raise LoadInterrupted(summary)
+    if sender.stopped is not None:
+        raise LoadStopped(summary, sender.stopped)
     return summary
 
 
@@ -273,7 +313,7 @@ def _summarise(
         chunks_acknowledged=counts.chunks_acknowledged,
         requests=stats.requests,
         retries=sender.client_retries(),
-        rate_limited=stats.rate_limited + sender.client_rate_limited(),
+        rate_limited=sender.client_rate_limited(),
         endpoint="batch" if sender.batch else "single",
         bisections=stats.bisections,
         failed_chunks=stats.failed_chunks,
@@ -284,19 +324,40 @@ def _summarise(
 
 
 class _Fatal(Exception):
-    """The server refused the load as a whole; carries the client's error."""
+    """The load cannot go on; carries the client's error (``stop``: see :class:`LoadStopped`)."""
 
-    def __init__(self, error: BaseException) -> None:
+    def __init__(self, error: ApiError, *, stop: bool = False) -> None:
         super().__init__(str(error))
         self.error = error
+        self.stop = stop
 
 
-def _is_fatal(exc: ApiError) -> bool:
-    # Nothing in the chunk can fix these: the campaign, the account or the brand is wrong.
-    return (
-        not exc.sent
-        or isinstance(exc, NotAuthorizedError | ForbiddenError | NotFoundError | BrandRequiredError)
-    )
+#: What an error answer means for the chunk that got it (see :func:`verdict`).
+RESEND: Final = "resend"
+BISECT: Final = "bisect"
+FATAL: Final = "fatal"
+STOP: Final = "stop"
+
+
+def verdict(exc: ApiError | TransportError,
+            id_refusals: Collection[tuple[int, str]] = spec.PARTICIPANT_ID_REFUSALS) -> str:
+    """What a chunk's error means: :data:`RESEND` (temporary: the rate-limit answer, 5xx,
+    408/425, no answer), :data:`BISECT` (a refusal about the ids: ``(status, code)`` in
+    ``id_refusals``), :data:`FATAL` (the account, brand or campaign is wrong, or the client
+    refused locally) or :data:`STOP` (any other refusal: not about the ids)."""
+    if isinstance(exc, TransportError | RateLimitedError):
+        return RESEND
+    status = exc.status
+    if not exc.sent or isinstance(
+        exc, NotAuthorizedError | ForbiddenError | NotFoundError | BrandRequiredError
+    ):
+        # Nothing in the chunk can fix these: the campaign, the account or the brand is wrong.
+        return FATAL
+    if status is not None and (status >= 500 or status in TEMPORARY_4XX):
+        return RESEND
+    if status is not None and exc.code is not None and (status, exc.code) in id_refusals:
+        return BISECT
+    return STOP
 
 
 class _Sender:
@@ -313,11 +374,15 @@ class _Sender:
         max_attempts: int,
         rng: random.Random,
         batch: bool = False,
+        id_refusals: frozenset[tuple[int, str]] = spec.PARTICIPANT_ID_REFUSALS,
     ) -> None:
         self.client = client
         self.batch = batch
         # Read here: _send runs in the pool's threads, the journal belongs to this one.
         self._chunk_size = book.chunk_size
+        self.id_refusals = id_refusals
+        #: The refusal that stopped the load (see :class:`LoadStopped`), if one did.
+        self.stopped: ApiError | None = None
         self.campaign_id = campaign_id
         self.brand = brand
         self.book = book
@@ -336,7 +401,8 @@ class _Sender:
         return self.client.stats.retries - self._start.retries
 
     def client_rate_limited(self) -> int:
-        """Rate-limit responses the client saw (and retried) during this run."""
+        """Rate-limit answers during this run: the client counts each one (retried or
+        raised), so this is the only count."""
         return self.client.stats.rate_limited - self._start.rate_limited
 
     def _send(self, work: _Work) -> Any:
@@ -373,12 +439,14 @@ class _Sender:
                     continue
                 finished, _ = wait(inflight, timeout=self._timeout(retry),
                                    return_when=FIRST_COMPLETED)
-                for future in finished:
-                    work = inflight.pop(future)
-                    try:
-                        bar.update(self._handle(work, future, retry))
-                    except _Fatal as exc:
-                        fatal = fatal or exc
+                # Answers that arrived together are committed (and synced) together.
+                with self.book.batch():
+                    for future in finished:
+                        work = inflight.pop(future)
+                        try:
+                            bar.update(self._handle(work, future, retry))
+                        except _Fatal as exc:
+                            fatal = fatal or exc
         except KeyboardInterrupt:
             # Record what is already in flight (a second Ctrl-C abandons it: those chunks
             # stay "sent", unknown, and are sent again on resume).
@@ -391,7 +459,9 @@ class _Sender:
             pool.shutdown(wait=False, cancel_futures=True)
             bar.close()
         if fatal is not None:
-            raise fatal.error
+            if not fatal.stop:
+                raise fatal.error
+            self.stopped = fatal.error
 
     def _timeout(self, retry: deque[_Work]) -> float:
         if not retry:
@@ -431,22 +501,20 @@ class _Sender:
         self._watch_rate_limits()
         try:
             future.result()
-        except RateLimitedError as exc:
-            self.stats.rate_limited += 1
-            self._slow_down()
-            self._resend(work, retry, exc, delay=exc.retry_after)
-            return 0
-        except (ServerError, TransportError) as exc:
-            self._resend(work, retry, exc)
-            return 0
-        except ApiError as exc:
-            if _is_fatal(exc):
-                raise _Fatal(exc) from exc
+        except (ApiError, TransportError) as exc:
+            meaning = verdict(exc, self.id_refusals)
+            if meaning == RESEND:
+                delay = None
+                if isinstance(exc, RateLimitedError) and exc.retry_after is not None:
+                    delay = min(exc.retry_after, RESEND_RETRY_AFTER_CAP)
+                self._resend(work, retry, exc, delay=delay)
+                return 0
+            assert isinstance(exc, ApiError)  # only RESEND takes a TransportError
+            if meaning != BISECT:
+                self.stats.last_error = str(exc)
+                raise _Fatal(exc, stop=meaning == STOP) from exc
             self._probing = False
-            if exc.status is not None and 400 <= exc.status < 500:
-                return self._refused(work, exc, retry)
-            self._resend(work, retry, exc)
-            return 0
+            return self._refused(work, exc, retry)
         self._probing = False
         self._limit = min(float(self.concurrency), self._limit + 1.0)
         self.book.record(work.chunk_no, loaded=[seq for seq, _ in work.ids])
@@ -483,6 +551,8 @@ class _Sender:
         retry.append(work)
 
     def _watch_rate_limits(self) -> None:
+        # The client counted every rate-limit answer (retried or raised to us): slowing
+        # down on its count alone slows down once per answer.
         seen = self.client.stats.rate_limited
         if seen > self._seen_rate_limited:
             self._seen_rate_limited = seen

@@ -22,11 +22,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from email.utils import formatdate
 from typing import Any
 from urllib.parse import parse_qsl
 
 from starlette.routing import BaseRoute
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from gptools import spec
 from gptools.models import dumps_wire
@@ -118,7 +119,8 @@ class SandboxApp:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Serve one ASGI connection scope."""
         if scope["type"] != "http" or scope["path"].startswith("/_sandbox"):
-            await self._inspection(scope, receive, send)
+            await self._inspection(scope, receive, send if scope["type"] != "http"
+                                   else _dated(send))
             return
         method: str = scope["method"]
         path: str = scope["path"]
@@ -153,11 +155,12 @@ class SandboxApp:
                                  "unexpected failure in the sandbox", path)
         record.status = status
         self._remember(record)
+        own_date = any(name == b"date" for name, _ in headers)
         await send({
             "type": "http.response.start",
             "status": status,
             "headers": [*_JSON_HEADERS, (b"content-length", str(len(payload)).encode()),
-                        *headers],
+                        *(() if own_date else ((b"date", http_date()),)), *headers],
         })
         await send({"type": "http.response.body", "body": payload})
 
@@ -202,11 +205,9 @@ class SandboxApp:
             if rule.drop:
                 raise _DropConnection
             if rule.status is not None:
-                # An injected rate-limit answer looks like a real one, Retry-After included.
-                retry = ((b"retry-after", b"1"),) \
-                    if rule.status == self.config.rate_limit_status else ()
                 raise Refusal(rule.status, rule.error_code,
-                              f"injected fault: {rule.endpoint} answers {rule.status}", retry)
+                              f"injected fault: {rule.endpoint} answers {rule.status}",
+                              self._fault_headers(rule.status, rule.headers))
         with self.state.lock:
             answer = handler(self, call)
         if rule is not None and rule.commit_then_fail:
@@ -214,6 +215,16 @@ class SandboxApp:
                           "the server did not respond within the expected time "
                           "(injected after the change was applied)")
         return answer
+
+    def _fault_headers(self, status: int,
+                       given: tuple[tuple[str, str], ...]) -> tuple[tuple[bytes, bytes], ...]:
+        """The headers of an injected answer: the rule's, and for the rate-limit status a
+        ``Retry-After: 1`` unless the rule gives its own (so it looks like a real one)."""
+        headers = tuple((k.lower().encode(), v.encode("latin-1")) for k, v in given)
+        if status == self.config.rate_limit_status and all(k != b"retry-after"
+                                                            for k, _ in headers):
+            headers = ((b"retry-after", b"1"), *headers)
+        return headers
 
     def _brand(self, account: SandboxAccount, segment: str | None, endpoint_path: str) -> int:
         """The brand a request acts on (Authentication rules 3-5); -1 for ``/self``."""
@@ -417,6 +428,31 @@ def _route(method: str, path: str) -> tuple[str | None, str, _Handler,
 def _not_found(path: str) -> Refusal:
     return Refusal(spec.NOT_FOUND_STATUS, spec.NOT_FOUND_CODE,
                    f"no API endpoint at {path}")
+
+
+_date_cache: tuple[int, bytes] = (0, b"")
+
+
+def http_date() -> bytes:
+    """The ``Date`` header value of this second (the server adds none itself, so a fault
+    rule can replace it; see :func:`~gptools.sandbox._server.uvicorn_config`)."""
+    global _date_cache
+    now = int(time.time())
+    if _date_cache[0] != now:
+        _date_cache = (now, formatdate(now, usegmt=True).encode())
+    return _date_cache[1]
+
+
+def _dated(send: Send) -> Send:
+    """``send`` with a ``Date`` header added to the response start."""
+
+    async def dated(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", ()),
+                                              (b"date", http_date())]}
+        await send(message)
+
+    return dated
 
 
 async def _read_body(receive: Receive) -> bytes:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import fnmatch
 import random
+import re
 import threading
 from dataclasses import dataclass
 from decimal import Decimal
@@ -14,6 +15,8 @@ from gptools import spec
 _CLASSES = frozenset({
     spec.ENDPOINT_CLASS_PARTICIPANT, spec.ENDPOINT_CLASS_CAMPAIGN_CREATE, spec.ENDPOINT_CLASS_OTHER
 })
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # an HTTP header name
+_CRLF = re.compile(r"[\r\n]")
 _CODE_BY_STATUS = {
     500: spec.CODE_UNKNOWN_ERROR,
     504: spec.CODE_TIMEOUT,
@@ -39,6 +42,11 @@ class FaultRule:
     instead of its result; ``status`` answers that status with the error body (``code``
     defaults to the documented one: 500 UNKNOWN_ERROR, 504 TIMEOUT, else UNKNOWN_ERROR).
     A rule with only a latency delays the request and then serves it normally.
+
+    ``headers`` are ``(name, value)`` pairs added to a ``status`` answer, replacing the
+    sandbox's own of the same name: a ``Retry-After`` of any value (the rate-limit status
+    otherwise gets ``Retry-After: 1``), or a ``Date`` that puts the server's clock
+    elsewhere. As JSON, an object ``{"Retry-After": "120"}``.
     """
 
     endpoint: str
@@ -49,6 +57,7 @@ class FaultRule:
     drop: bool = False
     commit_then_fail: bool = False
     code: str | None = None
+    headers: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.rate <= 1.0:
@@ -62,6 +71,12 @@ class FaultRule:
                              f"got {self.status}")
         if (self.status is not None) + self.drop + self.commit_then_fail > 1:
             raise ValueError("FaultRule takes one of status, drop and commit_then_fail")
+        if self.headers and self.status is None:
+            raise ValueError("FaultRule headers go with a status answer; give status")
+        for name, value in self.headers:
+            if not _TOKEN.fullmatch(name) or not isinstance(value, str) or _CRLF.search(value):
+                raise ValueError(f"FaultRule header {name!r}: {value!r} is not a valid "
+                                 "header name and one-line value")
         if self.status is None and not (self.drop or self.commit_then_fail or self.latency_s):
             raise ValueError("FaultRule does nothing: give status, drop, commit_then_fail "
                              "or latency_s")
@@ -79,7 +94,7 @@ class FaultRule:
         kinds: dict[str, tuple[type, ...]] = {
             "endpoint": (str,), "status": (int, type(None)), "rate": (int, Decimal, float),
             "count": (int, type(None)), "latency_s": (int, Decimal, float), "drop": (bool,),
-            "commit_then_fail": (bool,), "code": (str, type(None)),
+            "commit_then_fail": (bool,), "code": (str, type(None)), "headers": (dict,),
         }
         if not isinstance(data, dict) or "endpoint" not in data:
             raise ValueError(f"a fault rule is a JSON object with an endpoint and some of "
@@ -95,6 +110,7 @@ class FaultRule:
             rate=float(data.get("rate", 1.0)), count=data.get("count"),
             latency_s=float(data.get("latency_s", 0.0)), drop=data.get("drop", False),
             commit_then_fail=data.get("commit_then_fail", False), code=data.get("code"),
+            headers=tuple((str(k), v) for k, v in data.get("headers", {}).items()),
         )
 
     @property

@@ -45,10 +45,15 @@ class _Server(uvicorn.Server):
 
 
 def uvicorn_config(app: SandboxApp, host: str, port: int) -> uvicorn.Config:
-    """The uvicorn settings of the sandbox: httptools + uvloop, quiet, no access log."""
+    """The uvicorn settings of the sandbox: httptools + uvloop, quiet, no access log.
+
+    uvicorn's own ``Date`` header is off: the application sends one, which a fault rule
+    can replace (uvicorn would send both).
+    """
     return uvicorn.Config(
         app, host=host, port=port, loop="uvloop", http="httptools", lifespan="on",
         log_level="warning", access_log=False, timeout_graceful_shutdown=2,
+        date_header=False,
     )
 
 

@@ -17,10 +17,11 @@ from gptools.client import (
     as_timeout,
     backoff_delay,
     parse_retry_after,
+    server_date,
     should_retry,
 )
 from gptools.client import _constants as C
-from gptools.errors import ConfigurationError
+from gptools.errors import ConfigurationError, RateLimitedError, error_class, is_rate_limited
 
 
 def test_all_is_sorted_and_importable() -> None:
@@ -84,6 +85,43 @@ def test_parse_retry_after() -> None:
     assert parse_retry_after("nan") is None
     date = format_datetime(now + timedelta(seconds=90), usegmt=True)
     assert parse_retry_after(date, now=now) == 90.0
+    # Not a finite number of seconds: refused like an unreadable value, never a pause.
+    for endless in ("inf", "1e400", "-inf", "Infinity"):
+        assert parse_retry_after(endless) is None, endless
+
+
+def test_server_date() -> None:
+    def answer(**headers: str) -> httpx.Response:
+        return httpx.Response(429, headers=headers)
+
+    assert server_date(answer(Date="Sun, 06 Nov 1994 08:49:37 GMT")) == datetime(
+        1994, 11, 6, 8, 49, 37, tzinfo=UTC)
+    assert server_date(answer()) is None
+    assert server_date(answer(Date="yesterday")) is None
+
+
+@pytest.mark.parametrize(("status", "code", "rate_limit_status", "expected"), [
+    (429, None, 429, True),
+    (429, "UNKNOWN_ERROR", 429, True),
+    (503, spec.RATE_LIMIT_CODE, 429, True),
+    (503, None, 429, False),
+    (503, "SLOW_DOWN", 503, True),
+    (429, None, 503, False),
+    (None, None, 429, False),
+])
+def test_one_predicate_for_rate_limited(status: int | None, code: str | None,
+                                        rate_limit_status: int, expected: bool) -> None:
+    assert is_rate_limited(status, code, rate_limit_status=rate_limit_status) is expected
+    klass = error_class(status, code, rate_limit_status=rate_limit_status)
+    assert issubclass(klass, RateLimitedError) is expected
+
+
+def test_limiter_refuses_an_endless_pause() -> None:
+    lim = RateLimiter((_tier("t", 3),))
+    ticket = lim.try_acquire(("t",), 0.0)
+    assert isinstance(ticket, Ticket)
+    with pytest.raises(ValueError, match="finite"):
+        lim.release(ticket, 0.0, rate_limited=True, retry_after=float("inf"))
 
 
 def _tier(name: str, per_second: int, endpoint: str | None = None,

@@ -8,6 +8,8 @@ import socket
 import time
 import uuid
 from collections.abc import Iterator
+from datetime import timedelta
+from email.utils import format_datetime, parsedate_to_datetime
 
 import pytest
 
@@ -302,3 +304,101 @@ def test_sync_client_rejects_async_transport(sb: RunningSandbox) -> None:
     with pytest.raises(TypeError, match="AsyncClient"):
         Client(sb.base_url, acct.username, acct.password, env_file=None,
                transport=httpx.AsyncHTTPTransport())
+
+
+# --------------------------------------------------------------------------------------
+# Retry-After never freezes the client (issue 17 item 7)
+# --------------------------------------------------------------------------------------
+
+
+def _limiter_wait(c: object, path: str = GAME_PATH) -> float:
+    """Seconds the client's limiter would make the next request on ``path`` wait now."""
+    limiter = c.limiter  # type: ignore[attr-defined]
+    admitted = limiter.try_acquire(limiter.tiers_for("GET", path), time.monotonic())
+    assert isinstance(admitted, float), "admitted at once: no pause at all"
+    return admitted
+
+
+def test_retry_after_above_ceiling_pauses_only_up_to_the_ceiling(
+        make: MakeClient, sb: RunningSandbox) -> None:
+    c = make("partner", retry_after_ceiling=0.5)
+    c.self()
+    sb.faults.add(FaultRule("other", status=429, count=1, headers=(("Retry-After", "120"),)))
+    with pytest.raises(errors.RateLimitedError) as caught:
+        c.game(GAME.game_id, brand=201)
+    assert (caught.value.retry_after, caught.value.retries) == (120.0, 0)
+    # Raised at once, and the tiers pause for the ceiling, not for the server's 120 s.
+    assert 0 < _limiter_wait(c) <= 0.5
+    c.game(GAME.game_id, brand=201)
+    refused, next_one = sb.state.requests[-2:]
+    assert refused.status == 429 and next_one.status == 200
+    assert 0.4 <= (next_one.at - refused.at).total_seconds() < 5
+
+
+@pytest.mark.parametrize("value", ["inf", "1e400", "Infinity", "-inf"])
+def test_non_finite_retry_after_is_refused(make: MakeClient, sb: RunningSandbox,
+                                           value: str) -> None:
+    c = make("partner")
+    c.self()
+    sb.faults.add(FaultRule("other", status=429, count=1, headers=(("Retry-After", value),)))
+    # Not a usable hint: retried after the client's own backoff, as if none had been given.
+    game = c.game(GAME.game_id, brand=201)
+    assert game.retries == 1 and c.stats.rate_limited == 1
+    c.game(GAME.game_id, brand=201)
+    assert c.stats.wait_seconds < 1.0
+    assert [r.status for r in sb.state.requests[1:]] == [429, 200, 200]
+
+
+@pytest.mark.parametrize("server_now", ["Sun, 06 Nov 1994 08:49:37 GMT",
+                                        "Fri, 01 Jan 2100 00:00:00 GMT"],
+                         ids=["server-clock-behind", "server-clock-ahead"])
+def test_retry_after_date_is_measured_against_the_servers_date(
+        make: MakeClient, sb: RunningSandbox, server_now: str) -> None:
+    retry_at = format_datetime(parsedate_to_datetime(server_now) + timedelta(seconds=1),
+                               usegmt=True)
+    c = make("partner")
+    c.self()
+    sb.faults.add(FaultRule("other", status=429, count=1,
+                            headers=(("Date", server_now), ("Retry-After", retry_at))))
+    game = c.game(GAME.game_id, brand=201)
+    assert game.retries == 1
+    refused, retried = sb.state.requests[-2:]
+    assert (refused.status, retried.status) == (429, 200)
+    # One second by the server's clock, whatever the local clock says.
+    assert 0.95 <= (retried.at - refused.at).total_seconds() < 5
+
+
+# --------------------------------------------------------------------------------------
+# One idea of "rate limited" (issue 17 item 8, issue 11 item 5)
+# --------------------------------------------------------------------------------------
+
+
+def test_rate_limit_code_on_another_status_slows_the_limiter_down(
+        make: MakeClient, sb: RunningSandbox) -> None:
+    c = make("partner")
+    c.self()
+    sb.faults.add(FaultRule("other", status=503, code=spec.RATE_LIMIT_CODE, count=1))
+    game = c.game(GAME.game_id, brand=201)
+    assert game.retries == 1 and c.stats.rate_limited == 1
+    # The retry and the limiter agree: the tiers slowed down instead of speeding up.
+    assert c.limiter.allowed()["user_other GET /game"] <= 31.0  # halved, then one success back
+
+
+def test_overridden_rate_limit_status_works_end_to_end(make: MakeClient,
+                                                       sb: RunningSandbox) -> None:
+    from gptools.models import WebhookSubscription
+    c = make("partner", rate_limit_status=503, max_retries=1)
+    c.self()
+    sb.faults.add(FaultRule("other", status=503, code="SLOW_DOWN"))
+    with pytest.raises(errors.RateLimitedError) as caught:
+        c.game(GAME.game_id, brand=201)
+    assert (caught.value.status, caught.value.code, caught.value.retries) == (503, "SLOW_DOWN", 1)
+    assert c.stats.rate_limited == 2
+    assert c.limiter.allowed()["user_other GET /game"] < 60
+    sb.faults.clear()
+    # The rate-limit answer did nothing, so even a creation is repeated after it.
+    sb.faults.add(FaultRule("POST /webhook-subscription", status=503, code="SLOW_DOWN", count=1))
+    created = c.brand(201).create_webhook_subscription(
+        WebhookSubscription(authentication_type="NONE"))
+    assert created.retries == 1
+    assert 201 in sb.state.subscriptions

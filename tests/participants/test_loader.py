@@ -11,16 +11,21 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from click.testing import CliRunner
 
 from gptools import spec
+from gptools.cli import cli
 from gptools.client import Client
-from gptools.errors import InvalidRequestError
+from gptools.errors import ApiError, InvalidRequestError
+from gptools.models import ErrorBody
 from gptools.participants import (
     OUTCOMES,
     JournalMismatchError,
+    LoadStopped,
     LoadSummary,
     load_participants,
 )
+from gptools.participants._loader import verdict
 from gptools.sandbox import FaultRule, RunningSandbox, SandboxConfig, run_sandbox
 from tests.participants.conftest import BRAND, campaign_request, make_client, participant_requests
 
@@ -235,8 +240,135 @@ def test_faults_still_load_every_id_exactly_once(fresh_sandbox: RunningSandbox, 
     assert fresh_sandbox.state.participants(campaign) == dict.fromkeys(ids, 1)
     statuses = [r.status for r in participant_requests(fresh_sandbox)]
     assert len(statuses) > 30  # the faults did hit
+    # Each rate-limit answer the sandbox gave is counted exactly once.
+    assert summary.rate_limited == statuses.count(429)
     if rule.status == 429:
         assert summary.rate_limited > 0
+
+
+def test_rate_limit_answers_reaching_the_loader_are_counted_once(
+        fresh_sandbox: RunningSandbox, tmp_path: Path) -> None:
+    # No client retries: every rate-limit answer is raised to the loader, which used to
+    # count it a second time on top of the client's count.
+    with make_client(fresh_sandbox, max_retries=0) as client:
+        campaign = client.create_campaign(campaign_request(), brand=BRAND).campaign_id
+        fresh_sandbox.faults.add(FaultRule(endpoint="POST /campaign/*/participant",
+                                           status=429, rate=0.5, count=6))
+        ids = [f"q-{i:04d}" for i in range(120)]
+        summary = load_participants(client, campaign, ids, brand=BRAND, chunk_size=20,
+                                    journal=tmp_path / "j.sqlite", progress=False, seed=1)
+        client_count = client.stats.rate_limited
+    refused = [r for r in participant_requests(fresh_sandbox) if r.status == 429]
+    assert len(refused) >= 3
+    assert summary.rate_limited == client_count == len(refused)
+    assert summary.complete and summary.loaded == 120 and summary.rejected == 0
+    assert fresh_sandbox.state.participants(campaign) == dict.fromkeys(ids, 1)
+
+
+def test_overridden_rate_limit_status_is_a_rate_limit_for_the_loader(
+        fresh_sandbox: RunningSandbox, tmp_path: Path) -> None:
+    with make_client(fresh_sandbox, max_retries=0, rate_limit_status=503) as client:
+        campaign = client.create_campaign(campaign_request(), brand=BRAND).campaign_id
+        fresh_sandbox.faults.add(FaultRule(endpoint="POST /campaign/*/participant",
+                                           status=503, code="SLOW_DOWN", count=3))
+        ids = [f"o-{i:04d}" for i in range(80)]
+        summary = load_participants(client, campaign, ids, brand=BRAND, chunk_size=20,
+                                    journal=tmp_path / "j.sqlite", progress=False, seed=1)
+    refused = [r for r in participant_requests(fresh_sandbox) if r.status == 503]
+    assert len(refused) == 3 and summary.rate_limited == 3
+    assert summary.complete and summary.loaded == 80 and summary.rejected == 0
+
+
+# --------------------------------------------------------------------------------------
+# Only an answer about the ids condemns ids (issue 17 item 9)
+# --------------------------------------------------------------------------------------
+
+
+def test_a_proxys_408_is_sent_again_not_bisected(fresh_sandbox: RunningSandbox,
+                                                 client: Client, campaign: str,
+                                                 tmp_path: Path) -> None:
+    fresh_sandbox.faults.add(FaultRule(endpoint="POST /campaign/*/participant", status=408,
+                                       code="REQUEST_TIMEOUT", count=3))
+    ids = [f"x-{i:04d}" for i in range(100)]
+    summary = load_participants(client, campaign, ids, brand=BRAND, chunk_size=20,
+                                journal=tmp_path / "j.sqlite", progress=False, seed=1)
+    assert summary.complete and (summary.loaded, summary.rejected) == (100, 0)
+    assert summary.bisections == 0
+    assert [r.status for r in participant_requests(fresh_sandbox)].count(408) == 3
+    assert fresh_sandbox.state.participants(campaign) == dict.fromkeys(ids, 1)
+
+
+@pytest.mark.parametrize("rule", [
+    FaultRule(endpoint="POST /campaign/*/participant", status=409, code="CONFLICT"),
+    FaultRule(endpoint="POST /campaign/*/participant", status=400, code="CAMPAIGN_CLOSED"),
+    FaultRule(endpoint="POST /campaign/*/participant", status=422, code="UNPROCESSABLE"),
+], ids=["409", "400-about-the-campaign", "422"])
+def test_a_refusal_not_about_the_ids_stops_the_load_and_rejects_nothing(
+        fresh_sandbox: RunningSandbox, client: Client, campaign: str, tmp_path: Path,
+        rule: FaultRule) -> None:
+    fresh_sandbox.faults.add(rule)
+    ids = [f"n-{i:04d}" for i in range(100)]
+    journal = tmp_path / "j.sqlite"
+    with pytest.raises(LoadStopped, match=r"not about its player ids.*run the same load") \
+            as caught:
+        load_participants(client, campaign, ids, brand=BRAND, chunk_size=20, journal=journal,
+                          progress=False, seed=1)
+    stopped = caught.value.summary
+    assert caught.value.error.status == rule.status
+    assert (stopped.rejected, stopped.loaded, stopped.not_attempted) == (0, 0, 100)
+    assert stopped.bisections == 0
+    assert len(participant_requests(fresh_sandbox)) == 1  # the first chunk goes alone
+    _assert_adds_up(stopped)
+
+    # Once the cause is gone, the same load sends every id again.
+    fresh_sandbox.faults.clear()
+    resumed = load_participants(client, campaign, ids, brand=BRAND, journal=journal,
+                                progress=False)
+    assert resumed.resumed and resumed.complete
+    assert (resumed.loaded, resumed.rejected) == (100, 0)
+    assert fresh_sandbox.state.participants(campaign) == dict.fromkeys(ids, 1)
+
+
+def test_a_stop_midway_keeps_what_loaded_and_rejects_nothing(
+        fresh_sandbox: RunningSandbox, client: Client, campaign: str, tmp_path: Path) -> None:
+    fresh_sandbox.faults.add(FaultRule(endpoint="POST /campaign/*/participant", status=409,
+                                       code="CONFLICT", rate=0.3))
+    ids = [f"m-{i:04d}" for i in range(400)]
+    journal = tmp_path / "j.sqlite"
+    with pytest.raises(LoadStopped) as caught:
+        load_participants(client, campaign, ids, brand=BRAND, chunk_size=20, journal=journal,
+                          progress=False, seed=1)
+    stopped = caught.value.summary
+    assert stopped.rejected == 0 and stopped.loaded + stopped.not_attempted == 400
+    fresh_sandbox.faults.clear()
+    resumed = load_participants(client, campaign, ids, brand=BRAND, journal=journal,
+                                progress=False)
+    assert resumed.complete and (resumed.loaded, resumed.rejected) == (400, 0)
+    assert set(fresh_sandbox.state.participants(campaign)) == set(ids)
+
+
+@pytest.mark.parametrize(("status", "code", "meaning"), [
+    (400, "VALIDATION_ERROR", "bisect"),
+    (400, "CAMPAIGN_CLOSED", "stop"),
+    (400, None, "stop"),
+    (409, "CONFLICT", "stop"),
+    (408, None, "resend"),
+    (425, None, "resend"),
+    (429, None, "resend"),
+    (503, "TOO_MANY_REQUESTS", "resend"),
+    (500, "UNKNOWN_ERROR", "resend"),
+    (403, "INVALID_REQUEST", "fatal"),
+    (401, "NOT_AUTHORIZED", "fatal"),
+    (404, None, "fatal"),
+])
+def test_verdict(status: int, code: str | None, meaning: str) -> None:
+    body = ErrorBody.model_validate({"code": code, "message": "m"}) if code else None
+    error = ApiError.from_body(status, body, raw="<html>", method="POST", url="http://h/p")
+    assert verdict(error) == meaning
+    # What counts as "about the ids" is an overridable assumption.
+    assert verdict(error, id_refusals={(409, "CONFLICT")}) == (
+        "bisect" if (status, code) == (409, "CONFLICT") else
+        "stop" if meaning == "bisect" else meaning)
 
 
 def test_commit_then_fail_sends_again_only_what_was_unanswered(
@@ -304,3 +436,22 @@ def test_summary_display(client: Client, campaign: str, tmp_path: Path) -> None:
     assert json.loads(json.dumps(data))["loaded"] == 20
     assert data["balanced"] is True
     assert list(summary.rejects().line) == sorted(MESSY_REJECTED)
+
+
+def test_cli_exits_1_and_says_why_the_load_stopped(cli_runner: CliRunner, client: Client,
+                                                   campaign: str, fresh_sandbox: RunningSandbox,
+                                                   tmp_path: Path) -> None:
+    players = tmp_path / "players.csv"
+    players.write_text("playerId\np-1\np-2\n", encoding="utf-8")
+    fresh_sandbox.faults.add(FaultRule(endpoint="POST /campaign/*/participant", status=409,
+                                       code="CONFLICT"))
+    result = cli_runner.invoke(cli, [
+        "participants", "load", str(players), "--campaign", campaign, "--brand", str(BRAND),
+        "--journal", str(tmp_path / "j.sqlite"), "--rejects", str(tmp_path / "r.csv"),
+        "--no-progress"])
+    assert result.exit_code == 1, result.output
+    assert "not about its player ids" in result.output
+    assert "HTTP 409 CONFLICT" in result.output and "run the same load again" in result.output
+    # Nothing was rejected: no rejects file, or its header only.
+    rejects = tmp_path / "r.csv"
+    assert not rejects.exists() or rejects.read_text(encoding="utf-8").count("\n") == 1

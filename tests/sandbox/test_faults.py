@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from email.utils import parsedate_to_datetime
 
 import httpx
 import pytest
@@ -171,6 +172,9 @@ def test_unexpected_exception_is_500_unknown_error(sb: RunningSandbox, client: h
     ({"endpoint": "GET /game"}, "does nothing"),
     ({"endpoint": "GET /game", "status": 500, "drop": True}, "one of"),
     ({"endpoint": "game", "status": 500}, "METHOD /path-glob"),
+    ({"endpoint": "GET /game", "latency_s": 1.0, "headers": (("Date", "x"),)}, "give status"),
+    ({"endpoint": "GET /game", "status": 429, "headers": (("Retry After", "1"),)}, "header"),
+    ({"endpoint": "GET /game", "status": 429, "headers": (("X", "1\r\nY: 2"),)}, "header"),
 ])
 def test_bad_rules_are_refused_clearly(kwargs: dict[str, object], fragment: str) -> None:
     with pytest.raises(ValueError, match=fragment):
@@ -183,7 +187,7 @@ def test_faults_over_http(sb: RunningSandbox, client: httpx.Client) -> None:
     assert added.status_code == 200, added.text
     assert added.json() == [{"endpoint": "GET /game", "status": 503, "rate": 1.0, "count": 2,
                              "latency_s": 0.0, "drop": False, "commit_then_fail": False,
-                             "code": None}]
+                             "code": None, "headers": []}]
     assert _game(client).status_code == 503
     assert client.delete("/_sandbox/faults").json() == []
     assert _game(client).status_code == 200
@@ -191,6 +195,30 @@ def test_faults_over_http(sb: RunningSandbox, client: httpx.Client) -> None:
                 {"endpoint": "GET /x", "status": 500, "colour": "red"}, [1]):
         assert_error(client.post("/_sandbox/faults", json=bad), 400,
                      spec.VALIDATION_ERROR_CODE)
+
+
+def test_every_answer_carries_one_date(sb: RunningSandbox, client: httpx.Client) -> None:
+    for response in (_game(client), client.get("/_sandbox/accounts")):
+        assert len(response.headers.get_list("date")) == 1
+        assert parsedate_to_datetime(response.headers["date"]).year >= 2024
+
+
+def test_headers_of_an_injected_answer(sb: RunningSandbox, client: httpx.Client) -> None:
+    server_now = "Sun, 06 Nov 1994 08:49:37 GMT"
+    sb.faults.add(FaultRule("GET /game", status=429, count=1,
+                            headers=(("Retry-After", "inf"), ("Date", server_now))))
+    sb.faults.add(FaultRule("GET /game", status=429, count=1))
+    over_http = client.post("/_sandbox/faults", json={
+        "endpoint": "GET /game", "status": 503, "count": 1, "headers": {"Retry-After": "120"}})
+    assert over_http.status_code == 200, over_http.text
+    given = _game(client)
+    assert given.status_code == 429
+    assert given.headers.get_list("retry-after") == ["inf"]
+    assert given.headers.get_list("date") == [server_now]
+    default = _game(client)  # the rate-limit status gets the usual Retry-After: 1
+    assert default.status_code == 429 and default.headers["retry-after"] == "1"
+    other = _game(client)
+    assert other.status_code == 503 and other.headers["retry-after"] == "120"
 
 
 def test_seed_changes_the_sequence() -> None:
