@@ -7,6 +7,7 @@ tests set control values and read :attr:`PlannerUI.result` with no browser.
 
 from __future__ import annotations
 
+import html
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -76,7 +77,8 @@ class PlannerResult:
     def _repr_html_(self) -> str:
         parts = [str(self.table.to_html(index=False, na_rep=""))]
         if self.error:
-            parts.append(f"<p><b>Input error</b>: {self.error}</p>")
+            # The error quotes what the user typed: it must stay text.
+            parts.append(f"<p><b>Input error</b>: {html.escape(self.error)}</p>")
         if self.validation is not None:
             parts.append(self.validation._repr_html_())
         return "".join(parts)
