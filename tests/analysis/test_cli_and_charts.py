@@ -79,6 +79,24 @@ def test_charts_return_figures(log_path: Path, tmp_path: Path, plot: object) -> 
         matplotlib.pyplot.close(fig)
 
 
+@pytest.mark.parametrize(
+    "plot",
+    [wa.plot_duplicates_and_retries, wa.plot_status_mix, wa.plot_retry_gaps, wa.plot_latency],
+)  # fmt: skip
+def test_legends_never_cover_the_data(log_path: Path, plot: object) -> None:
+    with wa.analyze(log_path) as analysis:
+        fig = plot(analysis)  # type: ignore[operator]
+    ax = fig.axes[0]
+    legend = ax.get_legend()
+    assert legend is not None
+    fig.canvas.draw()
+    box, area = legend.get_window_extent(), ax.get_window_extent()
+    # Outside the plot area (where every bar, line and marker is), and on the figure.
+    assert not box.overlaps(area), (box, area)
+    assert fig.bbox.contains(box.x0, box.y0) and fig.bbox.contains(box.x1, box.y1)
+    matplotlib.pyplot.close(fig)
+
+
 def test_public_names() -> None:
     """Every public class and function is exported and documented."""
     for name in wa.__all__:
