@@ -27,6 +27,7 @@ from gptools.campaigns import (
     validate_plan,
 )
 from gptools.costs import CostRow, rows_of
+from gptools.display import html_table
 
 DATE_FORMAT = "%Y-%m-%d %H:%M"
 
@@ -75,7 +76,7 @@ class PlannerResult:
     error: str | None = None
 
     def _repr_html_(self) -> str:
-        parts = [str(self.table.to_html(index=False, na_rep=""))]
+        parts = [html_table(self.table)]
         if self.error:
             # The error quotes what the user typed: it must stay text.
             parts.append(f"<p><b>Input error</b>: {html.escape(self.error)}</p>")
