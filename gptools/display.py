@@ -49,8 +49,8 @@ def column_decimals(name: str, decimals: Mapping[str, int] | None = None) -> int
 
 
 def cell_text(value: Any, places: int | None = None) -> str:
-    """One value as shown: exact ``Decimal`` digits, floats rounded to ``places``, times to
-    the millisecond, missing values as :data:`MISSING`."""
+    """One value as shown: exact ``Decimal`` digits, floats rounded to ``places``, times
+    rounded to the millisecond, missing values as :data:`MISSING`."""
     if _missing(value):
         return MISSING
     if isinstance(value, Decimal):
@@ -62,7 +62,7 @@ def cell_text(value: Any, places: int | None = None) -> str:
     if isinstance(value, int) and not isinstance(value, bool):
         return str(value)
     if isinstance(value, pd.Timestamp | datetime):
-        stamp = pd.Timestamp(value)
+        stamp = pd.Timestamp(value).round("ms")
         text = stamp.strftime("%Y-%m-%d %H:%M:%S")
         if stamp.microsecond or stamp.nanosecond:
             text += f".{stamp.microsecond // 1000:03d}"

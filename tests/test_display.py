@@ -46,7 +46,7 @@ def test_cells_rounded_by_unit_and_missing_as_a_dash() -> None:
     assert by_name["p99_ms"] == (True, ["558.9", "1.0", "3.0"])
     assert by_name["bet_total"] == (True, ["12.50", "1800", MISSING])
     assert by_name["game_id"] == (False, ["golden-pharaoh", MISSING, "<b>x</b>"])
-    assert by_name["first_at"][1] == ["2026-03-06 01:23:04.195 UTC", MISSING,
+    assert by_name["first_at"][1] == ["2026-03-06 01:23:04.196 UTC", MISSING,
                                       "2026-03-06 01:23:05 UTC"]
     assert cell_text(0.0061) == "0.0061" and cell_text(float("nan")) == MISSING
     # The frame itself keeps its raw values.

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import matplotlib.dates as mdates
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -33,6 +34,13 @@ def _chart(title: str, xlabel: str, ylabel: str) -> tuple[Figure, Any]:
     return fig, ax
 
 
+def _date_axis(ax: Any) -> None:
+    """Short hour labels (the date once per day), so ticks never run into each other."""
+    locator = mdates.AutoDateLocator()  # type: ignore[no-untyped-call]
+    ax.xaxis.set_major_locator(locator)
+    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))  # type: ignore[no-untyped-call]
+
+
 def _legend(ax: Any, **kwargs: Any) -> None:
     """The legend right of the plot area, never over the data (the constrained layout
     makes room for it)."""
@@ -56,6 +64,7 @@ def plot_duplicates_and_retries(analysis: DeliveryAnalysis) -> Figure:
         ax.plot(x, hours.first_attempts, label="first attempts", color="0.6", lw=1)
         ax.plot(x, hours.retries, label="retries", color="tab:orange", lw=1.5)
         ax.plot(x, hours.duplicates, label="duplicate deliveries", color="tab:purple", lw=1.5)
+        _date_axis(ax)
         _legend(ax)
     return fig
 
@@ -74,6 +83,7 @@ def plot_status_mix(analysis: DeliveryAnalysis) -> Figure:
             labels=["2xx", "4xx", "5xx", "other"],
             colors=["tab:green", "tab:red", "tab:orange", "0.7"],
         )  # fmt: skip
+        _date_axis(ax)
         _legend(ax, reverse=True)  # top to bottom, as stacked
     return fig
 
