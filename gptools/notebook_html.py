@@ -73,10 +73,12 @@ def _integrity(data: bytes) -> str:
     return "sha512-" + base64.b64encode(hashlib.sha512(data).digest()).decode("ascii")
 
 
-def unpack_widget_manager(tarball: bytes, dest: Path) -> Path:
-    """Check ``tarball`` against the pinned integrity and unpack the page's files into
-    ``dest`` (replaced as a whole, so a half-written folder is never used)."""
-    if _integrity(tarball) != HTML_MANAGER_INTEGRITY:
+def unpack_widget_manager(tarball: bytes, dest: Path, *,
+                          integrity: str = HTML_MANAGER_INTEGRITY) -> Path:
+    """Check ``tarball`` against ``integrity`` (npm's ``sha512-...``; the pinned one by
+    default) and unpack the page's files into
+    ``dest`` (renamed into place when complete, so a half-written folder is never used)."""
+    if _integrity(tarball) != integrity:
         raise WidgetManagerUnavailable(
             f"html-manager {HTML_MANAGER_VERSION}: the downloaded tarball does not match its "
             f"pinned integrity")
@@ -96,8 +98,13 @@ def unpack_widget_manager(tarball: bytes, dest: Path) -> Path:
             raise WidgetManagerUnavailable(
                 f"html-manager {HTML_MANAGER_VERSION}: no dist/{HTML_MANAGER_SCRIPT} in the "
                 f"tarball")
-        shutil.rmtree(dest, ignore_errors=True)
-        work.rename(dest)
+        work.chmod(0o755)  # mkdtemp's 0700 would follow the copy into build/
+        try:
+            work.rename(dest)
+        except OSError:
+            # Another build unpacked it first (folders only ever appear complete).
+            if not (dest / HTML_MANAGER_SCRIPT).is_file():
+                raise
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return dest

@@ -6,6 +6,8 @@ page with every network address unreachable and dumps the DOM after the scripts 
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import io
 import re
 import shutil
@@ -91,3 +93,33 @@ def test_a_tampered_bundle_is_refused(tmp_path: Path) -> None:
     with pytest.raises(WidgetManagerUnavailable, match="integrity"):
         unpack_widget_manager(data.getvalue(), tmp_path / "bundle")
     assert not (tmp_path / "bundle").exists()
+
+
+
+def _tarball(files: dict[str, bytes]) -> tuple[bytes, str]:
+    data = io.BytesIO()
+    with tarfile.open(fileobj=data, mode="w:gz") as tar:
+        for name, body in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(body)
+            tar.addfile(info, io.BytesIO(body))
+    raw = data.getvalue()
+    return raw, "sha512-" + base64.b64encode(hashlib.sha512(raw).digest()).decode()
+
+
+def test_only_the_page_files_are_unpacked_readable_and_once(tmp_path: Path) -> None:
+    raw, integrity = _tarball({
+        f"package/dist/{HTML_MANAGER_SCRIPT}": b"// the bundle",
+        "package/dist/embed.js.map": b"{}", "package/dist/embed-amd.js": b"define()",
+        "package/dist/a.woff2": b"font", "package/src/index.ts": b"",
+        "package/dist/../../escape.js": b"no",
+    })
+    dest = unpack_widget_manager(raw, tmp_path / "cache" / "bundle", integrity=integrity)
+    assert sorted(p.name for p in dest.iterdir()) == ["a.woff2", HTML_MANAGER_SCRIPT]
+    assert not (tmp_path / "escape.js").exists() and not (tmp_path / "cache" / "escape.js").exists()
+    assert dest.stat().st_mode & 0o755 == 0o755  # readable when build/ is served
+    # Another build finished first: its complete folder is kept, ours dropped.
+    other, other_integrity = _tarball({f"package/dist/{HTML_MANAGER_SCRIPT}": b"// later"})
+    assert unpack_widget_manager(other, dest, integrity=other_integrity) == dest
+    assert (dest / HTML_MANAGER_SCRIPT).read_bytes() == b"// the bundle"
+    assert [p.name for p in dest.parent.iterdir()] == ["bundle"]  # no temporary left
