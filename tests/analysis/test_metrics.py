@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from datetime import datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -289,6 +290,9 @@ def test_report_html_and_dict(generated: tuple[LogBuilder, DeliveryAnalysis]) ->
     r = analysis.report
     html = analysis._repr_html_()
     assert f"{r.deliveries:,}" in html and "Warnings" in html
+    # Times to the millisecond in what a person reads (the JSON keeps microseconds).
+    assert re.search(r"\d\d:\d\d:\d\d\.\d{3} UTC", html)
+    assert not re.search(r"\d\d:\d\d:\d\d\.\d{4}", html)
     doc = r.to_dict()
     for key in (
         "deliveries", "actions", "acknowledged_actions", "duplicate_deliveries", "retries",
