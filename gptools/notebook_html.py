@@ -26,6 +26,8 @@ import nbformat
 from jinja2 import DictLoader
 from nbconvert import HTMLExporter
 
+from gptools.errors import GptoolsError
+
 HTML_MANAGER_VERSION = "1.0.15"
 # npm's ``dist.integrity`` of that version: the tarball is refused if it differs.
 HTML_MANAGER_INTEGRITY = (
@@ -48,7 +50,7 @@ _OFFLINE_TEMPLATE = """{%- extends 'lab/index.html.j2' -%}
 """
 
 
-class WidgetManagerUnavailable(RuntimeError):
+class WidgetManagerUnavailable(GptoolsError, RuntimeError):
     """The widget manager's bundle could be neither found in the cache nor downloaded."""
 
 
