@@ -123,3 +123,17 @@ def test_only_the_page_files_are_unpacked_readable_and_once(tmp_path: Path) -> N
     assert unpack_widget_manager(other, dest, integrity=other_integrity) == dest
     assert (dest / HTML_MANAGER_SCRIPT).read_bytes() == b"// the bundle"
     assert [p.name for p in dest.parent.iterdir()] == ["bundle"]  # no temporary left
+
+
+def test_without_bundle_or_network_the_page_falls_back_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("GPTOOLS_WIDGETS_DIR", str(tmp_path / "empty-cache"))
+    monkeypatch.setenv("NPM_CONFIG_REGISTRY", "http://127.0.0.1:9")  # nothing listens there
+    nb = nbformat.read(NOTEBOOKS / "03_bulk_participants.ipynb", as_version=4)
+    html = write_html(nb, tmp_path / "build", "03_bulk_participants")
+    assert "unpkg.com/@jupyter-widgets/html-manager" in html.read_text(encoding="utf-8")
+    assert not (tmp_path / "build" / "_static").exists()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "widgets will load from the internet" in err[0]
+    assert "cannot download http://127.0.0.1:9/" in err[0]
