@@ -16,7 +16,8 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
-from nbconvert import HTMLExporter
+
+from gptools.notebook_html import write_html
 
 
 @dataclass(frozen=True)
@@ -64,10 +65,7 @@ def run_notebook(path: Path, out_dir: Path, *, timeout_s: int = 600) -> Notebook
             os.environ.pop("GP_BASE_URL", None)
         else:
             os.environ["GP_BASE_URL"] = saved
-    body, _ = HTMLExporter().from_notebook_node(nb)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    html = out_dir / f"{path.stem}.html"
-    html.write_text(body, encoding="utf-8")
+    html = write_html(nb, out_dir, path.stem)
     return NotebookRun(path, html, time.monotonic() - started, error)
 
 

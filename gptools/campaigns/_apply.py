@@ -14,6 +14,7 @@ from gptools import spec
 from gptools.campaigns._plan import AWARDED_FEATURE, Plan
 from gptools.campaigns._requests import campaign_requests
 from gptools.costs import CatalogueClient, cost_book, scoped
+from gptools.display import html_table
 from gptools.models import CampaignCreated, CampaignRequest, ParticipantsAdded
 
 
@@ -68,7 +69,7 @@ class ApplyResult:
     def _repr_html_(self) -> str:
         name = html.escape(self.plan_name)
         head = f"<p><b>Applied</b> {name}: {len(self.campaigns)} campaign(s)</p>"
-        return head + str(self.to_frame().to_html(index=False))
+        return head + html_table(self.to_frame())
 
 
 def add_players(

@@ -11,6 +11,7 @@ import pandas as pd
 
 from gptools.campaigns._plan import Plan
 from gptools.costs import UnknownCurrencyError, format_money, minor_unit, round_money
+from gptools.display import html_table
 
 BUDGET_COLUMNS: tuple[str, ...] = (
     "currency",
@@ -51,9 +52,7 @@ class Budget:
         if self.total is not None and self.reporting_currency:
             money = html.escape(format_money(self.total, self.reporting_currency))
             total = f"<p>Total maximum exposure: <b>{money}</b></p>"
-        return "<p><b>Budget</b> (maximum exposure)</p>" + str(
-            self.table.to_html(index=False, na_rep="")
-        ) + total
+        return "<p><b>Budget</b> (maximum exposure)</p>" + html_table(self.table) + total
 
 
 def _in_minor_units(amount: Decimal, currency: str) -> Decimal:

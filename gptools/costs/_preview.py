@@ -244,12 +244,15 @@ def cost_chart(
             ax.scatter([x] * len(values), values, color=color, s=14, label=label)
             label = None  # one legend entry per game
     ax.set_xticks(range(len(currencies)), currencies)
+    title = "Available awarded-feature costs per currency"
     if rates is None:
         ax.set_yscale("log")
         ax.set_ylabel("feature cost (own currency, log scale)")
     else:
-        ax.set_ylabel(f"feature cost in {reporting_currency or 'reporting currency'}")
+        target = reporting_currency or "the reporting currency"
+        ax.set_ylabel(f"feature cost in {target}")
+        title += f", converted to {target} at the given rates"
     ax.set_xlabel("currency")
-    ax.set_title("Available awarded-feature costs per currency")
+    ax.set_title(title)
     ax.legend(title="game", fontsize="small", loc="center left", bbox_to_anchor=(1.0, 0.5))
     return fig
