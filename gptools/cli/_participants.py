@@ -10,9 +10,7 @@ from typing import Any
 import click
 
 from gptools import spec
-from gptools.cli._main import cli_errors, emit, fail, participants, say
-
-EXIT_INTERRUPTED = 130
+from gptools.cli._main import EXIT_INTERRUPTED, cli_errors, emit, fail, participants, say
 
 
 def _connect() -> Any:
@@ -95,6 +93,8 @@ def load(
             emit(stopped.to_dict(), as_json=as_json, human=lambda: str(stopped))
             say("interrupted: run the same command again to resume")
             sys.exit(EXIT_INTERRUPTED)
+    if summary.rows == 0:
+        say(f"warning: {file} holds no player rows; nothing was loaded")
     emit(summary.to_dict(), as_json=as_json, human=lambda: str(summary))
     if not summary.complete:
         fail(f"{summary.not_attempted} player id(s) not loaded yet "

@@ -238,7 +238,8 @@ def _summarise(
         not_attempted=counts.not_attempted,
         rejected_by_reason=counts.rejected_by_reason,
         source_details=details,
-        rejects_file=rejects,
+        # An empty list gets no rejects file: a header-only file would read as a result.
+        rejects_file=rejects if counts.rows else None,
         loaded_this_run=stats.loaded,
         resumed=resumed,
         unknown_resent=book.unknown_at_open,
