@@ -30,11 +30,19 @@ def cli_errors() -> Iterator[None]:
 
 
 def connect_client() -> Any:
-    """The session client; the embedded sandbox's one-line notice goes to stderr so that
+    """The session client. Without ``GP_BASE_URL`` the embedded sandbox starts from the
+    state the previous command left (see :mod:`gptools.sandbox._persist`), so a campaign
+    created by one command exists for the next. Its one-line notice goes to stderr so that
     ``--json`` output stays one document."""
-    from gptools.session import connect
+    from gptools.sandbox._persist import SandboxStateError, default_state_dir
+    from gptools.session import connect, real_service_configured, start_embedded_sandbox
 
     with contextlib.redirect_stdout(sys.stderr):
+        if not real_service_configured():
+            try:
+                start_embedded_sandbox(state_dir=default_state_dir())
+            except SandboxStateError as exc:
+                fail(str(exc))
         return connect()
 
 

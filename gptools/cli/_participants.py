@@ -2,23 +2,14 @@
 
 from __future__ import annotations
 
-import contextlib
 import sys
 from pathlib import Path
-from typing import Any
 
 import click
 
 from gptools import spec
+from gptools.cli._costs import connect_client
 from gptools.cli._main import EXIT_INTERRUPTED, cli_errors, emit, fail, participants, say
-
-
-def _connect() -> Any:
-    # The embedded sandbox's one-line notice goes to stderr: --json keeps stdout to itself.
-    from gptools.session import connect
-
-    with contextlib.redirect_stdout(sys.stderr):
-        return connect()
 
 
 @participants.command("load")
@@ -78,7 +69,7 @@ def load(
     picked: str | int | None = int(column) if column is not None and column.isdigit() else column
     with cli_errors(PlayerListError):
         try:
-            client = _connect()
+            client = connect_client()
             with client:
                 summary = load_participants(
                     client, campaign_id, file, brand=brand, column=picked, encoding=encoding,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from gptools.cli._main import fail, listening_socket, sandbox, say
+from gptools.cli._main import emit, fail, listening_socket, sandbox, say
 
 
 @sandbox.command("serve")
@@ -55,3 +55,18 @@ def serve(port: int, host: str, seed: int, no_rate_limits: bool, wallet_url: str
             fail(f"the sandbox could not serve on {host}:{port} (reason logged above)")
     finally:
         sock.close()
+
+
+@sandbox.command("reset")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+def reset(as_json: bool) -> None:
+    """Forget the embedded sandbox's state (campaigns, participants, subscriptions) that
+    consecutive commands share; the next command starts from an empty sandbox."""
+    from gptools.sandbox._persist import STATE_FILE, default_state_dir, reset_state
+
+    directory = default_state_dir()
+    existed = reset_state(directory)
+    path = directory / STATE_FILE
+    emit({"state_file": str(path), "cleared": existed}, as_json=as_json,
+         human=lambda: (f"cleared the embedded sandbox state {path}" if existed
+                        else f"no embedded sandbox state at {path}: nothing to clear"))
