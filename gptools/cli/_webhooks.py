@@ -17,6 +17,7 @@ from gptools import spec
 from gptools.cli._main import emit, fail, listening_socket, sandbox, say, webhooks
 
 _AUTH_CHOICE = click.Choice(["bearer", "basic", "none"], case_sensitive=False)
+_WORKER_HEALTHCHECK_S = 60
 _STORE_HELP = "sqlite:///PATH (default sqlite:///webhooks.sqlite3) or postgresql://USER@HOST/DB"
 
 
@@ -81,6 +82,9 @@ def serve(auth_kind: str, store_url: str, host: str, port: int, workers: int, pa
         "gptools.webhooks._app:receiver_from_env", factory=True, host=host, port=port,
         workers=workers, http="httptools", loop="uvloop", lifespan="on", access_log=False,
         log_level="info", timeout_graceful_shutdown=10,
+        # uvicorn kills a worker that does not answer its health ping within 5 s; a worker
+        # still importing on a busy machine takes longer, and was killed over and over.
+        timeout_worker_healthcheck=_WORKER_HEALTHCHECK_S,
     )
 
 
