@@ -141,11 +141,11 @@ def load_participants(
     ``brand`` names the brand (or pass ``client.brand(ID)``). ``journal`` is the SQLite
     file that makes the load resumable (default: :func:`default_journal_path`); running the
     same load again with the same journal sends only what was not acknowledged. ``rejects``
-    is a CSV file to write the rejected rows to. ``chunk_size`` ids per request (default
-    ``spec.PARTICIPANT_MAX_IDS``, assumed) and ``max_id_length`` (default
-    ``spec.PLAYER_ID_MAX_LENGTH``, assumed) are fixed when a load starts; a resumed load
-    keeps its own. ``progress`` shows a tqdm bar (a widget in Jupyter). ``seed`` makes the
-    backoff jitter reproducible.
+    is a CSV file to write the rejected rows to (not written when the list has no rows).
+    ``chunk_size`` ids per request (default ``spec.PARTICIPANT_MAX_IDS``, assumed) and
+    ``max_id_length`` (default ``spec.PLAYER_ID_MAX_LENGTH``, assumed) are fixed when a
+    load starts; a resumed load keeps its own. ``progress`` shows a tqdm bar (a widget in
+    Jupyter). ``seed`` makes the backoff jitter reproducible.
 
     Raises :class:`PlayerListError` for an unreadable source or a journal of another load,
     the client's :class:`~gptools.errors.ApiError` subclasses when the server refuses the
