@@ -87,6 +87,19 @@ def test_offline_plan_names_the_option(runner: CliRunner) -> None:
     _no_python(result.stdout)
 
 
+def test_unknown_plan_currency_names_no_python_argument(runner: CliRunner,
+                                                        tmp_path: Path) -> None:
+    text = PLAN.read_text(encoding="utf-8").replace("KWD: {bet", "XBT: {bet")
+    plan = tmp_path / "xbt.yaml"
+    plan.write_text(text, encoding="utf-8")
+    result = _run(runner, "campaigns", "plan", str(plan), "--offline", "--json",
+                  "--now", "2029-12-01T00:00:00+00:00")
+    assert result.exit_code == 2
+    messages = [p["message"] for p in json.loads(result.stdout)["problems"]]
+    assert any("ISO 4217 codes only" in m for m in messages), messages
+    _no_python(" ".join(messages))
+
+
 def test_currency_codes_are_upper_cased(runner: CliRunner) -> None:
     result = _run(runner, "costs", "preview", "--game", "neon-fruits", "--currency", "eur",
                   "--currency", "kwd", "--brand", "201", "--json")

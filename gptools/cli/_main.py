@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import socket
 import sys
 from collections.abc import Callable, Iterator
@@ -88,10 +89,19 @@ _PYTHON_HINTS: tuple[tuple[str, str], ...] = (
 )
 
 
+#: The same for hints whose text varies (the CLI has no way to give a currency's exponent).
+_PYTHON_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"pass its number of decimals, e\.g\. exponents=\{[^}]*\}"),
+     "the CLI takes ISO 4217 codes only"),
+)
+
+
 def cli_text(message: str) -> str:
     """A library message with its Python-argument hints replaced by the CLI options."""
     for python, option in _PYTHON_HINTS:
         message = message.replace(python, option)
+    for pattern, replacement in _PYTHON_PATTERNS:
+        message = pattern.sub(replacement, message)
     return message
 
 
