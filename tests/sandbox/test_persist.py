@@ -126,3 +126,13 @@ def test_a_second_command_waits_for_the_first(tmp_path: Path) -> None:
     assert waiting.returncode == 0, err
     assert len(json.loads(out)["campaigns"]) == 3
     assert (state_dir / STATE_FILE).exists()
+
+
+def test_the_sandbox_imports_nothing_from_the_client() -> None:
+    code = ("import pkgutil, importlib, sys, gptools.sandbox as s\n"
+            "for m in pkgutil.iter_modules(s.__path__):\n"
+            "    importlib.import_module(f'gptools.sandbox.{m.name}')\n"
+            "print(sorted(n for n in sys.modules if n.startswith('gptools.client')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, timeout=120)
+    assert done.stdout.strip() == "[]"
