@@ -74,8 +74,16 @@ def budget(
 
     ``rates`` (units of ``reporting_currency`` per unit of each currency) and
     ``reporting_currency`` default to the plan's own. A missing rate raises
-    :class:`ValueError` naming the currency; the reporting currency converts at 1.
+    :class:`ValueError` naming the currency; the reporting currency converts at 1. A
+    negative number of players or rounds raises :class:`ValueError` (no exposure is
+    negative).
     """
+    for currency, line in plan.currencies.items():
+        if line.players < 0:
+            raise ValueError(f"currencies.{currency}.players = {line.players}: a number of "
+                             "players cannot be negative")
+    if plan.bet_number < 0:
+        raise ValueError(f"bet_number = {plan.bet_number}: cannot be negative")
     rates = plan.exchange_rates if rates is None else rates
     reporting = reporting_currency or plan.reporting_currency
     rows = []

@@ -184,9 +184,10 @@ def load_participants(
     ``brand`` names the brand (or pass ``client.brand(ID)``). ``journal`` is the SQLite
     file that makes the load resumable (default: :func:`default_journal_path`); running the
     same load again with the same journal sends only what was not acknowledged. ``rejects``
-    is a CSV file to write the rejected rows to. ``endpoint`` picks the participant
-    endpoint: ``"single"`` (the documented ``.../participant``, the default) or ``"batch"``,
-    the batch endpoint the document recommends for large lists (path assumed:
+    is a CSV file to write the rejected rows to (not written when the list has no rows).
+    ``endpoint`` picks the participant endpoint: ``"single"`` (the documented
+    ``.../participant``, the default) or ``"batch"``, the batch endpoint the document
+    recommends for large lists (path assumed:
     ``spec.ENDPOINT_BATCH_PARTICIPANT_TEMPLATE``); both go through the same journal,
     bisection and rate tiers. ``chunk_size`` ids per request (default per endpoint:
     ``spec.PARTICIPANT_MAX_IDS`` or ``spec.BATCH_PARTICIPANT_MAX_IDS``, assumed), the
@@ -304,7 +305,8 @@ def _summarise(
         not_attempted=counts.not_attempted,
         rejected_by_reason=counts.rejected_by_reason,
         source_details=details,
-        rejects_file=rejects,
+        # An empty list gets no rejects file: a header-only file would read as a result.
+        rejects_file=rejects if counts.rows else None,
         loaded_this_run=stats.loaded,
         resumed=resumed,
         unknown_resent=book.unknown_at_open,
