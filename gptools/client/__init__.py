@@ -12,12 +12,12 @@ request inside the published rate tiers, and raises the classes of :mod:`gptools
         print(client.self().allowed_brands)
 """
 
+from gptools._backoff import backoff_delay
 from gptools.client._async import AsyncBrandClient, AsyncClient
 from gptools.client._base import (
     NOT_GIVEN,
     ClientStats,
     NotGiven,
-    backoff_delay,
     parse_retry_after,
     server_date,
     should_retry,

@@ -25,6 +25,7 @@ import httpx
 from pydantic import SecretStr, ValidationError
 
 from gptools import spec
+from gptools._backoff import backoff_delay
 from gptools.client import _constants as C
 from gptools.client._ratelimit import RateLimiter
 from gptools.client._settings import (
@@ -169,12 +170,6 @@ def should_retry(
     # may have acted before failing: only an idempotent request is repeated.
     # Any other 4xx is the caller's mistake; repeating it cannot help.
     return idempotent and 500 <= status <= 599
-
-
-def backoff_delay(attempt: int, rng: random.Random, *, base: float, cap: float) -> float:
-    """Seconds before retry number ``attempt + 1``: exponential, capped, with jitter."""
-    delay = min(cap, base * 2.0**attempt)
-    return delay * (1.0 - C.BACKOFF_JITTER * rng.random())
 
 
 def parse_retry_after(value: str | None, *, now: datetime | None = None) -> float | None:

@@ -46,7 +46,7 @@ from typing import Any, Final, Literal
 from tqdm.auto import tqdm
 
 from gptools import spec
-from gptools.client import BrandClient, Client
+from gptools.client import BrandClient, Client, backoff_delay
 from gptools.errors import (
     ApiError,
     BrandRequiredError,
@@ -69,7 +69,8 @@ DEFAULT_CONCURRENCY: Final = 16
 #: How many times one chunk is sent before the loader gives up on it for this run (each
 #: send is itself retried by the client: ``Client(max_retries=...)``).
 DEFAULT_MAX_ATTEMPTS: Final = 8
-#: Backoff between the loader's own re-sends of a chunk: base, doubling, capped (seconds).
+#: Backoff between the loader's own re-sends of a chunk: base, doubling, capped (seconds;
+#: the client's formula, :func:`gptools.client.backoff_delay`).
 RESEND_BASE: Final = 0.5
 RESEND_CAP: Final = 15.0
 #: The participant endpoints a load can use: one addition per ``playerIds`` list, or the
@@ -545,8 +546,7 @@ class _Sender:
                 self.stats.failed_chunks += 1
             return
         if delay is None:
-            delay = min(RESEND_CAP, RESEND_BASE * 2 ** (work.attempts - 1))
-            delay *= 1.0 - 0.25 * self.rng.random()
+            delay = backoff_delay(work.attempts - 1, self.rng, base=RESEND_BASE, cap=RESEND_CAP)
         work.not_before = time.monotonic() + delay
         retry.append(work)
 

@@ -11,6 +11,7 @@ import pytest
 
 import gptools.client as client_pkg
 from gptools import spec
+from gptools._backoff import BACKOFF_JITTER
 from gptools.client import (
     RateLimiter,
     Ticket,
@@ -65,7 +66,7 @@ def test_backoff_is_exponential_capped_and_jittered() -> None:
     delays = [backoff_delay(a, rng, base=0.5, cap=4.0) for a in range(8)]
     for attempt, delay in enumerate(delays):
         ceiling = min(4.0, 0.5 * 2**attempt)
-        assert ceiling * (1 - C.BACKOFF_JITTER) <= delay <= ceiling
+        assert ceiling * (1 - BACKOFF_JITTER) <= delay <= ceiling
     assert delays[0] < delays[1] < delays[2] < delays[3]
     assert max(delays) <= 4.0
     # Seeded: the same sequence again.
