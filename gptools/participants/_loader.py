@@ -46,7 +46,7 @@ from typing import Any, Final, Literal
 from tqdm.auto import tqdm
 
 from gptools import spec
-from gptools.client import BrandClient, Client, backoff_delay
+from gptools.client import Client, backoff_delay
 from gptools.errors import (
     ApiError,
     BrandRequiredError,
@@ -158,7 +158,7 @@ class _RunStats:
 
 
 def load_participants(
-    client: Client | BrandClient,
+    client: Client,
     campaign_id: str,
     source: SourceLike,
     *,
@@ -182,7 +182,8 @@ def load_participants(
 
     ``source``: a CSV/TSV/Excel file path, a DataFrame, a Series or any iterable of ids
     (see :func:`open_source` for ``column``, ``encoding``, ``delimiter``, ``sheet``).
-    ``brand`` names the brand (or pass ``client.brand(ID)``). ``journal`` is the SQLite
+    ``brand`` names the brand (or pass ``client.brand(ID)``; a ``brand`` that differs from
+    the client's own raises :class:`ValueError`). ``journal`` is the SQLite
     file that makes the load resumable (default: :func:`default_journal_path`); running the
     same load again with the same journal sends only what was not acknowledged. ``rejects``
     is a CSV file to write the rejected rows to. ``endpoint`` picks the participant
@@ -207,11 +208,9 @@ def load_participants(
     one request), :class:`LoadStopped` for another refusal that is not about the ids, and
     :class:`LoadInterrupted` on Ctrl-C.
     """
-    if isinstance(client, BrandClient):
-        if brand is not None and brand != client.brand_id:
-            raise ValueError(f"brand={brand} conflicts with the client's brand {client.brand_id}")
-        brand = client.brand_id
-        client = client.client
+    # Named in the journal's identity: the same load whether the brand came from the
+    # client or from brand=.
+    brand = client.effective_brand(brand)
     if endpoint not in ENDPOINTS:
         raise ValueError(f"endpoint must be one of {', '.join(ENDPOINTS)}, got {endpoint!r}")
     if chunk_size is None:
