@@ -4,12 +4,15 @@ client's retries, the loader's re-sends and the webhook processing queue."""
 from __future__ import annotations
 
 import random
+from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
 import gptools.client
 from gptools._backoff import BACKOFF_JITTER, backoff_delay
 from gptools.participants import _loader
+from gptools.webhooks import ProcessingQueue, open_store
 
 
 def test_exact_without_rng_jittered_with_one() -> None:
@@ -36,3 +39,12 @@ def test_the_client_and_the_loader_use_the_one_formula() -> None:
     assert gptools.client.backoff_delay is backoff_delay
     assert _loader.backoff_delay is backoff_delay
 
+
+def test_processing_queue_waits_by_the_formula(tmp_path: Path) -> None:
+    q = ProcessingQueue(open_store(f"sqlite:///{tmp_path / 'q.db'}"), lambda ev: None,
+                        first_delay=timedelta(seconds=2), factor=3.0,
+                        max_delay=timedelta(minutes=1))
+    assert [q.delay_after(n) for n in range(1, 6)] == [
+        timedelta(seconds=s) for s in (2, 6, 18, 54, 60)]
+    # An action retried for a long time (max_attempts is the caller's) waits the cap.
+    assert q.delay_after(10_000) == timedelta(minutes=1)
