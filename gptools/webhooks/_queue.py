@@ -308,8 +308,14 @@ class GroupCommitWriter:
         self._up = False
 
     def start(self) -> None:
-        """Open the store (creating its tables) and start the threads."""
-        self.link.get()
+        """Open the store (creating its tables) and start the threads. A store that is
+        unreachable does not stop the start: a worker restarted during a database outage
+        must come up, answer 503 and reconnect, not fail (uvicorn would then stop every
+        worker). ``gptools webhooks serve`` checks the store once before it starts."""
+        try:
+            self.link.get()
+        except StoreError as exc:
+            logger.error("starting without the store (it will be retried): %s", exc)
         self._up = True
         self._started = True
         self._stop_writer.clear()
@@ -428,7 +434,7 @@ class GroupCommitWriter:
     def _probe(self) -> None:
         """While the store is down and nothing is written: see whether it is back."""
         try:
-            self.link.get().ping()
+            self.link.get().probe_write()
         except StoreError as exc:
             self.link.failed(exc)
         else:
@@ -641,6 +647,7 @@ class ProcessingQueue:
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._runner: _HandlerThread | None = None
+        self._store_failures = 0
         #: Handler threads abandoned after a time-out that have not returned yet.
         self.abandoned: list[threading.Thread] = []
 
@@ -675,10 +682,16 @@ class ProcessingQueue:
             ran = self.run_due(self.link.get())
         except StoreError as exc:
             self.link.failed(exc)
-            logger.warning("processing queue: %s", exc)
-            ran = 0
-        else:
-            self.link.ok()
+            self._store_failures += 1
+            if self._store_failures == 1 or self._store_failures % 20 == 0:
+                logger.warning("processing queue (%d failures in a row): %s",
+                               self._store_failures, exc)
+            # The store's trouble: back off (doubling up to 5 s), and go on.
+            wait = min(self.idle_wait.total_seconds() * 2.0 ** self._store_failures, 5.0)
+            self._stop.wait(wait)
+            return True
+        self.link.ok()
+        self._store_failures = 0
         if not ran:
             self._wake.wait(self.idle_wait.total_seconds())
             self._wake.clear()

@@ -589,10 +589,30 @@ class StoreConnection:
             return False
         return bool(self.raw.closed or getattr(self.raw, "broken", False))
 
-    def ping(self) -> None:
-        """A round trip to the store; :class:`StoreError` when it does not answer."""
-        with self._errors("reach the store"):
-            self._execute("SELECT 1").fetchone()
+    def probe_write(self) -> None:
+        """Rehearse a write and roll it back: :class:`StoreError` when the store cannot
+        be reached, locked, or has no room for a row (a disk that fills only at COMMIT
+        shows up at the next real write instead)."""
+        probe = f"probe-{uuid.uuid4()}"
+        now = self._ts(datetime.now(UTC))
+        with self._errors("write to the store"):
+            lock = self._lock
+            if lock is not None:
+                lock.__enter__()
+            try:
+                self.raw.execute(self._d.begin)
+                try:
+                    self._execute(
+                        "INSERT INTO webhook_actions (action_id, first_received_at, body,"
+                        " next_attempt_at, state) VALUES (?, ?, '', ?, 'done')",
+                        (probe, now, now))
+                    self._execute(_INSERT_LOG, (now, 0, 0.0, probe, probe, False, True,
+                                                None, None))
+                finally:
+                    self.raw.execute("ROLLBACK")
+            finally:
+                if lock is not None:
+                    lock.__exit__(None, None, None)
 
     @contextlib.contextmanager
     def _errors(self, what: str) -> Iterator[None]:
@@ -878,15 +898,27 @@ class StoreConnection:
         """Every stored action id (the dedupe keys)."""
         return {str(r[0]) for r in self._execute("SELECT action_id FROM webhook_actions")}
 
-    def iter_log(self, *, batch: int = 5000) -> Iterator[dict[str, Any]]:
-        """Every ``delivery_log`` row as a dict, oldest ``received_at`` first."""
+    def iter_log(
+        self, *, batch: int = 5000, after: datetime | None = None,
+        through: datetime | None = None,
+    ) -> Iterator[dict[str, Any]]:
+        """Every ``delivery_log`` row as a dict, oldest ``received_at`` first (only those
+        received after ``after`` and up to ``through``, when given)."""
+        where, params = [], []
+        if after is not None:
+            where.append("received_at > ?")
+            params.append(self._ts(after))
+        if through is not None:
+            where.append("received_at <= ?")
+            params.append(self._ts(through))
+        condition = f" WHERE {' AND '.join(where)}" if where else ""
         cur = self.raw.cursor()
-        cur.execute(f"SELECT {', '.join(LOG_COLUMNS)} FROM delivery_log ORDER BY received_at")
+        cur.execute(self._sql(f"SELECT {', '.join(LOG_COLUMNS)} FROM delivery_log{condition}"
+                              " ORDER BY received_at"), params)
         while rows := cur.fetchmany(batch):
             for row in rows:
                 rec = dict(zip(LOG_COLUMNS, row, strict=True))
-                at = rec["received_at"]
-                rec["received_at"] = parse_utc(at) if isinstance(at, str) else at.astimezone(UTC)
+                rec["received_at"] = _as_utc(rec["received_at"])
                 rec["duplicate"] = bool(rec["duplicate"])
                 rec["auth_ok"] = bool(rec["auth_ok"])
                 yield rec
