@@ -38,6 +38,7 @@ from gptools.models import GameEventNotification, loads_wire
 from gptools.webhooks._store import (
     ActionState,
     ClaimedAction,
+    CommitUncertain,
     Store,
     StoreConnection,
     StoreError,
@@ -271,7 +272,9 @@ class GroupCommitWriter:
     past it the request is answered 503 and logged so (a write already begun is answered
     by its outcome). When the store is unreachable, the writer reconnects with backoff
     (:class:`StoreLink`) and fails batches at once meanwhile; when idle and the store is
-    down, it tries again every ``probe_every``.
+    down, it tries again every ``probe_every``. When a PostgreSQL connection breaks during
+    COMMIT, the writer asks a new connection whether that transaction committed before it
+    answers (for up to ``resolve_limit``), so that the answers match the log.
     """
 
     def __init__(
@@ -282,6 +285,7 @@ class GroupCommitWriter:
         state: ActionState = "pending",
         wait_limit: timedelta = timedelta(milliseconds=800),
         probe_every: timedelta = timedelta(milliseconds=500),
+        resolve_limit: timedelta = timedelta(seconds=10),
     ) -> None:
         if max_batch < 1:
             raise ValueError(f"max_batch must be at least 1, got {max_batch}")
@@ -290,6 +294,7 @@ class GroupCommitWriter:
         self.max_batch = max_batch
         self._wait_seconds = wait_limit.total_seconds()
         self._probe_seconds = probe_every.total_seconds()
+        self._resolve_seconds = resolve_limit.total_seconds()
         #: How many batches were committed (for tests and diagnostics).
         self.batches = 0
         self._queue: queue.SimpleQueue[list[_Handover] | None] = queue.SimpleQueue()
@@ -421,6 +426,9 @@ class GroupCommitWriter:
                 [item for h in batch for item, _ in h.pending], state=self.state,
                 durable=False, on_begin=_begin(batch),
             )
+        except CommitUncertain as exc:
+            self.link.failed(exc)
+            return self._resolve(exc)
         except StoreError as exc:
             logger.error("store write failed for %d deliveries: %s",
                          sum(len(h.pending) for h in batch), exc)
@@ -430,6 +438,33 @@ class GroupCommitWriter:
             self.link.ok()
         self.batches += 1
         return outcome
+
+    def _resolve(self, uncertain: CommitUncertain) -> list[bool] | StoreError:
+        """Find out, over a new connection, whether a batch whose COMMIT lost its
+        connection was committed, so that its requests are answered what its log rows
+        say: 200 when it was, 503 when not. Gives up (503) after ``resolve_limit``."""
+        deadline = time.monotonic() + self._resolve_seconds
+        while time.monotonic() < deadline:
+            try:
+                status = self.link.get().commit_status(uncertain.xid)
+            except StoreError as exc:
+                self.link.failed(exc)
+                time.sleep(0.05)
+                continue
+            self.link.ok()
+            if status == "committed":
+                logger.warning("a batch whose COMMIT lost its connection was committed: "
+                               "answering 200 as its log rows say")
+                self.batches += 1
+                result: list[bool] = uncertain.result
+                return result
+            if status != "in progress":
+                return uncertain
+            time.sleep(0.01)
+        logger.error("the outcome of a COMMIT that lost its connection is still unknown after "
+                     "%.0f s: answered 503, though its log rows may say otherwise",
+                     self._resolve_seconds)
+        return uncertain
 
     def _probe(self) -> None:
         """While the store is down and nothing is written: see whether it is back."""
@@ -455,17 +490,21 @@ class GroupCommitWriter:
                 stopping = True
                 break
             done.append(nxt)
-        try:
-            if any(not isinstance(outcome, StoreError) for _, outcome in done):
-                try:
-                    self.store.make_durable()
-                except StoreError as exc:
-                    # Committed but maybe not on disk: not acknowledged, so it is retried.
-                    logger.error("store sync failed: %s", exc)
-                    done = [(batch, exc) for batch, _ in done]
-        finally:
-            for batch, outcome in done:
-                _settle_threadsafe(batch, outcome)
+        unexpected: Exception | None = None
+        if any(not isinstance(outcome, StoreError) for _, outcome in done):
+            try:
+                self.store.make_durable()
+            except Exception as exc:
+                # Committed but maybe not on disk: not acknowledged, so it is retried.
+                logger.error("store sync failed: %s", exc)
+                error = exc if isinstance(exc, StoreError) else StoreError(f"sync failed: {exc}")
+                done = [(batch, error) for batch, _ in done]
+                if not isinstance(exc, StoreError):
+                    unexpected = exc
+        for batch, outcome in done:
+            _settle_threadsafe(batch, outcome)
+        if unexpected is not None and not stopping:
+            raise unexpected  # after the answers: the supervisor logs it and goes on
         return not stopping
 
 

@@ -60,6 +60,18 @@ class StoreError(Exception):
     """The store could not be opened, read or written (the cause is chained)."""
 
 
+class CommitUncertain(StoreError):
+    """The connection broke during COMMIT: the transaction may or may not have been
+    committed. ``xid`` lets a new connection find out
+    (:meth:`StoreConnection.commit_status`); ``result`` is what the write would have
+    returned had the COMMIT answered."""
+
+    def __init__(self, message: str, xid: int) -> None:
+        super().__init__(message)
+        self.xid = xid
+        self.result: Any = None
+
+
 def format_utc(moment: datetime) -> str:
     """``moment`` as the log's text form: ISO 8601 UTC, microseconds, trailing ``Z``."""
     if moment.tzinfo is None:
@@ -542,6 +554,8 @@ class StoreConnection:
         self._d = store.dialect
         #: How long the last transaction held the store's write lock (seconds).
         self.last_hold = 0.0
+        #: The PostgreSQL transaction id of the write in progress (see CommitUncertain).
+        self.xid: int | None = None
         try:
             self._lock = store._write_lock()
         except OSError as exc:
@@ -588,6 +602,13 @@ class StoreConnection:
         if self._d.name == "sqlite":
             return False
         return bool(self.raw.closed or getattr(self.raw, "broken", False))
+
+    def commit_status(self, xid: int) -> str | None:
+        """PostgreSQL's word on transaction ``xid``: ``committed``, ``aborted``, ``in
+        progress``, or None when it no longer knows."""
+        with self._errors("ask for a commit's outcome"):
+            row = self._execute("SELECT txid_status(?)", (xid,)).fetchone()
+        return None if row is None or row[0] is None else str(row[0])
 
     def probe_write(self) -> None:
         """Rehearse a write and roll it back: :class:`StoreError` when the store cannot
@@ -661,6 +682,10 @@ class StoreConnection:
                 if on_begin is not None:
                     on_begin()
                 cur = self.raw.cursor()
+                if not sqlite:
+                    # Should the connection break during COMMIT, this id tells whether
+                    # the rows are in (the answer must say what the log says).
+                    self.xid = int(cur.execute("SELECT txid_current()").fetchone()[0])
                 # SQLite: BEGIN IMMEDIATE holds the database's only write lock, so the keys
                 # read here cannot change before the inserts below, and every action row
                 # goes in with one executemany. PostgreSQL has concurrent writers: there,
@@ -693,6 +718,9 @@ class StoreConnection:
                 if actions:
                     cur.executemany(_SQLITE_INSERT_ACTION, actions)
                 cur.executemany(self._sql(_INSERT_LOG), rows)
+        except CommitUncertain as exc:
+            exc.result = fresh
+            raise
         except StoreError:
             raise
         except Exception as exc:
@@ -956,13 +984,18 @@ class _Transaction:
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         raw = self.conn.raw
+        xid, self.conn.xid = self.conn.xid, None
         try:
             if exc_type is None:
                 try:
                     raw.execute("COMMIT")
-                except BaseException:
+                except Exception as commit_error:
                     with contextlib.suppress(Exception):
                         raw.execute("ROLLBACK")
+                    if xid is not None and self.conn.broken:
+                        raise CommitUncertain(
+                            f"the connection to {self.conn.store.url} broke during COMMIT: "
+                            f"{commit_error}", xid) from commit_error
                     raise
             else:
                 # The original error is the one to report; a failed rollback adds nothing.

@@ -172,6 +172,17 @@ def _killer_handlers(receiver: Receiver, load: LoadGenerator, killers: list[str]
 
 def _final_checks(receiver: Receiver, load: LoadGenerator, killers: list[str],
                   store_url: str, parent: int) -> None:
+    try:
+        _check(receiver, load, killers, store_url, parent)
+    except AssertionError as exc:
+        lines = [ln for ln in receiver.log.read_text().splitlines()
+                 if "WARNING" in ln or "ERROR" in ln]
+        raise AssertionError(f"{exc}\nreceiver warnings and errors:\n"
+                             + "\n".join(lines[-60:])) from exc
+
+
+def _check(receiver: Receiver, load: LoadGenerator, killers: list[str],
+           store_url: str, parent: int) -> None:
     acknowledged = load.acknowledged()
     assert set(killers) <= acknowledged
     store = open_store(store_url)

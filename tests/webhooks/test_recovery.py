@@ -271,3 +271,52 @@ def test_postgres_sessions_set_synchronous_commit_on(pg_url: str) -> None:
         assert conn.raw.execute("SHOW synchronous_commit").fetchone()[0] == "on"
     finally:
         conn.close()
+
+
+def test_a_commit_that_loses_its_connection_is_answered_as_it_ended(pg_url: str) -> None:
+    from gptools.webhooks import GroupCommitWriter, open_store
+    from gptools.webhooks._store import CommitUncertain
+
+    store = open_store(pg_url)
+    conn, other = store.connect(), store.connect()
+    # A COMMIT that takes its time: a deferred constraint trigger sleeps in it.
+    other.raw.execute("""CREATE FUNCTION slow_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN IF NEW.body = 'slow' THEN PERFORM pg_sleep(30); END IF; RETURN NULL; END $$""")
+    other.raw.execute("CREATE CONSTRAINT TRIGGER slow AFTER INSERT ON delivery_log DEFERRABLE"
+                      " INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION slow_commit()")
+    pid = conn.raw.info.backend_pid
+    raised: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            conn.write_batch([WriteItem(LogEntry(T0, 200, "slow", latency_ms=1.0))])
+        except BaseException as exc:
+            raised.append(exc)
+
+    writing = threading.Thread(target=write)
+    writing.start()
+    deadline = time.monotonic() + 20
+    while other.raw.execute("SELECT query FROM pg_stat_activity WHERE pid = %s",
+                            (pid,)).fetchone()[0] != "COMMIT":
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    other.raw.execute("SELECT pg_terminate_backend(%s)", (pid,))  # the server side goes away
+    writing.join(20)
+    [uncertain] = raised
+    assert isinstance(uncertain, CommitUncertain) and uncertain.result == [False]
+    assert other.commit_status(uncertain.xid) == "aborted" and other.log_count() == 0
+    writer = GroupCommitWriter(store, state="done")
+    writer.start()
+    try:
+        assert writer._resolve(uncertain) is uncertain  # not committed: 503
+        # One that did commit is answered as committed.
+        other.raw.execute("BEGIN")
+        xid = int(other.raw.execute("SELECT txid_current()").fetchone()[0])
+        other.raw.execute("COMMIT")
+        committed = CommitUncertain("lost during COMMIT", xid)
+        committed.result = [True]
+        assert writer._resolve(committed) == [True]
+    finally:
+        writer.stop()
+        conn.close()
+        other.close()
