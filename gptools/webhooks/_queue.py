@@ -85,12 +85,13 @@ class StoreLink:
         self._delay = self._first
         self._next_try = 0.0
 
-    def get(self) -> StoreConnection:
-        """The live connection, or a new one; :class:`StoreError` while unreachable."""
+    def get(self, *, now_or_never: bool = False) -> StoreConnection:
+        """The live connection, or a new one; :class:`StoreError` while unreachable
+        (``now_or_never``: try to connect even while backing off)."""
         if self.conn is not None:
             return self.conn
         now = time.monotonic()
-        if now < self._next_try:
+        if now < self._next_try and not now_or_never:
             raise StoreError(f"the store {self.store.url} is unreachable: {self.error}")
         try:
             self.conn = self.store.connect()
@@ -420,18 +421,28 @@ class GroupCommitWriter:
         return True
 
     def _write(self, batch: list[_Handover]) -> list[bool] | StoreError:
+        items = [item for h in batch for item, _ in h.pending]
+        had_connection = self.link.conn is not None
         try:
-            conn = self.link.get()
-            outcome = conn.write_batch(
-                [item for h in batch for item, _ in h.pending], state=self.state,
-                durable=False, on_begin=_begin(batch),
-            )
+            try:
+                outcome = self.link.get().write_batch(
+                    items, state=self.state, durable=False, on_begin=_begin(batch))
+            except CommitUncertain:
+                raise
+            except StoreError as exc:
+                self.link.failed(exc)
+                if not (had_connection and self.link.conn is None):
+                    raise
+                # The connection had broken while idle (a server restart, an idle-session
+                # kill): nothing was written, so the batch goes again on a new one at once.
+                logger.warning("the store connection broke (%s); reconnecting", exc)
+                outcome = self.link.get(now_or_never=True).write_batch(
+                    items, state=self.state, durable=False, on_begin=_begin(batch))
         except CommitUncertain as exc:
             self.link.failed(exc)
             return self._resolve(exc)
         except StoreError as exc:
-            logger.error("store write failed for %d deliveries: %s",
-                         sum(len(h.pending) for h in batch), exc)
+            logger.error("store write failed for %d deliveries: %s", len(items), exc)
             self.link.failed(exc)
             return exc
         if not self.link.reachable:

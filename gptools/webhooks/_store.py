@@ -556,6 +556,11 @@ class StoreConnection:
         self.last_hold = 0.0
         #: The PostgreSQL transaction id of the write in progress (see CommitUncertain).
         self.xid: int | None = None
+        #: Rows deleted per purge step, each step one write transaction. SQLite has one
+        #: write lock for the whole file: small steps, so that a delivery waits for one
+        #: step at most (tests/benchmarks/bench_purge.py). PostgreSQL's deletes do not
+        #: block inserts, and each step scans past the rows deleted before it: big steps.
+        self.purge_step = 200 if self._d.name == "sqlite" else 50_000
         try:
             self._lock = store._write_lock()
         except OSError as exc:
@@ -848,10 +853,6 @@ class StoreConnection:
 
     # -- retention --------------------------------------------------------------------
 
-    #: Rows deleted per purge step: each step is one short write transaction, so the
-    #: receiver's writers wait for one step at most (bench_purge.py measures it).
-    PURGE_STEP = 2000
-
     def purge(self, now: datetime) -> int:
         """Delete the dedupe keys of actions processed (``done``) and first received
         longer ago than the store's retention, in small steps. Pending actions are never
@@ -879,7 +880,7 @@ class StoreConnection:
         # scan can take long when few old rows are left); the delete by row address
         # re-checks the condition, so a row that changed in between is left alone.
         address = "rowid" if self._d.name == "sqlite" else "ctid"
-        find = self._sql(f"SELECT {address} FROM {table} WHERE {where} LIMIT {self.PURGE_STEP}")
+        find = self._sql(f"SELECT {address} FROM {table} WHERE {where} LIMIT {self.purge_step}")
         rows = steps = 0
         longest = 0.0
         while True:
@@ -899,7 +900,7 @@ class StoreConnection:
                     rows += int(self.raw.execute(self._sql(sql), args).rowcount)
             longest = max(longest, self.last_hold)
             steps += 1
-            if len(found) < self.PURGE_STEP:
+            if len(found) < self.purge_step:
                 return PurgeResult(rows, steps, longest)
 
     # -- export marks -----------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Log retention: purging 1,000,000 expired ``delivery_log`` rows from a SQLite store
 while a group-commit writer keeps writing (issue 17 item 4).
 
-The purge runs in steps of ``StoreConnection.PURGE_STEP`` rows, each one short write
+The purge runs in steps of ``StoreConnection.purge_step`` rows, each one short write
 transaction; the receiver's writers wait for one step at most. The benchmark measures:
 
 - ``longest_lock_ms``: the longest time one purge step held the store's write lock (from
@@ -14,7 +14,8 @@ transaction; the receiver's writers wait for one step at most. The benchmark mea
 Afterwards the store must hold exactly the writer's rows and none of the expired ones.
 
 Run: ``.venv/bin/python tests/benchmarks/bench_purge.py`` (``BENCH_ROWS=N`` changes the
-row count). Last line: ``RESULT rows=... longest_lock_ms=... writer_max_ms=... purge_s=...``.
+row count, ``BENCH_STEP=N`` the rows per step). Last line:
+``RESULT rows=... longest_lock_ms=... writer_max_ms=... purge_s=...``.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from gptools.webhooks import LogEntry, SQLiteStore
 from gptools.webhooks._store import LOG_COLUMNS, WriteItem, format_utc
 
 ROWS = int(os.environ.get("BENCH_ROWS", "1000000"))
+STEP = os.environ.get("BENCH_STEP")  # to compare step sizes
 BODY = ('{"roundId":"R-1","gameId":"golden-pharaoh","playerId":"player-00001",'
         '"timestamp":"2026-03-02T10:15:30.123456","bet":2.10,"currencyCode":"EUR",'
         '"events":["COIN"],"actionId":"%s"}')
@@ -84,6 +86,8 @@ def main() -> None:
         writer = threading.Thread(target=write_load)
         writer.start()
         conn = store.connect()
+        if STEP:
+            conn.purge_step = int(STEP)
         t = time.perf_counter()
         result = conn.purge_log(now)
         purge_s = time.perf_counter() - t
@@ -92,7 +96,7 @@ def main() -> None:
         left = conn.log_count()
         conn.close()
         print(f"purged {result.rows:,} rows in {result.steps} steps of up to "
-              f"{conn.PURGE_STEP} in {purge_s:.1f} s; longest write-lock hold "
+              f"{conn.purge_step} in {purge_s:.1f} s; longest write-lock hold "
               f"{result.longest_hold * 1000:.1f} ms")
         waits.sort()
         print(f"concurrent writer: {len(waits)} batches of 50, median "

@@ -187,7 +187,7 @@ def test_the_log_is_purged_after_its_retention_in_small_steps(
     _log(url, T0, 25)
     _log(url, T0 + timedelta(days=9), 5)
     conn = open_store(url).connect()
-    conn.PURGE_STEP = 10  # type: ignore[misc]
+    conn.purge_step = 10
     assert conn.purge_log(T0 + timedelta(days=10)).rows == 0
     result = conn.purge_log(T0 + timedelta(days=10, seconds=1))
     assert (result.rows, result.steps) == (25, 3)

@@ -320,3 +320,20 @@ def test_a_commit_that_loses_its_connection_is_answered_as_it_ended(pg_url: str)
         writer.stop()
         conn.close()
         other.close()
+
+
+def test_a_connection_killed_while_idle_costs_no_delivery(pg_url: str) -> None:
+    receiver = WebhookReceiver(pg_url, auth=ReceiverAuth.none())
+    with serve_in_thread(receiver) as srv:
+        assert httpx.post(srv.url, content=wire(event()), headers=JSON).status_code == 200
+        conn = receiver.writer.link.conn
+        assert conn is not None
+        admin = receiver.store.connect()
+        # An idle-session timeout or a proxy ends the writer's connection while it waits.
+        admin.raw.execute("SELECT pg_terminate_backend(%s)", (conn.raw.info.backend_pid,))
+        admin.close()
+        action = str(uuid.uuid4())
+        r = httpx.post(srv.url, content=wire(event(action)), headers=JSON)
+        assert r.status_code == 200 and r.json()["status"] == "accepted"
+        assert _get(srv.base_url, "/readyz").status_code == 200
+    assert action in _stored(receiver)[1]
