@@ -72,7 +72,7 @@ def serve(auth_kind: str, store_url: str, host: str, port: int, workers: int, pa
         os.environ[ENV_HANDLER] = handler
     say(f"receiving webhooks on http://{host}:{port}{path} (auth {auth_kind.upper()}, "
         f"store {store.url}, {workers} worker{'s' if workers > 1 else ''}); "
-        f"health: http://{host}:{port}/healthz")
+        f"health: http://{host}:{port}/healthz, readiness: http://{host}:{port}/readyz")
     uvicorn.run(
         "gptools.webhooks._app:receiver_from_env", factory=True, host=host, port=port,
         workers=workers, http="httptools", loop="uvloop", lifespan="on", access_log=False,

@@ -658,7 +658,9 @@ class ProcessingQueue:
     (attempt − 1), capped at ``max_delay``; after ``max_attempts`` failed runs the action
     is ``dead`` (kept with its last error until ``gptools webhooks dead-letters --retry``).
     A run whose lease ran out and was taken over does not record its outcome. The
-    handler must be idempotent (it may run again after a crash).
+    handler must be idempotent (it may run again after a crash). While ``max_hung``
+    timed-out runs have still not returned, the queue runs nothing more and its health
+    fails (threads are not to pile up without end); it goes on once they return.
     """
 
     def __init__(
@@ -672,6 +674,7 @@ class ProcessingQueue:
         max_delay: timedelta = timedelta(minutes=10),
         lease: timedelta = timedelta(minutes=5),
         handler_timeout: timedelta = timedelta(minutes=1),
+        max_hung: int = 8,
         batch: int = 32,
         idle_wait: timedelta = timedelta(milliseconds=200),
         clock: Clock = utc_now,
@@ -689,6 +692,7 @@ class ProcessingQueue:
         self.max_delay = max_delay
         self.lease = lease
         self.handler_timeout = handler_timeout
+        self.max_hung = max_hung
         self.batch = batch
         self.idle_wait = idle_wait
         self.clock = clock
@@ -751,6 +755,11 @@ class ProcessingQueue:
         """Run up to ``batch`` due actions, one lease each; return how many ran."""
         ran = 0
         while ran < self.batch and not self._stop.is_set():
+            self.abandoned = [t for t in self.abandoned if t.is_alive()]
+            if len(self.abandoned) >= self.max_hung:
+                # Not a store error: the supervisor counts it, and health fails.
+                raise HandlerTimeout(f"{len(self.abandoned)} handler runs timed out and have "
+                                     "not returned yet; no more runs until they do")
             action = conn.claim_next(self.clock(), lease=self.lease,
                                      max_attempts=self.max_attempts)
             if action is None:

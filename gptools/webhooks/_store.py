@@ -751,8 +751,8 @@ class StoreConnection:
         not a batch), count the attempt now, and return it; None when nothing is due.
 
         A due action whose attempts already reached ``max_attempts`` goes to dead letter
-        instead: its runs started and never finished (the worker died or hung), and the
-        handler must not take the process down forever.
+        instead: its last run started and never finished (the worker died or hung), and
+        the handler must not take the process down forever.
         """
         lock = self._d.claim_lock
         pick = (
@@ -772,12 +772,12 @@ class StoreConnection:
                 self._execute(
                     "UPDATE webhook_actions SET state = 'dead', lease_until = NULL,"
                     " lease_owner = NULL, last_error = ? WHERE action_id = ?",
-                    (f"{attempts} runs started and none finished (the worker died, hung or "
-                     f"ran past its lease); last error: {self._last_error(action_id)}",
-                     action_id),
+                    (f"{attempts} runs started and the last one never finished (its worker "
+                     f"died, hung or ran past its lease); error before that: "
+                     f"{self._last_error(action_id)}", action_id),
                 )
-                logger.error("action %s dead-lettered: %d runs never finished", action_id,
-                             attempts)
+                logger.error("action %s dead-lettered: its last of %d runs never finished",
+                             action_id, attempts)
             owner = uuid.uuid4().hex
             body, attempts = self._execute(
                 "UPDATE webhook_actions SET attempts = attempts + 1, lease_until = ?,"

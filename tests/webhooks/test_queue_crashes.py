@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -83,7 +84,7 @@ def test_a_handler_that_kills_its_process_costs_only_its_own_action(tmp_path: Pa
     conn = open_store(url).connect()
     [letter] = conn.dead_letters()
     conn.close()
-    assert letter.action_id == killer and "3 runs started and none finished" in (
+    assert letter.action_id == killer and "3 runs started and the last one never finished" in (
         letter.last_error or "")
 
 
@@ -219,3 +220,27 @@ def test_log_rows_not_yet_exported_are_never_purged(tmp_path: Path) -> None:
     r = _cli("webhooks", "export", "--store", url, "--format", "jsonl", "--target", "archive",
              str(tmp_path / "3.jsonl"), "--json")
     assert r.returncode == 0 and json.loads(r.stdout)["records"] == 0
+
+
+def test_hung_handler_threads_do_not_pile_up(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    _accept(url, [str(uuid.uuid4()) for _ in range(4)])
+    release = threading.Event()
+    q = ProcessingQueue(open_store(url), lambda ev: release.wait(30), max_hung=2,
+                        handler_timeout=timedelta(milliseconds=50), lease=timedelta(seconds=1),
+                        idle_wait=timedelta(milliseconds=10))
+    q.start()
+    try:
+        deadline = datetime.now(UTC) + timedelta(seconds=30)
+        while q.health.ok:
+            assert datetime.now(UTC) < deadline, "the queue never reported the hung runs"
+            time.sleep(0.02)
+        assert len(q.abandoned) == 2  # it stopped starting runs at the limit
+        assert "have not returned" in q.health.describe()
+        release.set()
+        while not q.health.ok:
+            assert datetime.now(UTC) < deadline, "the queue did not go on"
+            time.sleep(0.02)
+    finally:
+        release.set()
+        q.stop()
