@@ -193,6 +193,9 @@ def tiers_for(method: str, path: str) -> tuple[RateTier, ...]:
 DEFAULT_WEBHOOK_PATH: Final = "/v1/game-action-events"  # spec: {wallet_url}/v1/game-action-events
 WEBHOOK_RETRY_WINDOW: Final = timedelta(days=7)  # spec: retried for up to 7 days
 WEBHOOK_RESPONSE_BUDGET: Final = timedelta(seconds=1)  # spec: answer 200 in under 1 second
+#: assumed: every 2xx acknowledges a delivery (the document names 200 and calls only codes
+#: outside 2xx/4xx/5xx unknown); the analyser reads it through one predicate
+WEBHOOK_ACK_STATUSES: Final = range(200, 300)
 WEBHOOK_AUTH_TYPES: Final = ("BEARER", "BASIC", "NONE")  # spec
 WEBHOOK_CONTENT_TYPE: Final = "application/json"  # spec
 KNOWN_EVENT_TYPES: Final = frozenset({"COIN", "FEATURE"})  # spec: "values seen"
@@ -346,6 +349,12 @@ ASSUMPTIONS: Final[tuple[Assumption, ...]] = (
         (WEBHOOK_RETRY_FIRST_DELAY, WEBHOOK_RETRY_FACTOR, WEBHOOK_RETRY_MAX_DELAY),
         "retry interval values are not shown, only 'exponential backoff' for up to 7 days",
         "Sandbox webhook dispatcher(first_delay=, factor=, max_delay=)",
+    ),
+    Assumption(
+        "WEBHOOK_ACK_STATUSES", "200-299",
+        "the document names 200 as the acknowledgement and calls only codes outside "
+        "2xx/4xx/5xx unknown; every 2xx is taken to acknowledge, never retried",
+        "gptools.spec.WEBHOOK_ACK_STATUSES (the analyser's acknowledges() reads it)",
     ),
     Assumption(
         "WEBHOOK_SENDER_TIMEOUT", WEBHOOK_SENDER_TIMEOUT,
