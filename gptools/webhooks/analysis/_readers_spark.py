@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,9 +47,30 @@ JAVA_HINT = (
 )
 
 
+#: Where the JVM that Spark starts writes its own log (its stderr): start-up notices and
+#: warnings would otherwise land in a notebook's output or a command's stderr.
+SPARK_LOG = Path(tempfile.gettempdir()) / "gptools-spark.log"
+
+
+@contextlib.contextmanager
+def _jvm_stderr_to(path: Path) -> Iterator[None]:
+    """Point this process's stderr (file descriptor 2) at ``path`` while a child starts:
+    the JVM inherits it for its lifetime; Python's stderr is restored right after."""
+    saved = os.dup(2)
+    target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        os.dup2(target, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(target)
+
+
 def spark_session(master: str | None = None) -> Any:
     """The process's Spark session (created on first use) for ``master``, else
-    ``GP_SPARK_MASTER``, else ``local[*]``. UTC, no web UI."""
+    ``GP_SPARK_MASTER``, else ``local[*]``. UTC, no web UI; the JVM's own log goes to
+    :data:`SPARK_LOG`."""
     try:
         from pyspark.sql import SparkSession
     except ImportError:
@@ -61,14 +84,15 @@ def spark_session(master: str | None = None) -> Any:
         n = os.cpu_count() or 2 if cores in ("", "*") else int(cores.split(",")[0])
         builder = builder.config("spark.sql.shuffle.partitions", str(2 * n))
     try:
-        session = (
-            builder.master(master)
-            .appName("gptools-analysis")
-            .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.sql.session.timeZone", "UTC")
-            .getOrCreate()
-        )
+        with _jvm_stderr_to(SPARK_LOG):
+            session = (
+                builder.master(master)
+                .appName("gptools-analysis")
+                .config("spark.ui.enabled", "false")
+                .config("spark.ui.showConsoleProgress", "false")
+                .config("spark.sql.session.timeZone", "UTC")
+                .getOrCreate()
+            )
     except Exception as exc:
         if "JAVA" in str(exc).upper():
             raise DeliveryLogError(f"{JAVA_HINT} ({str(exc).splitlines()[0]})") from None
