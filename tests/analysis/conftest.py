@@ -161,14 +161,14 @@ class LogBuilder:
                 t.invalid += 1
                 t.invalid_by_reason[reason] += 1
             self._add(moment, status, payload=this)
-            acked = acked or status == 200
+            acked = acked or 200 <= status <= 299
             bet_seen = bet_seen or "bet" in this
         t.actions += 1
         t.bet_total += body["bet"] if bet_seen else 0
         t.attempts[len(statuses)] += 1
         t.lags.append(lag)
         self.events.append((body["playerId"], at, event_at))
-        if statuses[0] == 200:
+        if 200 <= statuses[0] <= 299:
             t.first_attempt_successes += 1
         if acked:
             t.acknowledged += 1

@@ -311,3 +311,19 @@ def test_escaped_strings_come_out_unescaped(tmp_path: Path) -> None:
         lost = analysis.lost_actions().set_index("action_id")
         assert {lost.loc[a, "player_id"]: a for a in ids.values()} == ids
         assert analysis.report.invalid_deliveries == 0
+
+
+def test_every_2xx_acknowledges(tmp_path: Path) -> None:
+    """A 204 or 202 acknowledges like a 200 (spec.WEBHOOK_ACK_STATUSES): no retry after it,
+    a later attempt is a duplicate, the action is not pending."""
+    b = LogBuilder(12)
+    b.action([503, 204], at=START, gaps=[30.0])
+    b.action([202, 202], at=START + timedelta(seconds=5), gaps=[3.0])
+    path = b.write_jsonl(tmp_path / "2xx.jsonl")
+    with analyze(path) as analysis:
+        r = analysis.report
+        assert (r.acknowledged_actions, r.pending_actions, r.lost_actions) == (2, 0, 0)
+        assert (r.retries, r.duplicate_deliveries) == (1, 1)
+        assert r.first_attempt_success_rate == 0.5 and r.identity_holds
+        kinds = analysis.chain(next(iter(analysis.actions_frame().action_id))).kind
+        assert list(kinds) == ["first", "retry"]
