@@ -138,6 +138,20 @@ def test_generated_partitioned_log_on_both_engines(spark: Any, tmp_path: Path) -
             found = analysis.malformed_lines()
             assert {f: list(g.line) for f, g in found.groupby("file")} == malformed
         _same(duck, sp, sorted(b.truth.lost_ids)[:2])
+        # The charts take either engine's analysis (malformed lines have no hour).
+        import matplotlib
+
+        matplotlib.use("Agg")
+        from matplotlib import pyplot as plt
+
+        from gptools.webhooks import analysis as wa
+
+        for plot in (wa.plot_duplicates_and_retries, wa.plot_status_mix, wa.plot_retry_gaps,
+                     wa.plot_attempts_per_action, wa.plot_latency):  # fmt: skip
+            for analysis in (duck, sp):
+                fig = plot(analysis)
+                fig.savefig(tmp_path / "chart.png")
+                plt.close(fig)
 
 
 def test_parquet_directory_on_both_engines(spark: Any, tmp_path: Path) -> None:

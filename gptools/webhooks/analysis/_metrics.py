@@ -620,20 +620,29 @@ def silent_periods(x: Dialect, a: ir.Table, threshold_s: float) -> ir.Table:
 
 
 def per_hour(a: ir.Table) -> ir.Table:
-    """Per hour of ``received_at``: deliveries by kind and by status class, latency p99."""
-    t = a.mutate(hour=a.received_at.truncate("h"), cls=a.status // 100)
+    """Per hour of ``received_at``: deliveries by kind and by status class, latency p99.
+    Malformed lines have no time, so no hour (:meth:`DeliveryAnalysis.malformed_lines`
+    lists them)."""
+    t = a.filter(a.received_at.notnull())
+    t = t.mutate(hour=t.received_at.truncate("h"))
+    classes = {c: t.status.between(c * 100, c * 100 + 99) for c in (2, 4, 5)}
+
+    def count(condition: ir.Value) -> ir.Value:
+        result: ir.Value = condition.sum().cast("int64")
+        return result
+
     return (
         t.group_by("hour")
         .aggregate(
             deliveries=t.count(),
-            first_attempts=(t.kind == "first").sum(),
-            retries=(t.kind == "retry").sum(),
-            duplicates=(t.kind == "duplicate").sum(),
-            invalid=t.reason.notnull().sum(),
-            status_2xx=(t.cls == 2).sum(),
-            status_4xx=(t.cls == 4).sum(),
-            status_5xx=(t.cls == 5).sum(),
-            status_other=(~t.cls.isin([2, 4, 5])).sum(),
+            first_attempts=count(t.kind == "first"),
+            retries=count(t.kind == "retry"),
+            duplicates=count(t.kind == "duplicate"),
+            invalid=count(t.reason.notnull()),
+            status_2xx=count(classes[2]),
+            status_4xx=count(classes[4]),
+            status_5xx=count(classes[5]),
+            status_other=count(~(classes[2] | classes[4] | classes[5])),
             latency_p99_ms=t.latency_ms.quantile(0.99),
         )
         .order_by("hour")
