@@ -11,6 +11,7 @@ import click
 
 from gptools.cli._main import emit, fail, say, webhooks
 from gptools.webhooks.analysis import DeliveryLogError, analyze
+from gptools.webhooks.analysis._analysis import ENGINES
 from gptools.webhooks.analysis._readers import LOG_FORMATS
 
 
@@ -34,7 +35,9 @@ def _plain(value: Any) -> Any:
     if value is None or value != value:  # None, NaN, NaT
         return None
     if isinstance(value, datetime):
-        return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+        # Every time of the analysis is UTC; Spark hands some back without their zone.
+        aware = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        return aware.isoformat().replace("+00:00", "Z")
     if hasattr(value, "item"):  # numpy scalars
         return value.item()
     return value
@@ -75,22 +78,47 @@ def _write_lost(path: Path, lost: list[dict[str, Any]]) -> None:
 @click.option(
     "--table", default="delivery_log", show_default=True, help="Store table (SQLite/PostgreSQL)."
 )
+@click.option(
+    "--engine",
+    type=click.Choice(ENGINES),
+    default="duckdb",
+    show_default=True,
+    help="Where the metrics run: DuckDB on this machine, or Spark (the [spark] extra).",
+)
+@click.option(
+    "--spark-master",
+    envvar="GP_SPARK_MASTER",
+    default=None,
+    help="Spark master URL for --engine spark [env GP_SPARK_MASTER; default local[*]].",
+)
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Fail on a line that is not a JSON object (torn, truncated, binary), naming it; "
+    "by default it counts as an invalid delivery (malformed_line).",
+)
 @click.option("--lost-out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the lost actions (what a replay request needs) to this CSV file.")
-def analyze_command(log: str, as_json: bool, fmt: str, now: str | None, table: str,
-                    lost_out: Path | None) -> None:
+def analyze_command(
+    log: str, as_json: bool, fmt: str, now: str | None, table: str, engine: str,
+    spark_master: str | None, strict: bool, lost_out: Path | None,
+) -> None:  # fmt: skip
     """Analyse a webhook delivery log: duplicates, retries, backoff, lost and pending
     actions, latency, silent periods. Lists the lost actions to ask the provider to replay.
 
-    LOG is a JSONL or Parquet file, a SQLite store (path or sqlite:///PATH) or a
+    LOG is a JSONL or Parquet file, a glob ('logs/*.jsonl') or a directory of them
+    (date=YYYY-MM-DD/ partitions included), a SQLite store (path or sqlite:///PATH) or a
     PostgreSQL URL (postgresql://USER@HOST/DB?schema=NAME).
     """
     moment = _parse_now(now)
     try:
-        with analyze(log, format=fmt, table=table, now=moment) as analysis:  # type: ignore[arg-type]
+        with analyze(
+            log, format=fmt, table=table, now=moment, strict=strict,  # type: ignore[arg-type]
+            engine=engine, spark_master=spark_master,
+        ) as analysis:  # fmt: skip
             report = analysis.report
             lost = _lost_records(analysis)
-    except DeliveryLogError as exc:
+    except (DeliveryLogError, ImportError) as exc:
         fail(str(exc), bad_input=True)
     if lost_out is not None:
         _write_lost(lost_out, lost)

@@ -134,16 +134,15 @@ def test_payload_that_is_not_an_object_is_counted(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        ('{"received_at": "2026-03-01T12:00:00Z", "status": 200, "latency_ms": 1, "body": "x"}\n'
-         '{"received_at": "2026-03-01T12:00:01Z", "status": 200,\n', "line"),
         ('{"received_at": "yesterday", "status": 200, "latency_ms": 1, "body": "x"}\n',
-         "record 1"),
+         "line 1"),
         ('{"received_at": "2026-03-01T12:00:00Z", "latency_ms": 1, "body": "x"}\n'
          '{"received_at": "2026-03-01T12:00:00Z", "status": 200, "latency_ms": 1, "body": "x"}\n',
-         "record 1"),
-        ('{"received_at": "2026-03-01T12:00:00Z", "status": "OK", "latency_ms": 1}\n', "line 1"),
+         "line 1"),
+        ('\n{"received_at": "2026-03-01T12:00:00Z", "status": "OK", "latency_ms": 1}\n',
+         "line 2"),
     ],
-    ids=["truncated-line", "bad-time", "no-status", "text-status"],
+    ids=["bad-time", "no-status", "text-status"],
 )
 def test_bad_log_names_the_place(tmp_path: Path, content: str, message: str) -> None:
     path = tmp_path / "bad.jsonl"
@@ -151,6 +150,19 @@ def test_bad_log_names_the_place(tmp_path: Path, content: str, message: str) -> 
     with pytest.raises(DeliveryLogError) as info:
         analyze(path)
     assert str(path) in str(info.value) and message in str(info.value)
+
+
+def test_bad_parquet_record_is_numbered(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "bad.parquet"
+    pq.write_table(pa.table({
+        "received_at": ["2026-03-01T12:00:00Z", "later"], "status": [200, 200],
+        "latency_ms": [1.0, 1.0], "body": ["x", "x"],
+    }), path)  # fmt: skip
+    with pytest.raises(DeliveryLogError, match="record 2"):
+        analyze(path)
 
 
 def test_unknown_files_and_tables(tmp_path: Path) -> None:

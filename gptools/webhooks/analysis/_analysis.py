@@ -11,7 +11,6 @@ from functools import cache, cached_property
 from pathlib import Path
 from typing import Any
 
-import ibis
 import ibis.expr.types as ir
 import pandas as pd
 from babel.numbers import get_currency_precision, list_currencies
@@ -21,10 +20,11 @@ from gptools.webhooks.analysis import _metrics as m
 from gptools.webhooks.analysis._readers import (
     DEFAULT_MAPPING,
     DEFAULT_MEMORY_LIMIT,
+    MALFORMED,
     ColumnMapping,
     DeliveryLog,
+    DeliveryLogError,
     LogFormat,
-    create_temp_table,
     read_delivery_log,
 )
 from gptools.webhooks.analysis._report import DeliveryReport
@@ -33,12 +33,14 @@ from gptools.webhooks.analysis._report import DeliveryReport
 DEFAULT_SILENCE_THRESHOLD = timedelta(minutes=5)
 #: How many silent periods the summary lists (all of them: :meth:`DeliveryAnalysis.silent_periods`).
 SUMMARY_SILENT_PERIODS = 20
+#: The engines :func:`analyze` runs on.
+ENGINES = ("duckdb", "spark")
 
 
 class DeliveryAnalysis:
     """Everything the analyser knows about one delivery log.
 
-    Opening it scans the log once into two narrow DuckDB tables (:attr:`deliveries` and
+    Opening it scans the log once into two narrow engine tables (:attr:`deliveries` and
     :attr:`action_summary`), enough for :attr:`report`. The drill-downs (attempt chains,
     per hour, game and currency, lost and pending lists) use :attr:`attempts` and
     :attr:`actions`, built from the log on first use. ``now`` is the moment pending
@@ -47,8 +49,10 @@ class DeliveryAnalysis:
     ``silence_threshold`` is the gap between consecutive deliveries that counts as a
     silent period.
 
-    Drill-downs return pandas DataFrames; :attr:`report` is the summary. Close the
-    analysis (or use ``with``) to release DuckDB.
+    Drill-downs return pandas DataFrames; :attr:`report` is the summary; both are the same
+    whichever engine ran them. ``strict=True`` refuses a log with a malformed line (a
+    :class:`DeliveryLogError` naming the first one) instead of counting it. Close the
+    analysis (or use ``with``) to release the engine.
     """
 
     def __init__(
@@ -57,6 +61,7 @@ class DeliveryAnalysis:
         *,
         now: datetime | None = None,
         silence_threshold: timedelta = DEFAULT_SILENCE_THRESHOLD,
+        strict: bool = False,
     ) -> None:
         if now is not None and now.tzinfo is None:
             raise ValueError("now must be timezone-aware (for example datetime.now(UTC))")
@@ -64,24 +69,32 @@ class DeliveryAnalysis:
             raise ValueError(f"silence_threshold must be positive, got {silence_threshold}")
         self.log = log
         self.silence_threshold = silence_threshold
-        con = log.con
+        self.x = x = log.dialect
         # The summary needs one narrow table of deliveries and one of actions, both built
         # by hash aggregates; the per-delivery chains (a window over every delivery) and
         # the payload's other fields are only built when a drill-down asks for them.
         self.deliveries: ir.Table = log.load(
-            "gp_deliveries", lambda raw: m.deliveries(m.validate(raw))
+            "gp_deliveries", lambda raw: m.deliveries(x, m.validate(x, raw))
         )
-        self.action_summary: ir.Table = create_temp_table(
-            con, "gp_action_summary", m.action_summary(self.deliveries)
+        self._counts = _row(log.execute(m.delivery_counts(self.deliveries)))
+        if strict and _int(self._counts["malformed"]):
+            first = log.places(lambda t: t.shape == MALFORMED, limit=1)[0]
+            raise DeliveryLogError(
+                f"{log.source}: {first} is not a JSON object (torn, truncated or binary; "
+                f"{_int(self._counts['malformed'])} such line(s)); without strict=True / "
+                "--strict it is counted as an invalid delivery (malformed_line)"
+            )
+        self.action_summary: ir.Table = log.materialise(
+            "gp_action_summary", m.action_summary(x, self.deliveries)
         )
-        self._counts = _row(con.execute(m.delivery_counts(self.deliveries)))
         last = _datetime(self._counts["last_received_at"])
         self.now: datetime | None = now.astimezone(UTC) if now is not None else last
 
     # ---------------------------------------------------------------- lifecycle
 
     def close(self) -> None:
-        """Release the DuckDB connection and its spill directory."""
+        """Release the engine (DuckDB's connection and spill directory, Spark's cached
+        tables)."""
         self.log.close()
 
     def __enter__(self) -> DeliveryAnalysis:
@@ -96,7 +109,7 @@ class DeliveryAnalysis:
     # ---------------------------------------------------------------- helpers
 
     def _df(self, expr: ir.Table) -> pd.DataFrame:
-        df: pd.DataFrame = self.log.con.execute(expr)
+        df: pd.DataFrame = self.log.execute(expr)
         return df
 
     @cached_property
@@ -104,20 +117,19 @@ class DeliveryAnalysis:
         """Per delivery, every payload field and its place in its action's chain
         (``attempt_no``, ``kind``, ``gap_s``); built (one more scan of the log and a
         window over every delivery) on first use."""
-        return create_temp_table(
-            self.log.con, "gp_attempts", m.annotate(m.validate(self.log.raw))
-        )
+        x = self.x
+        return self.log.materialise("gp_attempts", m.annotate(x, m.validate(x, self.log.raw)))
 
     @cached_property
     def actions(self) -> ir.Table:
         """Per action, its chain summarised, its outcome and its payload fields (round,
         player, game, currency, bet); built on first use."""
-        return create_temp_table(self.log.con, "gp_actions", m.action_table(self.attempts))
+        return self.log.materialise("gp_actions", m.action_table(self.x, self.attempts))
 
     @cached_property
     def _chains(self) -> ir.Table:
-        return create_temp_table(
-            self.log.con, "gp_chains", m.retry_chains(self.deliveries, self.action_summary)
+        return self.log.materialise(
+            "gp_chains", m.retry_chains(self.deliveries, self.action_summary)
         )
 
     def _now(self) -> ir.Value:
@@ -129,15 +141,15 @@ class DeliveryAnalysis:
     @cached_property
     def report(self) -> DeliveryReport:
         """The summary of every metric, with warnings (see :class:`DeliveryReport`)."""
-        con = self.log.con
+        run = self.log.execute
         c = self._counts
         d, summary = self.deliveries, self.action_summary
-        a = _row(con.execute(m.action_counts(summary, self._now())))
-        ooo = _row(con.execute(m.out_of_order(summary)))
-        chains = _row(con.execute(m.chain_counts(self._chains)))
-        dup = _row(con.execute(m.duplicate_count(summary, self._chains)))
+        a = _row(run(m.action_counts(self.x, summary, self._now())))
+        ooo = _row(run(m.out_of_order(summary)))
+        chains = _row(run(m.chain_counts(self._chains)))
+        dup = _row(run(m.duplicate_count(summary, self._chains)))
         invalid = self._df(m.count_by(d, "reason", where=d.reason.notnull()))
-        status = self._df(m.count_by(d, "status"))
+        status = self._df(m.count_by(d, "status", where=d.status.notnull()))
         attempts = self.attempts_per_action()
         silent = self.silent_periods()
         actions = _int(a["actions"])
@@ -202,7 +214,8 @@ class DeliveryAnalysis:
         t = self.actions
         return self._df(
             t.mutate(
-                action_id=t.action_id.cast("string"), time_left_s=m.time_left_s(t, self._now())
+                action_id=t.action_id.cast("string"),
+                time_left_s=m.time_left_s(self.x, t, self._now()),
             ).order_by(["first_at", "action_id"])
         )
 
@@ -211,7 +224,7 @@ class DeliveryAnalysis:
         t = self.attempts
         key = _canonical_uuid(action_id)
         return self._df(
-            t.filter(t.action_id == ibis.literal(key, type="uuid"))
+            t.filter(t.action_id == self.x.action_id_literal(key))
             .select("attempt_no", "received_at", "status", "latency_ms", "kind", "gap_s", "reason")
             .order_by("attempt_no")
         )
@@ -234,9 +247,14 @@ class DeliveryAnalysis:
                 t.action_id.cast("string").name("action_id"), "round_id", "player_id",
                 "game_id", "currency_code", "bet", "event_ts", "first_at", "last_at",
                 "attempts", "last_status", "window_end",
-                time_left_s=m.time_left_s(t, self._now()),
+                time_left_s=m.time_left_s(self.x, t, self._now()),
             ).order_by(["first_at", "action_id"])
         )  # fmt: skip
+
+    def malformed_lines(self) -> pd.DataFrame:
+        """The lines that are not JSON objects (torn, truncated, binary), each an invalid
+        delivery ``malformed_line``: ``file`` and true 1-based ``line``, in file order."""
+        return self.log.malformed_lines()
 
     def per_hour(self) -> pd.DataFrame:
         """Per hour: deliveries by kind and status class, latency p99."""
@@ -264,7 +282,7 @@ class DeliveryAnalysis:
     def silent_periods(self) -> pd.DataFrame:
         """Gaps with no delivery longer than the threshold: start, end, seconds."""
         return self._df(
-            m.silent_periods(self.deliveries, self.silence_threshold.total_seconds())
+            m.silent_periods(self.x, self.deliveries, self.silence_threshold.total_seconds())
         )
 
     def retry_gaps_by_retry(self) -> pd.DataFrame:
@@ -273,7 +291,7 @@ class DeliveryAnalysis:
 
     def backoff(self) -> dict[str, Any]:
         """The fitted schedule gap_n = base_s * factor^(n-1), its r², and the gaps per retry."""
-        fit = _row(self.log.con.execute(m.backoff_fit(m.backoff_points(self._chains))))
+        fit = _row(self.log.execute(m.backoff_fit(m.backoff_points(self._chains))))
         gaps = _int(fit["gaps"])
         by_retry = self.retry_gaps_by_retry()
         base = factor = r2 = None
@@ -324,24 +342,43 @@ def analyze(
     table: str = "delivery_log",
     now: datetime | None = None,
     silence_threshold: timedelta = DEFAULT_SILENCE_THRESHOLD,
+    strict: bool = False,
+    engine: str = "duckdb",
+    spark: Any = None,
+    spark_master: str | None = None,
     memory_limit: str = DEFAULT_MEMORY_LIMIT,
     threads: int | None = None,
+    temp_directory: str | Path | None = None,
 ) -> DeliveryAnalysis:
-    """Open and analyse a delivery log (a path, a store URL or a :class:`DeliveryLog`).
+    """Open and analyse a delivery log (a path, a glob, a directory, a store URL or a
+    :class:`DeliveryLog`).
+
+    ``engine="duckdb"`` (default) runs on this machine, out of core: ``memory_limit``,
+    ``threads`` and ``temp_directory`` (where it spills) bound it. ``engine="spark"`` runs
+    the same metrics on Spark (JSONL or Parquet files; the ``[spark]`` extra): on the
+    ``spark`` session given, else on one built for ``spark_master`` (default
+    ``GP_SPARK_MASTER``, else ``local[*]``). ``strict=True`` refuses a malformed line.
 
     >>> with analyze("data/sample_delivery_log.jsonl") as analysis:  # doctest: +SKIP
     ...     print(analysis.report.lost_actions)
     """
-    log = (
-        source
-        if isinstance(source, DeliveryLog)
-        else read_delivery_log(
-            source, format=format, mapping=mapping, table=table,
-            memory_limit=memory_limit, threads=threads,
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+    if isinstance(source, DeliveryLog):
+        log = source
+    elif engine == "spark":
+        from gptools.webhooks.analysis._readers_spark import read_delivery_log_spark
+
+        log = read_delivery_log_spark(
+            source, format=format, mapping=mapping, spark=spark, master=spark_master
         )
-    )  # fmt: skip
+    else:
+        log = read_delivery_log(
+            source, format=format, mapping=mapping, table=table, memory_limit=memory_limit,
+            threads=threads, temp_directory=temp_directory,
+        )  # fmt: skip
     try:
-        return DeliveryAnalysis(log, now=now, silence_threshold=silence_threshold)
+        return DeliveryAnalysis(log, now=now, silence_threshold=silence_threshold, strict=strict)
     except BaseException:
         log.close()
         raise

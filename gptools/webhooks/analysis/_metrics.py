@@ -10,13 +10,13 @@ only implementation. Three relations carry them, each a pure function of the one
    case text in drill-downs) even when another field is wrong.
 2. :func:`annotate` (per delivery): the attempt chain of each action, ordered by
    ``received_at``; ties are broken by :func:`delivery_order` (a retried answer, then a
-   4xx, then a 200), so the order never depends on how a store returns rows. ``kind`` is
-   ``first``, ``retry`` (no earlier attempt got 200), ``duplicate`` (an earlier one did)
+   4xx, then a 2xx), so the order never depends on how a store returns rows. ``kind`` is
+   ``first``, ``retry`` (no earlier attempt got 2xx), ``duplicate`` (an earlier one did)
    or ``unattributed`` (an invalid delivery without a usable actionId). Hence, per row,
    deliveries = first attempts + retries + duplicate deliveries + unattributed.
 3. :func:`action_table` (per action): attempts, first and last answer, outcome
-   (``acknowledged``, ``lost``: latest answer 4xx and no 200, ``pending``: anything
-   else without a 200, which the provider may retry for 7 days after the first attempt),
+   (``acknowledged``, ``lost``: latest answer 4xx and no 2xx, ``pending``: anything
+   else without a 2xx, which the provider may retry for 7 days after the first attempt),
    and what the payload says (player, game, currency, bet, event time) for drill-down.
 
 Everything else is an aggregate or a window over those relations. The summary uses
@@ -25,6 +25,12 @@ once), :func:`action_summary` (a hash aggregate) and :func:`retry_chains` (a win
 retried actions only). DuckDB executes them (out of core) by default; no Python code looks
 at rows one by one. Only aggregated, small results (a handful of numbers per retry
 number) reach Python, for the backoff fit.
+
+Two engines run them: DuckDB (one machine, out of core) and Spark (a cluster). The few
+operations that need an engine's own function take a *dialect* ``x``, one of two twin
+modules with the same names (:mod:`._dialect_duckdb`, :mod:`._dialect_spark`): epoch
+microseconds, ``arg_min``/``min_by``, the canonical text of a JSON field, the action id's
+type. Everything else here is plain Ibis and means the same on both.
 
 Speed notes (a 5M-delivery log, 2 cores): the log is parsed once, by DuckDB's JSON reader
 (reading the eight payload fields as JSON text costs about 0.6 s more than reading the
@@ -38,15 +44,15 @@ first and last picks are plain ``min``/``max``; picks of other values use ``arg_
 ``arg_max`` rather than Ibis' ordered ``FIRST``. Duplicates are counted without a join of
 every delivery; windows get only the columns they need (DuckDB carries every column
 through their sort). Time differences use epoch microseconds (zoned ``date_diff`` costs
-about 100 times more per row); silent periods need no sort of every delivery. Four engine
-builtins are called through Ibis' builtin-UDF mechanism (``arg_min``, ``arg_max``,
-``epoch_us``, ``make_timestamp``; ``min_by``, ``max_by``, ``unix_micros``,
-``timestamp_micros`` on other engines).
+about 100 times more per row); silent periods need no sort of every delivery. Engine
+builtins (``arg_min``, ``epoch_us``...; ``min_by``, ``unix_micros``... on Spark) are
+called through Ibis' builtin-UDF mechanism, from the dialect modules.
 """
 
 from __future__ import annotations
 
 from datetime import timedelta
+from types import ModuleType
 from typing import Any
 
 import ibis
@@ -54,7 +60,7 @@ import ibis.expr.datatypes as dt
 import ibis.expr.types as ir
 
 from gptools import spec
-from gptools.webhooks.analysis._readers import PAYLOAD_FIELDS, RAW_COLUMNS
+from gptools.webhooks.analysis._readers import MALFORMED, PAYLOAD_FIELDS, RAW_COLUMNS
 
 #: Percentiles reported for latencies, gaps and lags.
 PERCENTILES: tuple[float, ...] = (0.5, 0.9, 0.99)
@@ -66,39 +72,14 @@ CURRENCY = "currency_code"
 BET_DECIMAL = dt.Decimal(38, 9)
 
 _UTC = dt.Timestamp(timezone="UTC")
+#: One of the twin dialect modules (:mod:`._dialect_duckdb`, :mod:`._dialect_spark`).
+Dialect = ModuleType
 _STRING_FIELDS = ("roundId", "gameId", "playerId", "currencyCode")
 
 
-def _epoch_us(moment: ir.Value) -> ir.Value:
-    """Microseconds since the epoch (``epoch_us``, ``unix_micros`` elsewhere). Differences
-    of these are exact and cheap; DuckDB's ``date_diff`` on zoned timestamps goes through
-    a calendar library and costs about 100 times more per row."""
-
-    def epoch_us(moment: Any) -> int:
-        """The engine's own function; Ibis supplies the call."""
-        raise NotImplementedError
-
-    udf = ibis.udf.scalar.builtin(epoch_us, signature=((moment.type(),), dt.int64))
-    result: ir.Value = udf(moment)
-    return result
-
-
-def _from_epoch_us(us: ir.Value) -> ir.Value:
-    """The UTC timestamp of a count of epoch microseconds (``make_timestamp``,
-    ``timestamp_micros`` elsewhere)."""
-
-    def make_timestamp(us: Any) -> Any:
-        """The engine's own function; Ibis supplies the call."""
-        raise NotImplementedError
-
-    udf = ibis.udf.scalar.builtin(make_timestamp, signature=((dt.int64,), dt.timestamp))
-    result: ir.Value = udf(us).cast(_UTC)
-    return result
-
-
-def seconds_between(later: ir.Value, earlier: ir.Value) -> ir.Value:
+def seconds_between(x: Dialect, later: ir.Value, earlier: ir.Value) -> ir.Value:
     """``later - earlier`` in seconds (float), from exact microsecond counts."""
-    return (_epoch_us(later) - _epoch_us(earlier)).cast("float64") / 1e6
+    return (x.epoch_us(later) - x.epoch_us(earlier)).cast("float64") / 1e6
 
 
 # --------------------------------------------------------------------------------------
@@ -106,20 +87,14 @@ def seconds_between(later: ir.Value, earlier: ir.Value) -> ir.Value:
 # --------------------------------------------------------------------------------------
 
 
-def _text(value: ir.Value) -> ir.Value:
-    """The JSON text of a value. Every JSON value here was written by DuckDB's own JSON
-    writer (the reader's STRUCT members, ``json_extract`` of a body), so the text is
-    canonical and minified: a string starts with a quote and holds a backslash only where
-    it needs an escape; a number starts with a digit, ``-``, ``NaN`` or ``Infinity``."""
-    return value.cast("string")
-
-
-def _string(value: ir.Value) -> ir.Value:
+def _string(x: Dialect, value: ir.Value) -> ir.Value:
     """The string a JSON value holds, NULL when it is not a JSON string. Stripping the
-    quotes is exact unless the text holds an escape, which only the rare rows pay for."""
-    text = _text(value)
+    quotes of its canonical text (:func:`json_text <._dialect_duckdb.json_text>`: a
+    string holds a backslash only where it needs an escape) is exact unless the text holds
+    an escape, which only the rare rows pay for."""
+    text = x.json_text(value)
     unquoted = ibis.cases(
-        (text.contains("\\"), value.str), else_=text.substr(1, text.length() - 2)
+        (text.contains("\\"), x.json_string(value)), else_=text.substr(1, text.length() - 2)
     )
     return ibis.ifelse(text.startswith('"'), unquoted, ibis.null("string"))
 
@@ -146,51 +121,55 @@ _ZONE_SUFFIX_RE = r"(Z|z|[+-][0-9]{2}(:?[0-9]{2})?)$"
 _ACTION_ID_TEXT_RE = '^"' + spec.ACTION_ID_PATTERN.removeprefix("^").removesuffix("$") + '"$'
 
 
-def _uuid(value: ir.Value) -> ir.Value:
-    """The actionId as a UUID: NULL unless a JSON string in the canonical form
+def _uuid(x: Dialect, value: ir.Value) -> ir.Value:
+    """The actionId as an action id: NULL unless a JSON string in the canonical form
     (:func:`gptools.spec.canonical_action_id`: braces, ``urn:uuid:`` and no hyphens are
-    refused, as the model refuses them)."""
-    return ibis.cases((_text(value).re_search(_ACTION_ID_TEXT_RE), value.try_cast("uuid")),
-                      else_=ibis.null("uuid"))
+    refused, as the model and the receiver refuse them)."""
+    return ibis.cases(
+        (x.json_text(value).re_search(_ACTION_ID_TEXT_RE), x.json_uuid(value, _string(x, value))),
+        else_=ibis.null(x.ACTION_ID_TYPE),
+    )
 
 
-def _naive_time(value: ir.Value) -> ir.Value:
+def _naive_time(x: Dialect, value: ir.Value) -> ir.Value:
     """The timestamp as a naive UTC time, NULL unless a JSON string of the layout with
     at most 9 fractional digits (DuckDB's cast truncates them to microseconds, like the
     model) and a real date (year 0 excluded, as in Python). One regular expression on the
     text decides the layout; only the rows it accepts are parsed."""
-    text = _text(value)
+    text = x.json_text(value)
     well_formed = text.re_search(_TIMESTAMP_TEXT_RE) & ~text.startswith('"0000')
-    return ibis.cases((well_formed, value.try_cast("timestamp")), else_=ibis.null("timestamp"))
+    parsed = x.json_naive_time(value, text.substr(1, text.length() - 2))
+    return ibis.cases((well_formed, parsed), else_=ibis.null("timestamp"))
 
 
-def _nonempty_string(value: ir.Value) -> ir.Value:
+def _nonempty_string(x: Dialect, value: ir.Value) -> ir.Value:
     """Whether a JSON value is a non-empty string (NULL when absent): its text is a quote,
     at least one character and the closing quote. One ``LIKE`` costs less than a prefix
     test and a comparison."""
-    return _text(value).like('"__%')
+    return x.json_text(value).like('"__%')
 
 
-def _unwrap(raw: ir.Table) -> ir.Table:
+def _unwrap(x: Dialect, raw: ir.Table) -> ir.Table:
     """Stage 1: what every delivery needs, computed once on the canonical JSON text of
-    each field (see :func:`_text`; only the two casts and the rare escaped strings parse
+    each field (the dialect's ``json_text``; only the two casts and the rare escaped strings parse
     JSON again): the actionId as a UUID, the timestamp parsed, and a flag per remaining
     check. The JSON fields are passed on for the reasons, which only invalid rows
     compute."""
     return raw.select(
         *RAW_COLUMNS,
-        action_uuid=_uuid(raw.actionId),
-        ts_parsed=_naive_time(raw.timestamp),
-        bet_finite=_text(raw.bet).re_search(_FINITE_START_RE),
-        events_ok=_text(raw.events).re_search(_STRING_ARRAY_RE),
-        **{f"ok_{f}": _nonempty_string(raw[f]) for f in _STRING_FIELDS},
+        action_uuid=_uuid(x, raw.actionId),
+        ts_parsed=_naive_time(x, raw.timestamp),
+        bet_finite=x.json_text(raw.bet).re_search(_FINITE_START_RE),
+        events_ok=x.json_text(raw.events).re_search(_STRING_ARRAY_RE),
+        **{f"ok_{f}": _nonempty_string(x, raw[f]) for f in _STRING_FIELDS},
     )
 
 
-def _checks(p: ir.Table) -> dict[str, list[tuple[ir.Value, str]]]:
+def _checks(x: Dialect, p: ir.Table) -> dict[str, list[tuple[ir.Value, str]]]:
     """Per field, the failure cases in order, each with its reason. Written inline on the
     JSON text so that a database evaluates them only for rows that are not valid."""
     ts = p.timestamp
+    _text = x.json_text
     out: dict[str, list[tuple[ir.Value, str]]] = {
         "actionId": [
             (p.actionId.isnull(), "missing:actionId"),
@@ -201,7 +180,10 @@ def _checks(p: ir.Table) -> dict[str, list[tuple[ir.Value, str]]]:
             (ts.isnull(), "missing:timestamp"),
             (~_text(ts).startswith('"'), "wrong_type:timestamp"),
             # A well-formed timestamp never ends like a zone, so only parse failures ask.
-            (p.ts_parsed.isnull() & _string(ts).re_search(_ZONE_SUFFIX_RE), "has_zone:timestamp"),
+            (
+                p.ts_parsed.isnull() & _string(x, ts).re_search(_ZONE_SUFFIX_RE),
+                "has_zone:timestamp",
+            ),
             (p.ts_parsed.isnull(), "bad_format:timestamp"),
         ],
         "bet": [
@@ -224,7 +206,7 @@ def _checks(p: ir.Table) -> dict[str, list[tuple[ir.Value, str]]]:
     return out
 
 
-def validate(raw: ir.Table) -> ir.Table:
+def validate(x: Dialect, raw: ir.Table) -> ir.Table:
     """Per delivery: ``reason`` (NULL when the body is a valid game event notification,
     else the first failing check, e.g. ``not_json``, ``missing:bet``,
     ``has_zone:timestamp``), a usable ``action_id`` and the payload's typed fields.
@@ -235,7 +217,7 @@ def validate(raw: ir.Table) -> ir.Table:
     usable on its own even when another one fails (for drill-down), and an absent field
     and a JSON ``null`` both count as missing.
     """
-    p = _unwrap(raw)
+    p = _unwrap(x, raw)
     is_object = p.shape == "object"
     valid = ibis.and_(
         is_object,
@@ -245,7 +227,7 @@ def validate(raw: ir.Table) -> ir.Table:
         p.bet_finite.fill_null(False),
         *(p[f"ok_{name}"].fill_null(False) for name in _STRING_FIELDS),
     )
-    checks = _checks(p)
+    checks = _checks(x, p)
     ordered = [(valid, ibis.null("string")), (~is_object, p.shape)]
     for name in PAYLOAD_FIELDS:
         ordered += checks[name]
@@ -254,7 +236,7 @@ def validate(raw: ir.Table) -> ir.Table:
     reason = ibis.cases(*ordered, else_=ibis.null("string"))
 
     def string(name: str) -> ir.Value:
-        return ibis.ifelse(p[f"ok_{name}"], _string(p[name]), ibis.null("string"))
+        return ibis.ifelse(p[f"ok_{name}"], _string(x, p[name]), ibis.null("string"))
 
     # A field's value is usable exactly when none of its checks fails. The reader leaves
     # every field NULL when the body is not an object, so none needs the shape.
@@ -269,7 +251,11 @@ def validate(raw: ir.Table) -> ir.Table:
         player_id=string("playerId"),
         currency_code=string("currencyCode"),
         event_ts="ts_parsed",
-        bet=ibis.ifelse(p.bet_finite, _text(p.bet), ibis.null("string")),
+        # An exact decimal: engines spell a JSON number's text differently (2.10 is "2.1"
+        # to DuckDB, a decimal to Spark), its value is the same.
+        bet=ibis.ifelse(
+            p.bet_finite, x.json_text(p.bet).try_cast(BET_DECIMAL), ibis.null(BET_DECIMAL)
+        ),
     )
 
 
@@ -279,24 +265,22 @@ def validate(raw: ir.Table) -> ir.Table:
 
 
 #: The tie ranks of :func:`order_key`, in its two lowest bits: an answer the provider
-#: retries (5xx, others), a 4xx (never retried), a 2xx (never retried either).
-RANK_RETRIED, RANK_4XX, RANK_200 = 0, 1, 2
+#: retries (5xx, others), a 4xx (never retried), an acknowledgement (never retried either).
+RANK_RETRIED, RANK_4XX, RANK_ACK = 0, 1, 2
 
 
-def acknowledges(status: ir.IntegerValue) -> ir.BooleanValue:
+def acknowledges(status: ir.Value) -> ir.Value:
     """Whether an answer acknowledged the delivery: any 2xx, as :func:`gptools.spec.
     is_acknowledgement` says (the document names 200; ``WEBHOOK_ACKNOWLEDGED_STATUSES``)."""
-    result: ir.BooleanValue = status.between(spec.WEBHOOK_ACK_STATUS_MIN,
-                                             spec.WEBHOOK_ACK_STATUS_MAX)
-    return result
+    return status.between(spec.WEBHOOK_ACK_STATUS_MIN, spec.WEBHOOK_ACK_STATUS_MAX)
 
 
-def order_key(t: ir.Table) -> ir.Value:
+def order_key(x: Dialect, t: ir.Table) -> ir.Value:
     """A sortable integer for the order of deliveries in time: epoch microseconds times 4
-    plus a tie rank (:data:`RANK_200` ...). Ties are broken by what could follow what: an
-    answer the provider retries first, then a 4xx, then a 200. Two deliveries with equal
-    keys are interchangeable for every metric (same instant, same kind of answer);
-    listings order them further by status and latency.
+    plus a tie rank (:data:`RANK_ACK` ...). Ties are broken by what could follow what: an
+    answer the provider retries first, then a 4xx, then an acknowledgement (2xx). Two
+    deliveries with equal keys are interchangeable for every metric (same instant, same
+    kind of answer); listings order them further by status and latency.
 
     The key holds everything a per-action summary needs about its first and last
     attempt: :func:`key_us` (the instant) and :func:`key_rank` (the kind of answer), so
@@ -304,10 +288,11 @@ def order_key(t: ir.Table) -> ir.Value:
     for 73,000 years either side of 1970; both parts are read back with exact bit
     operations (a floor division in Ibis goes through a float, exact only below 2**53)."""
     rank = ibis.cases(
-        (acknowledges(t.status), RANK_200), (t.status.between(400, 499), RANK_4XX),
+        (acknowledges(t.status), RANK_ACK),
+        (t.status.between(400, 499), RANK_4XX),
         else_=RANK_RETRIED,
     )
-    return _epoch_us(t.received_at) * 4 + rank
+    return x.epoch_us(t.received_at) * 4 + rank
 
 
 def key_us(key: ir.Value) -> ir.Value:
@@ -317,7 +302,7 @@ def key_us(key: ir.Value) -> ir.Value:
 
 
 def key_rank(key: ir.Value) -> ir.Value:
-    """The tie rank of an :func:`order_key` (:data:`RANK_200`, :data:`RANK_4XX` or
+    """The tie rank of an :func:`order_key` (:data:`RANK_ACK`, :data:`RANK_4XX` or
     :data:`RANK_RETRIED`)."""
     result: ir.Value = key & 3
     return result
@@ -329,25 +314,25 @@ def delivery_order(t: ir.Table) -> list[ir.Value]:
     return [t.key, t.status, t.latency_ms]
 
 
-def deliveries(v: ir.Table) -> ir.Table:
+def deliveries(x: Dialect, v: ir.Table) -> ir.Table:
     """Per delivery, the few columns the summary needs (a narrow table to materialise):
     times, answer, ``reason``, ``action_id``, the player and event time (delivery lag,
     out-of-order) and the :func:`order_key`."""
     return v.select(
         "received_at", "status", "latency_ms", "reason", "action_id", "player_id", "event_ts",
-        key=order_key(v),
+        key=order_key(x, v),
     )  # fmt: skip
 
 
-def annotate(d: ir.Table) -> ir.Table:
+def annotate(x: Dialect, d: ir.Table) -> ir.Table:
     """Per delivery (for drill-downs): ``attempt_no`` in its action's chain, ``kind`` and
     ``gap_s`` (seconds since the previous attempt of the same action). One window over
     every delivery; the summary gets the same counts from hash aggregates instead."""
-    d = d.mutate(key=order_key(d))
+    d = d.mutate(key=order_key(x, d))
     chain = ibis.window(group_by=d.action_id, order_by=delivery_order(d))
     upto = ibis.window(group_by=d.action_id, order_by=delivery_order(d), rows=(None, 0))
-    is_200 = acknowledges(d.status).cast("int64")
-    acks_before = is_200.sum().over(upto) - is_200
+    is_ack = acknowledges(d.status).cast("int64")
+    acks_before = is_ack.sum().over(upto) - is_ack
     attempt_no = ibis.row_number().over(chain) + 1
     kind = ibis.cases(
         (d.action_id.isnull(), "unattributed"),
@@ -356,7 +341,7 @@ def annotate(d: ir.Table) -> ir.Table:
         else_="retry",
     )
     previous = d.received_at.lag().over(chain)
-    gap_s = seconds_between(d.received_at, previous)
+    gap_s = seconds_between(x, d.received_at, previous)
     return d.mutate(
         attempt_no=ibis.ifelse(d.action_id.isnull(), ibis.null("int64"), attempt_no),
         kind=kind,
@@ -370,35 +355,16 @@ def annotate(d: ir.Table) -> ir.Table:
 # --------------------------------------------------------------------------------------
 
 
-def _arg_extreme(
-    fn: str, value: ir.Value, key: ir.Value, where: ir.Value | None = None
-) -> ir.Value:
-    """``value`` at the smallest (``arg_min``) or largest (``arg_max``) ``key`` of a group.
-
-    Ibis writes its own ``argmin`` as an ordered aggregate (``FIRST(x ORDER BY k)``), which
-    sorts inside every group; ``arg_min``/``arg_max`` (``min_by``/``max_by`` elsewhere)
-    keep one running value per group instead, several times faster on millions of actions.
-    """
-
-    def extreme(value: Any, key: Any) -> Any:
-        """The engine's own aggregate; Ibis supplies the call."""
-
-    udf = ibis.udf.agg.builtin(
-        extreme, name=fn, signature=((value.type(), key.type()), value.type())
-    )
-    return udf(value, key, where=where)
-
-
 def _outcome(acknowledged: ir.Value, last_is_4xx: ir.Value) -> ir.Value:
     return ibis.cases((acknowledged, "acknowledged"), (last_is_4xx, "lost"), else_="pending")
 
 
-def action_summary(d: ir.Table) -> ir.Table:
+def action_summary(x: Dialect, d: ir.Table) -> ir.Table:
     """Per action, from :func:`deliveries` by one hash aggregate (no sort of the
     deliveries): ``attempts``; ``first_key`` and
     ``last_key``, the :func:`order_key` of its first and last attempt (their instant and
     kind of answer: :func:`key_us`, :func:`key_rank`); ``ack_key``, the key of its first
-    200 (NULL without one); ``player_id`` and ``event_ts`` (naive UTC) of its first
+    2xx (NULL without one); ``player_id`` and ``event_ts`` (naive UTC) of its first
     attempt that carries them. :func:`action_facts` reads first and last attempt, outcome
     and retry window from these.
 
@@ -409,7 +375,7 @@ def action_summary(d: ir.Table) -> ir.Table:
     att = d.filter(d.action_id.notnull())
 
     def first_known(col: ir.Value) -> ir.Value:
-        return _arg_extreme("arg_min", col, att.key, where=col.notnull())
+        return x.arg_extreme("min", col, att.key, where=col.notnull())
 
     return att.group_by("action_id").aggregate(
         attempts=att.count(),
@@ -424,7 +390,7 @@ def action_summary(d: ir.Table) -> ir.Table:
 def action_facts(a: ir.Table) -> dict[str, ir.Value]:
     """What :func:`action_summary`'s keys say per action, as expressions on it:
     ``acknowledged``, ``first_us`` (epoch microseconds of its first attempt), ``first_ok``
-    (the first attempt got 200), ``outcome`` (``lost``: the last attempt got a 4xx) and
+    (the first attempt got 2xx), ``outcome`` (``lost``: the last attempt got a 4xx) and
     ``window_end_us`` (when the provider's retry window closes). Integer arithmetic only:
     zoned timestamps would go through a calendar library on every action."""
     acknowledged = a.ack_key.notnull()
@@ -432,7 +398,7 @@ def action_facts(a: ir.Table) -> dict[str, ir.Value]:
     return {
         "acknowledged": acknowledged,
         "first_us": first_us,
-        "first_ok": key_rank(a.first_key) == RANK_200,
+        "first_ok": key_rank(a.first_key) == RANK_ACK,
         "outcome": _outcome(acknowledged, key_rank(a.last_key) == RANK_4XX),
         "window_end_us": first_us + _WINDOW_US,
     }
@@ -440,9 +406,9 @@ def action_facts(a: ir.Table) -> dict[str, ir.Value]:
 
 def retry_chains(d: ir.Table, actions: ir.Table) -> ir.Table:
     """Per delivery of an action that was retried (more than one attempt up to its first
-    200, or no 200 at all), up to and including that 200: ``attempt_no``, ``retry``
-    (no earlier attempt got 200), ``gap_s`` (seconds since the previous attempt) and
-    ``before_ack`` (earlier than the action's first 200).
+    2xx, or no 2xx at all), up to and including that 2xx: ``attempt_no``, ``retry``
+    (no earlier attempt got 2xx), ``gap_s`` (seconds since the previous attempt) and
+    ``before_ack`` (earlier than the action's first 2xx).
 
     Only these deliveries need their neighbours, so only they are ordered (a window over
     a subset: retried chains are a small share of a healthy log); every other delivery is
@@ -458,7 +424,7 @@ def retry_chains(d: ir.Table, actions: ir.Table) -> ir.Table:
     # same attempt numbers, gaps and retries, so the key alone orders it.
     chain = ibis.window(group_by=s.action_id, order_by=s.key)
     s = s.mutate(attempt_no=ibis.row_number().over(chain) + 1, previous=s.key.lag().over(chain))
-    # Several 200s at the first 200's instant: the first of them is the retry, the
+    # Several 2xx answers at the first 2xx's instant: the first of them is the retry, the
     # others are duplicates (its predecessor is then one of them).
     retry = (s.attempt_no > 1) & (
         s.ack_key.isnull() | (s.key < s.ack_key) | (s.previous < s.ack_key)
@@ -480,23 +446,23 @@ def chain_counts(chains: ir.Table) -> ir.Table:
 
 def duplicate_count(actions: ir.Table, chains: ir.Table) -> ir.Table:
     """One row: ``duplicate_deliveries``, the attempts of acknowledged actions from their
-    first 200 on, less that first 200 itself. Without a join of the deliveries: that is
+    first 2xx on, less that first 2xx itself. Without a join of the deliveries: that is
     every attempt but one of an acknowledged action, less the attempts before its first
-    200, which only retried actions have and :func:`retry_chains` lists."""
+    2xx, which only retried actions have and :func:`retry_chains` lists."""
     acked = actions.aggregate(n=(actions.attempts - 1).sum(where=actions.ack_key.notnull()))
     before = chains.aggregate(m=chains.before_ack.sum())
     both = acked.cross_join(before)
     return both.select(duplicate_deliveries=both.n.fill_null(0) - both.m.fill_null(0))
 
 
-def action_table(a: ir.Table) -> ir.Table:
+def action_table(x: Dialect, a: ir.Table) -> ir.Table:
     """Per action, for drill-downs, from :func:`annotate`: its chain summarised (retries,
     duplicates, invalid attempts), its outcome and what the payload says (round, player,
     game, currency, bet, event time)."""
     att = a.filter(a.action_id.notnull())
 
     def first_known(col: ir.Value) -> ir.Value:
-        return _arg_extreme("arg_min", col, att.attempt_no, where=col.notnull())
+        return x.arg_extreme("min", col, att.attempt_no, where=col.notnull())
 
     grouped = att.group_by("action_id").aggregate(
         attempts=att.count(),
@@ -505,8 +471,8 @@ def action_table(a: ir.Table) -> ir.Table:
         invalid=att.reason.notnull().sum(),
         first_at=att.received_at.min(),
         last_at=att.received_at.max(),
-        first_status=_arg_extreme("arg_min", att.status, att.attempt_no),
-        last_status=_arg_extreme("arg_max", att.status, att.attempt_no),
+        first_status=x.arg_extreme("min", att.status, att.attempt_no),
+        last_status=x.arg_extreme("max", att.status, att.attempt_no),
         acknowledged=acknowledges(att.status).any(),
         round_id=first_known(att.round_id),
         player_id=first_known(att.player_id),
@@ -543,13 +509,14 @@ def percentiles(col: ir.Value, *, where: ir.Value | None = None) -> dict[str, ir
 
 
 def delivery_counts(d: ir.Table) -> ir.Table:
-    """One row: deliveries, invalid deliveries (with and without a usable actionId),
-    latency figures, first and last ``received_at``."""
+    """One row: deliveries, invalid deliveries (with and without a usable actionId; how
+    many are malformed lines), latency figures, first and last ``received_at``."""
     budget_ms = spec.WEBHOOK_RESPONSE_BUDGET.total_seconds() * 1000
     aggs: dict[str, ir.Value] = {
         "deliveries": d.count(),
         "unattributed": d.action_id.isnull().sum(),
         "invalid_deliveries": d.reason.notnull().sum(),
+        "malformed": (d.reason == MALFORMED).sum(),
         "over_budget": (d.latency_ms >= budget_ms).sum(),
         "first_received_at": d.received_at.min(),
         "last_received_at": d.received_at.max(),
@@ -558,20 +525,20 @@ def delivery_counts(d: ir.Table) -> ir.Table:
     return d.aggregate(**aggs)
 
 
-def action_counts(actions: ir.Table, now: ir.Value) -> ir.Table:
+def action_counts(x: Dialect, actions: ir.Table, now: ir.Value) -> ir.Table:
     """One row: actions by outcome, success rates, attempts and delivery lag, from
     :func:`action_summary`."""
     f = action_facts(actions)
     pending = f["outcome"] == "pending"
-    now_us = _epoch_us(now)
-    lag_s = (f["first_us"] - _epoch_us(actions.event_ts)).cast("float64") / 1e6
+    now_us = x.epoch_us(now)
+    lag_s = (f["first_us"] - x.epoch_us(actions.event_ts)).cast("float64") / 1e6
     aggs: dict[str, ir.Value] = {
         "actions": actions.count(),
         "acknowledged_actions": f["acknowledged"].sum(),
         "lost_actions": (f["outcome"] == "lost").sum(),
         "pending_actions": pending.sum(),
         "pending_actions_expired": (pending & (f["window_end_us"] <= now_us)).sum(),
-        "pending_window_closes_first": _from_epoch_us(
+        "pending_window_closes_first": x.from_epoch_us(
             f["window_end_us"].min(where=pending & (f["window_end_us"] > now_us))
         ),
         "first_attempt_successes": f["first_ok"].sum(),
@@ -639,7 +606,7 @@ def backoff_by_retry(points: ir.Table) -> ir.Table:
     )
 
 
-def silent_periods(a: ir.Table, threshold_s: float) -> ir.Table:
+def silent_periods(x: Dialect, a: ir.Table, threshold_s: float) -> ir.Table:
     """Stretches longer than ``threshold_s`` with no delivery at all, between consecutive
     deliveries: ``start`` (the last delivery before), ``end`` (the next) and ``seconds``.
 
@@ -650,29 +617,38 @@ def silent_periods(a: ir.Table, threshold_s: float) -> ir.Table:
     """
     half_us = max(1, int(threshold_s * 1e6) // 2)
     t = a.filter(a.received_at.notnull())
-    bucket = _epoch_us(t.received_at) // half_us
+    bucket = x.epoch_us(t.received_at) // half_us
     b = t.group_by(bucket=bucket).aggregate(first=t.received_at.min(), last=t.received_at.max())
     previous = b["last"].lag().over(ibis.window(order_by=b.bucket))
     gaps = b.select(start=previous, end=b["first"])
-    gaps = gaps.mutate(seconds=seconds_between(gaps.end, gaps.start))
+    gaps = gaps.mutate(seconds=seconds_between(x, gaps.end, gaps.start))
     return gaps.filter(gaps.seconds > threshold_s).order_by("start")
 
 
 def per_hour(a: ir.Table) -> ir.Table:
-    """Per hour of ``received_at``: deliveries by kind and by status class, latency p99."""
-    t = a.mutate(hour=a.received_at.truncate("h"), cls=a.status // 100)
+    """Per hour of ``received_at``: deliveries by kind and by status class, latency p99.
+    Malformed lines have no time, so no hour (:meth:`DeliveryAnalysis.malformed_lines`
+    lists them)."""
+    t = a.filter(a.received_at.notnull())
+    t = t.mutate(hour=t.received_at.truncate("h"))
+    classes = {c: t.status.between(c * 100, c * 100 + 99) for c in (2, 4, 5)}
+
+    def count(condition: ir.Value) -> ir.Value:
+        result: ir.Value = condition.sum().cast("int64")
+        return result
+
     return (
         t.group_by("hour")
         .aggregate(
             deliveries=t.count(),
-            first_attempts=(t.kind == "first").sum(),
-            retries=(t.kind == "retry").sum(),
-            duplicates=(t.kind == "duplicate").sum(),
-            invalid=t.reason.notnull().sum(),
-            status_2xx=(t.cls == 2).sum(),
-            status_4xx=(t.cls == 4).sum(),
-            status_5xx=(t.cls == 5).sum(),
-            status_other=(~t.cls.isin([2, 4, 5])).sum(),
+            first_attempts=count(t.kind == "first"),
+            retries=count(t.kind == "retry"),
+            duplicates=count(t.kind == "duplicate"),
+            invalid=count(t.reason.notnull()),
+            status_2xx=count(classes[2]),
+            status_4xx=count(classes[4]),
+            status_5xx=count(classes[5]),
+            status_other=count(~(classes[2] | classes[4] | classes[5])),
             latency_p99_ms=t.latency_ms.quantile(0.99),
         )
         .order_by("hour")
@@ -708,9 +684,9 @@ def bets_per(actions: ir.Table, key: str) -> ir.Table:
     )
 
 
-def time_left_s(actions: ir.Table, now: ir.Value) -> ir.Value:
+def time_left_s(x: Dialect, actions: ir.Table, now: ir.Value) -> ir.Value:
     """Seconds left in an action's 7-day retry window at ``now`` (0 once it closed)."""
-    left = seconds_between(actions.window_end, now)
+    left = seconds_between(x, actions.window_end, now)
     return ibis.greatest(left, 0.0)
 
 

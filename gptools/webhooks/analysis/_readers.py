@@ -1,30 +1,39 @@
-"""Readers: every delivery-log format becomes one normalised Ibis table on a DuckDB connection.
+"""Readers: every delivery-log format becomes one normalised Ibis table on an engine.
 
 The normalised table (:data:`RAW_COLUMNS`) has one row per delivery and no other meaning
 attached yet: ``received_at`` (UTC timestamp), ``status``, ``latency_ms``, ``shape`` (what
-the body was: ``object``, ``not_json``, ``not_object`` or ``no_body``) and one JSON column
+the body was: ``object``, ``not_json``, ``not_object``, ``no_body``, or
+``malformed_line`` for a JSONL line that is not a JSON object at all) and one JSON column
 per field of the game event notification (SQL NULL when the field is absent or null).
 Validation and every metric are defined on that table in :mod:`._metrics`, so all formats
-share them.
+and both engines share them. This module holds DuckDB's readers; Spark's are in
+:mod:`._readers_spark`.
 
 Sources (``format="auto"`` picks by name):
 
-- JSONL (``*.jsonl``, ``*.ndjson``, ``*.json``, ``*.jsonl.gz``): read by DuckDB's own
-  ``read_json`` with explicit columns, out of core. ``payload`` (an object) or ``body``
-  (raw text).
-- Parquet (``*.parquet``): ``body`` as raw text (the receiver's export).
+- JSONL (``*.jsonl``, ``*.ndjson``, ``*.json``, ``*.jsonl.gz``) and Parquet (``*.parquet``):
+  one file, a glob (``logs/*.jsonl``, ``logs/**/*.parquet``) or a directory, searched
+  recursively (``date=YYYY-MM-DD/`` partitions included). JSONL carries ``payload`` (an
+  object) or ``body`` (raw text), Parquet ``body`` as raw text (the receiver's export).
+  DuckDB reads them out of core with its own readers.
 - SQLite (``*.sqlite``, ``*.sqlite3``, ``*.db`` or ``sqlite:///PATH``) and PostgreSQL
   (``postgresql://...``, optional ``?schema=NAME``): the receiver's ``delivery_log`` table,
   streamed in Arrow batches into DuckDB (DuckDB's scanner extensions are not assumed to be
-  installed, as they would need a download).
+  installed, as they would need a download). DuckDB only.
+
+A JSONL line that is not a JSON object (torn by a crash, truncated, binary) is a delivery
+with shape ``malformed_line``; :meth:`DeliveryLog.malformed_lines` names its file and true
+1-based line number. Blank lines are not deliveries.
 """
 
 from __future__ import annotations
 
 import contextlib
+import glob
 import re
 import sqlite3
 import tempfile
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,9 +44,11 @@ import duckdb
 import ibis
 import ibis.expr.datatypes as dt
 import ibis.expr.types as ir
+import pandas as pd
 import pyarrow as pa
 
 from gptools.errors import GptoolsError
+from gptools.webhooks.analysis import _dialect_duckdb
 
 LogFormat = Literal["auto", "jsonl", "parquet", "sqlite", "postgres"]
 LOG_FORMATS: tuple[str, ...] = get_args(LogFormat)
@@ -57,17 +68,27 @@ PAYLOAD_FIELDS: tuple[str, ...] = (
 #: The columns every reader produces.
 RAW_COLUMNS: tuple[str, ...] = ("received_at", "status", "latency_ms", "shape", *PAYLOAD_FIELDS)
 
-#: DuckDB's memory limit by default; beyond it, DuckDB spills to a temporary directory.
+#: The shape (and invalid reason) of a JSONL line that is not a JSON object.
+MALFORMED = "malformed_line"
+
+#: DuckDB's memory limit by default; beyond it, DuckDB spills to its temporary directory.
+#: Set deliberately: DuckDB's own default (80 % of RAM) would let one analysis take the
+#: machine, and a log bigger than the limit spills instead of failing.
 DEFAULT_MEMORY_LIMIT = "1GB"
 
 _UTC = dt.Timestamp(timezone="UTC")
 _BATCH_ROWS = 50_000
 _LATENCY_SCALE = {"ms": 1.0, "s": 1000.0, "us": 0.001}
+_FILE_FORMATS = {
+    ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".jsonl.gz": "jsonl",
+    ".parquet": "parquet",
+}  # fmt: skip
 
 
 class DeliveryLogError(GptoolsError, ValueError):
-    """The log itself cannot be read: a missing file, a malformed line, a record without a
-    usable ``received_at`` or ``status``. The message names the source and the place."""
+    """The log itself cannot be read: a missing file, a record without a usable
+    ``received_at`` or ``status``, a malformed line under ``strict=True``. The message
+    names the source and the place."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -103,11 +124,13 @@ DEFAULT_MAPPING = ColumnMapping()
 
 @dataclass(slots=True)
 class DeliveryLog:
-    """A delivery log opened on a DuckDB connection, not read yet.
+    """A delivery log opened on an engine, not read yet (DuckDB here; Spark:
+    :class:`._readers_spark.SparkDeliveryLog`).
 
-    ``source`` names where it came from (a path, or a URL without password). :meth:`load`
-    materialises a table built from the normalised relation (:data:`RAW_COLUMNS`). Close
-    the log (or use it as a context manager) to drop the connection and its spill directory.
+    ``source`` names where it came from (a path, a glob, or a URL without password);
+    ``files`` the files it resolved to. :meth:`load` materialises a table built from the
+    normalised relation (:data:`RAW_COLUMNS`). Close the log (or use it as a context
+    manager) to drop the connection and its spill directory.
     """
 
     con: Any
@@ -115,51 +138,105 @@ class DeliveryLog:
     format: str
     #: Normalised relations to try in order: the fast JSONL reading, then the general one.
     candidates: list[ir.Table]
+    files: list[str] = field(default_factory=list)
+    mapping: ColumnMapping = field(default_factory=lambda: DEFAULT_MAPPING)
     _tmp: tempfile.TemporaryDirectory[str] | None = field(default=None, repr=False)
+    #: Makes this log's table names its own (several logs may share a Spark session).
+    tag: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
+
+    #: The engine's name and its dialect module (:mod:`._dialect_duckdb`).
+    engine = "duckdb"
+    dialect = _dialect_duckdb
 
     @property
     def raw(self) -> ir.Table:
         """The normalised relation (lazy: reading it scans the source)."""
         return self.candidates[0]
 
+    def execute(self, expr: ir.Expr) -> Any:
+        """Run an expression on the engine: a pandas DataFrame (or a scalar)."""
+        return self.con.execute(expr)
+
+    def materialise(self, name: str, expr: ir.Table) -> ir.Table:
+        """``expr`` computed once into this log's temporary table ``name``."""
+        return create_temp_table(self.con, f"{name}_{self.tag}", expr)
+
     def load(self, name: str, build: Callable[[ir.Table], ir.Table]) -> ir.Table:
         """Scan the source once into a temporary table ``name`` holding ``build(raw)``.
 
-        A JSONL payload that is not an object, or a time the reader cannot parse, defeats
-        the fast reading; the general one is used then. Any other read error becomes a
-        :class:`DeliveryLogError` naming the source and the line. Records without a usable
-        ``received_at`` or ``status`` are refused: they cannot be placed in time or
-        classified, and dropping them silently would break the count identity.
+        A JSONL line that is not a JSON object, a payload that is not an object, or a time
+        the fast reading cannot parse defeat the fast reading; the general one (line by
+        line) is used then. Any other read error becomes a :class:`DeliveryLogError` naming
+        the source. Records without a usable ``received_at`` or ``status`` (malformed lines
+        apart) are refused: they cannot be placed in time or classified, and dropping them
+        silently would break the count identity.
         """
         # No result depends on the order rows are stored in (every listing is ordered
         # explicitly); keeping the file's order costs memory and time on millions of rows.
         self.con.raw_sql("SET preserve_insertion_order = false")
         while True:
-            raw = self.candidates[0]
             try:
-                table = create_temp_table(self.con, name, build(raw))
+                table = self.materialise(name, build(self.candidates[0]))
             except duckdb.Error as exc:
-                # The fast reading refuses what the general one handles (a payload that
-                # is not an object, a time it cannot parse); a log the general reading
-                # refuses too is reported from there.
                 if len(self.candidates) > 1:
                     self.candidates.pop(0)
                     continue
                 raise _duckdb_error(self.source, exc) from None
             break
-        bad = table.received_at.isnull() | table.status.isnull()
-        n_bad = int(self.con.execute(table.filter(bad).count()))
+        self._refuse_unplaced(table)
+        return table
+
+    def _refuse_unplaced(self, table: ir.Table) -> None:
+        unplaced = (table.received_at.isnull() | table.status.isnull()) & (
+            table.reason.isnull() | (table.reason != MALFORMED)
+        )
+        n_bad = int(self.execute(table.filter(unplaced).count()))
         if n_bad:
-            # Record numbers follow the file only while DuckDB keeps insertion order.
-            self.con.raw_sql("SET preserve_insertion_order = true")
-            numbered = raw.mutate(_n=ibis.row_number() + 1)
-            first = numbered.filter(numbered.received_at.isnull() | numbered.status.isnull())
+            first = self.places(_unplaced, limit=1)
             raise DeliveryLogError(
                 f"{self.source}: {n_bad} record(s) without a usable received_at (ISO 8601 "
-                f"time) or integer status; the first is record "
-                f"{int(self.con.execute(first._n.min()))}"
+                f"time) or integer status; the first is {first[0]}"
             )
-        return table
+
+    def malformed_lines(self, limit: int | None = None) -> pd.DataFrame:
+        """The lines that are not JSON objects: ``file`` and ``line`` (true, 1-based, blank
+        lines counted), in file order. Scans the files again (only those that have such
+        lines are numbered)."""
+        places = self._numbered(lambda t: t.shape == MALFORMED, limit)
+        return pd.DataFrame(places, columns=["file", "line"])
+
+    def places(self, where: Where, *, limit: int | None = None) -> list[str]:
+        """Where the raw rows matching ``where(raw)`` are: ``FILE line N`` for JSONL,
+        ``record N`` (of the log, in its order) otherwise."""
+        if self.format == "jsonl":
+            return [f"{f} line {n}" for f, n in self._numbered(where, limit)]
+        # Record numbers follow the source only while DuckDB keeps insertion order.
+        self.con.raw_sql("SET preserve_insertion_order = true")
+        try:
+            numbered = self.raw.mutate(_n=ibis.row_number() + 1)
+            hits = numbered.filter(where(numbered)).order_by("_n").select("_n").limit(limit)
+            rows = self.execute(hits)
+        finally:
+            self.con.raw_sql("SET preserve_insertion_order = false")
+        return [f"record {int(n)}" for n in rows["_n"]]
+
+    def _numbered(self, where: Where, limit: int | None) -> list[tuple[str, int]]:
+        """(file, true line number) of the JSONL rows matching ``where``, in file order."""
+        hit = self.raw.filter(where(self.raw))
+        hits = self.execute(hit.group_by("source_file").aggregate(n=hit.count()))
+        found: dict[str, list[int]] = {}
+        self.con.raw_sql("SET preserve_insertion_order = true")
+        try:
+            for path in sorted(hits["source_file"]):
+                # One file's rows in its own order: row numbers among its non-blank lines.
+                one = _jsonl_lines(self.con, [path], self.mapping)
+                one = one.mutate(_n=ibis.row_number() + 1)
+                rows = self.execute(one.filter(where(one)).select("_n"))
+                found[path] = sorted(int(n) for n in rows["_n"])
+        finally:
+            self.con.raw_sql("SET preserve_insertion_order = false")
+        out = [(path, line) for path, ks in found.items() for line in _true_lines(path, ks)]
+        return out[:limit] if limit is not None else out
 
     def close(self) -> None:
         """Drop the DuckDB connection and remove its spill directory."""
@@ -175,16 +252,61 @@ class DeliveryLog:
         self.close()
 
 
+#: A condition on a normalised relation, given the relation.
+Where = Callable[[ir.Table], ir.Value]
+
+
+def _unplaced(t: ir.Table) -> ir.Value:
+    """A record that cannot be placed in time or classified (a malformed line apart)."""
+    result: ir.Value = (t.received_at.isnull() | t.status.isnull()) & (t.shape != MALFORMED)
+    return result
+
+
+def _true_lines(path: str, rows: list[int]) -> list[int]:
+    """The 1-based line numbers of the ``rows``-th non-blank lines of a text file (sorted
+    ``rows``): the readers skip blank lines, a person counts them."""
+    out: list[int] = []
+    if not rows:
+        return out
+    want = iter(rows)
+    target = next(want)
+    seen = 0
+    opener: Any = open
+    if path.endswith(".gz"):
+        import gzip
+
+        opener = gzip.open
+    with opener(path, "rb") as fh:
+        for number, line in enumerate(fh, start=1):
+            if not line.strip(b" \t\r\n"):
+                continue
+            seen += 1
+            while seen == target:
+                out.append(number)
+                target = next(want, -1)
+            if target < 0:
+                break
+    return out
+
+
 def connect_duckdb(
-    *, memory_limit: str = DEFAULT_MEMORY_LIMIT, threads: int | None = None
-) -> tuple[Any, tempfile.TemporaryDirectory[str]]:
+    *,
+    memory_limit: str = DEFAULT_MEMORY_LIMIT,
+    threads: int | None = None,
+    temp_directory: str | Path | None = None,
+) -> tuple[Any, tempfile.TemporaryDirectory[str] | None]:
     """A DuckDB connection for the analyser: UTC session, bounded memory, a spill directory.
 
-    The memory limit makes DuckDB spill to the temporary directory instead of growing, so a
-    log larger than memory still works. ``threads=None`` lets DuckDB use every core.
+    ``memory_limit`` makes DuckDB spill to ``temp_directory`` instead of growing, so a log
+    larger than memory still works; without ``temp_directory`` a fresh temporary directory
+    is used (removed on close; point it at a disk with room for the log's working set,
+    about the size of the log). ``threads=None`` lets DuckDB use every core.
     """
-    tmp = tempfile.TemporaryDirectory(prefix="gptools-analysis-")
-    config: dict[str, Any] = {"memory_limit": memory_limit, "temp_directory": tmp.name}
+    tmp = None
+    if temp_directory is None:
+        tmp = tempfile.TemporaryDirectory(prefix="gptools-analysis-")
+        temp_directory = tmp.name
+    config: dict[str, Any] = {"memory_limit": memory_limit, "temp_directory": str(temp_directory)}
     if threads is not None:
         config["threads"] = threads
     con = ibis.duckdb.connect(**config)
@@ -203,23 +325,64 @@ def create_temp_table(con: Any, name: str, expr: ir.Table) -> ir.Table:
 
 
 def detect_format(source: str | Path) -> str:
-    """The format implied by a path or URL; a :class:`DeliveryLogError` says how to name it."""
+    """The format implied by a path, glob, directory or URL; a :class:`DeliveryLogError`
+    says how to name it."""
     text = str(source)
     if text.startswith(("postgresql://", "postgres://")):
         return "postgres"
     if text.startswith("sqlite:///"):
         return "sqlite"
     name = Path(text).name.lower()
-    for suffix, fmt in (
-        (".jsonl", "jsonl"), (".ndjson", "jsonl"), (".json", "jsonl"), (".jsonl.gz", "jsonl"),
-        (".parquet", "parquet"), (".sqlite", "sqlite"), (".sqlite3", "sqlite"), (".db", "sqlite"),
-    ):  # fmt: skip
+    stores = ((".sqlite", "sqlite"), (".sqlite3", "sqlite"), (".db", "sqlite"))
+    for suffix, fmt in (*_FILE_FORMATS.items(), *stores):
         if name.endswith(suffix):
             return fmt
+    if Path(text).is_dir():
+        found = {fmt for f in _log_files(Path(text)) for fmt in [_file_format(f)] if fmt}
+        if len(found) == 1:
+            return found.pop()
+        if found:
+            raise DeliveryLogError(
+                f"{text}: holds both JSONL and Parquet logs; pass format= or a glob"
+            )
+        raise DeliveryLogError(f"{text}: no JSONL or Parquet log in this directory")
     raise DeliveryLogError(
         f"{text}: cannot tell the log format from the name; pass format= one of "
         f"{', '.join(f for f in LOG_FORMATS if f != 'auto')}"
     )
+
+
+def _file_format(path: Path) -> str | None:
+    name = path.name.lower()
+    return next((fmt for suffix, fmt in _FILE_FORMATS.items() if name.endswith(suffix)), None)
+
+
+def _log_files(directory: Path) -> list[Path]:
+    # Hidden and underscore files are a writer's bookkeeping (_SUCCESS, .crc), not logs.
+    return sorted(
+        p for p in directory.rglob("*")
+        if p.is_file() and not any(part.startswith((".", "_"))
+                                   for part in p.relative_to(directory).parts)
+    )  # fmt: skip
+
+
+def resolve_files(source: str | Path, fmt: str) -> list[str]:
+    """The files a file source names: the file itself, the matches of a glob (``**``
+    recurses), or every file of the format under a directory (partitions such as
+    ``date=2026-03-01/`` included), sorted. A name that matches nothing is an error."""
+    text = str(source)
+    path = Path(text)
+    if path.is_dir():
+        files = [p for p in _log_files(path) if _file_format(p) == fmt]
+    elif glob.has_magic(text):
+        files = sorted(Path(p) for p in glob.glob(text, recursive=True) if Path(p).is_file())
+    elif path.is_file():
+        files = [path]
+    else:
+        raise DeliveryLogError(f"{text}: no such file")
+    if not files:
+        raise DeliveryLogError(f"{text}: no {fmt} file matches")
+    return [str(p) for p in files]
 
 
 def read_delivery_log(
@@ -230,23 +393,29 @@ def read_delivery_log(
     table: str = "delivery_log",
     memory_limit: str = DEFAULT_MEMORY_LIMIT,
     threads: int | None = None,
+    temp_directory: str | Path | None = None,
 ) -> DeliveryLog:
-    """Open a delivery log in any supported format as a :class:`DeliveryLog`.
+    """Open a delivery log in any supported format as a :class:`DeliveryLog` on DuckDB.
 
     ``table`` names the store table (SQLite/PostgreSQL; ``SCHEMA.NAME`` allowed; a
     PostgreSQL URL may carry ``?schema=NAME`` like the receiver's store URL).
-    ``memory_limit`` and ``threads`` bound DuckDB. A file is only read by
-    :meth:`DeliveryLog.load`; a store is copied into DuckDB here, in Arrow batches.
+    ``memory_limit``, ``threads`` and ``temp_directory`` (where DuckDB spills) bound
+    DuckDB. A file is only read by :meth:`DeliveryLog.load`; a store is copied into DuckDB
+    here, in Arrow batches.
     """
     fmt = detect_format(source) if format == "auto" else format
     if fmt not in LOG_FORMATS:
         raise DeliveryLogError(f"unknown format {fmt!r}; use one of {', '.join(LOG_FORMATS)}")
-    con, tmp = connect_duckdb(memory_limit=memory_limit, threads=threads)
+    files = resolve_files(source, fmt) if fmt in ("jsonl", "parquet") else []
+    con, tmp = connect_duckdb(
+        memory_limit=memory_limit, threads=threads, temp_directory=temp_directory
+    )
     try:
+        name = str(source)
         if fmt == "jsonl":
-            candidates, name = _read_jsonl(con, Path(source), mapping), str(source)
+            candidates = _read_jsonl(con, files, mapping, name)
         elif fmt == "parquet":
-            candidates, name = [_read_parquet(con, Path(source), mapping)], str(source)
+            candidates = [_read_parquet(con, files, mapping, name)]
         elif fmt == "sqlite":
             raw, name = _read_sqlite(con, str(source), mapping, table)
             candidates = [raw]
@@ -255,9 +424,13 @@ def read_delivery_log(
             candidates = [raw]
     except BaseException:
         con.disconnect()
-        tmp.cleanup()
+        if tmp is not None:
+            tmp.cleanup()
         raise
-    return DeliveryLog(con=con, source=name, format=fmt, candidates=candidates, _tmp=tmp)
+    return DeliveryLog(
+        con=con, source=name, format=fmt, candidates=candidates, files=files,
+        mapping=mapping, _tmp=tmp,
+    )  # fmt: skip
 
 
 # --------------------------------------------------------------------------------------
@@ -272,14 +445,19 @@ def _normalise(
     received_at: ir.Value,
     payload: ir.Value | None,
     body: ir.Value | None,
+    malformed: ir.Value | None = None,
+    source_file: ir.Value | None = None,
 ) -> ir.Table:
-    """Map one source relation onto :data:`RAW_COLUMNS`.
+    """Map one source relation onto :data:`RAW_COLUMNS` (and ``source_file``).
 
     ``payload`` is a struct of JSON fields (the fast JSONL reading) or any JSON value;
-    ``body`` is raw text. A payload wins over a body when a record has both.
+    ``body`` is raw text. A payload wins over a body when a record has both. ``malformed``
+    marks a line that is not a JSON object (its every field is NULL).
     """
     body_doc = body.try_cast("json") if body is not None else None
     cases: list[tuple[ir.Value, str]] = []
+    if malformed is not None:
+        cases.append((malformed, MALFORMED))
     if payload is not None and payload.type().is_struct():
         cases.append((payload.notnull(), "object"))
     elif payload is not None:
@@ -307,7 +485,13 @@ def _normalise(
         latency_ms=t[mapping.latency_ms].cast("float64") * _LATENCY_SCALE[mapping.latency_unit],
         shape=ibis.cases(*cases, else_="no_body") if cases else ibis.literal("no_body"),
         **fields,
+        source_file=source_file if source_file is not None else ibis.null("string"),
     )
+
+
+def _latency_scale(mapping: ColumnMapping) -> float:
+    """The factor that turns the mapping's latency unit into milliseconds."""
+    return _LATENCY_SCALE[mapping.latency_unit]
 
 
 def _timestamp(col: ir.Value) -> ir.Value:
@@ -327,50 +511,81 @@ def _duckdb_error(name: str, exc: Exception) -> DeliveryLogError:
 # --------------------------------------------------------------------------------------
 
 
-def _read_jsonl(con: Any, path: Path, mapping: ColumnMapping) -> list[ir.Table]:
-    if not path.is_file():
-        raise DeliveryLogError(f"{path}: no such file")
-    # Fast: the payload as a struct of JSON fields, so DuckDB parses each line once, and
-    # received_at parsed by the reader itself. General: the payload as any JSON value, for
-    # logs where some payload is not an object, and received_at as text, so that a record
-    # with an unusable time is found and named instead of failing the whole read.
+def _read_jsonl(con: Any, files: list[str], mapping: ColumnMapping, name: str) -> list[ir.Table]:
+    """Two readings of JSONL files. Fast: the payload as a struct of JSON fields, so DuckDB
+    parses each line once, and received_at parsed by the reader itself; it fails on a line
+    that is not a JSON object, a payload that is not one, or a time it cannot parse.
+    General (:func:`_jsonl_lines`): line by line, each line's JSON parsed once, so such a
+    line is counted (malformed) or named (an unusable time) instead of failing the read."""
     struct = ", ".join(f'"{f}" JSON' for f in PAYLOAD_FIELDS)
-    out = []
-    for time_type, payload_type in (("TIMESTAMPTZ", f"STRUCT({struct})"), ("VARCHAR", "JSON")):
-        columns = {
-            mapping.received_at: time_type,
-            mapping.status: "BIGINT",
-            mapping.latency_ms: "DOUBLE",
-            mapping.payload: payload_type,
-            mapping.body: "VARCHAR",
-        }
-        try:
-            src = con.read_json(str(path), columns=columns, format="newline_delimited")
-        except duckdb.Error as exc:
-            raise _duckdb_error(str(path), exc) from None
-        out.append(
-            _normalise(
-                src,
-                mapping,
-                received_at=_timestamp(src[mapping.received_at]),
-                payload=src[mapping.payload],
-                body=src[mapping.body],
-            )
-        )
-    return out
-
-
-def _read_parquet(con: Any, path: Path, mapping: ColumnMapping) -> ir.Table:
-    if not path.is_file():
-        raise DeliveryLogError(f"{path}: no such file")
+    columns = {
+        mapping.received_at: "TIMESTAMPTZ",
+        mapping.status: "BIGINT",
+        mapping.latency_ms: "DOUBLE",
+        mapping.payload: f"STRUCT({struct})",
+        mapping.body: "VARCHAR",
+    }
     try:
-        src = con.read_parquet(str(path))
+        src = con.read_json(files, columns=columns, format="newline_delimited", filename=True)
     except duckdb.Error as exc:
-        raise _duckdb_error(str(path), exc) from None
-    return _from_table(src, mapping, str(path))
+        raise _duckdb_error(name, exc) from None
+    fast = _normalise(
+        src, mapping, received_at=_timestamp(src[mapping.received_at]),
+        payload=src[mapping.payload], body=src[mapping.body], source_file=src.filename,
+    )  # fmt: skip
+    return [fast, _jsonl_lines(con, files, mapping)]
 
 
-def _from_table(src: ir.Table, mapping: ColumnMapping, name: str) -> ir.Table:
+def _pointer(name: str) -> str:
+    """A JSON pointer to a top-level key (``~`` and ``/`` escaped)."""
+    return "/" + name.replace("~", "~0").replace("/", "~1")
+
+
+def _jsonl_lines(con: Any, files: list[str], mapping: ColumnMapping) -> ir.Table:
+    """JSONL read line by line (DuckDB's ``read_json_objects``, errors kept as NULL): a
+    line that does not parse, or parses to something other than an object, is
+    ``malformed_line``; the five contract fields of the others are extracted in one pass
+    over each line's JSON."""
+    keys = [mapping.received_at, mapping.status, mapping.latency_ms, mapping.payload,
+            mapping.body]  # fmt: skip
+    paths = ", ".join("'" + _pointer(k).replace("'", "''") + "'" for k in keys)
+    file_list = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
+    sql = f"""
+        SELECT filename AS source_file,
+               json IS NULL OR json_type(json) <> 'OBJECT' AS malformed,
+               json_extract_string(e[1], '$') AS received_at,
+               TRY_CAST(json_extract_string(e[2], '$') AS BIGINT) AS status,
+               TRY_CAST(json_extract_string(e[3], '$') AS DOUBLE) AS latency_ms,
+               e[4] AS payload,
+               json_extract_string(e[5], '$') AS body
+        FROM (SELECT json, filename,
+                     CASE WHEN json_type(json) = 'OBJECT' THEN json_extract(json, [{paths}])
+                     END AS e
+              FROM read_json_objects([{file_list}], format = 'newline_delimited',
+                                     ignore_errors = true, filename = true))
+    """
+    # A view, not con.sql(): Ibis 12 reads a query's schema through a call DuckDB 2 removed.
+    view = ibis.util.gen_name("jsonl_lines")
+    con.raw_sql(f'CREATE TEMP VIEW "{view}" AS {sql}')
+    src = con.table(view)
+    return _normalise(
+        src, ColumnMapping(latency_unit=mapping.latency_unit),
+        received_at=_timestamp(src.received_at), payload=src.payload, body=src.body,
+        malformed=src.malformed, source_file=src.source_file,
+    )  # fmt: skip
+
+
+def _read_parquet(con: Any, files: list[str], mapping: ColumnMapping, name: str) -> ir.Table:
+    try:
+        src = con.read_parquet(files, filename=True)
+    except duckdb.Error as exc:
+        raise _duckdb_error(name, exc) from None
+    return _from_table(src, mapping, name, source_file=src.filename)
+
+
+def _from_table(
+    src: ir.Table, mapping: ColumnMapping, name: str, source_file: ir.Value | None = None
+) -> ir.Table:
     missing = [
         c for c in (mapping.received_at, mapping.status, mapping.latency_ms) if c not in src.columns
     ]
@@ -391,8 +606,9 @@ def _from_table(src: ir.Table, mapping: ColumnMapping, name: str) -> ir.Table:
         body = payload if body is None else body.coalesce(payload)
         payload = None
     return _normalise(
-        src, mapping, received_at=_timestamp(src[mapping.received_at]), payload=payload, body=body
-    )
+        src, mapping, received_at=_timestamp(src[mapping.received_at]), payload=payload,
+        body=body, source_file=source_file,
+    )  # fmt: skip
 
 
 # --------------------------------------------------------------------------------------
