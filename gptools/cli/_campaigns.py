@@ -2,27 +2,10 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-
 import click
 
-from gptools.cli._costs import cli_errors, connect_client, resolve_brand
-from gptools.cli._main import EXIT_BAD_INPUT, campaigns, cli_text, emit, fail
-
-
-def _now(value: str | None) -> datetime | None:
-    if value is None:
-        return None
-    try:
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        fail(f"--now {value!r} is not an ISO 8601 date-time", bad_input=True)
-    if moment.tzinfo is None:
-        fail(f"--now {value!r} needs an offset, e.g. 2030-01-01T00:00:00+00:00", bad_input=True)
-    return moment
-
-
-_NOW_HELP = "Treat this aware ISO 8601 time as now (default: the current time)."
+from gptools.cli._common import NOW_HELP, cli_errors, connect_client, parse_now, resolve_brand
+from gptools.cli._main import EXIT_BAD_INPUT, campaigns, cli_text, emit
 
 
 @campaigns.command("plan")
@@ -30,7 +13,7 @@ _NOW_HELP = "Treat this aware ISO 8601 time as now (default: the current time)."
 @click.option("--offline", is_flag=True,
               help="Do not fetch the available feature costs (bets are not checked).")
 @click.option("--brand", type=int, default=None, help="Brand id (overrides the plan's).")
-@click.option("--now", "now_text", default=None, help=_NOW_HELP)
+@click.option("--now", "now_text", default=None, help=NOW_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def plan_command(file: str, offline: bool, brand: int | None, now_text: str | None,
                  as_json: bool) -> None:
@@ -38,7 +21,7 @@ def plan_command(file: str, offline: bool, brand: int | None, now_text: str | No
     from gptools.campaigns import AWARDED_FEATURE, load_plan, review
     from gptools.costs import CostBook
 
-    now = _now(now_text)
+    now = parse_now(now_text)
     with cli_errors():
         plan = load_plan(file)
         costs = None
@@ -93,14 +76,14 @@ def plan_command(file: str, offline: bool, brand: int | None, now_text: str | No
               help="Participant endpoint for --add-participants: batch is the one the "
                    "document recommends for large lists (its path is an assumption).")
 @click.option("--brand", type=int, default=None, help="Brand id (overrides the plan's).")
-@click.option("--now", "now_text", default=None, help=_NOW_HELP)
+@click.option("--now", "now_text", default=None, help=NOW_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def apply_command(file: str, add_participants: bool, endpoint: str, brand: int | None,
                   now_text: str | None, as_json: bool) -> None:
     """Create the campaigns of a plan FILE (safe to repeat: same plan, same campaigns)."""
     from gptools.campaigns import apply_plan, load_plan
 
-    now = _now(now_text)
+    now = parse_now(now_text)
     with cli_errors():
         plan = load_plan(file)
         client = connect_client()

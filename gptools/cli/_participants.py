@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from gptools import spec
-from gptools.cli._costs import connect_client
+from gptools.cli._common import connect_client
 from gptools.cli._main import EXIT_INTERRUPTED, cli_errors, emit, fail, participants, say
 
 

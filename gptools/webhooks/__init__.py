@@ -10,7 +10,13 @@
 The log analyser lives in :mod:`gptools.webhooks.analysis`.
 """
 
-from gptools.webhooks._app import InjectedFault, WebhookReceiver, load_handler, receiver_from_env
+from gptools.webhooks._app import (
+    InjectedFault,
+    WebhookReceiver,
+    load_handler,
+    receiver_environment,
+    receiver_from_env,
+)
 from gptools.webhooks._auth import AuthConfigError, ReceiverAuth
 from gptools.webhooks._export import ExportResult, export_log, log_record
 from gptools.webhooks._queue import GroupCommitWriter, ProcessingQueue
@@ -46,5 +52,6 @@ __all__ = [
     "load_handler",
     "log_record",
     "open_store",
+    "receiver_environment",
     "receiver_from_env",
 ]

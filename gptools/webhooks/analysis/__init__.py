@@ -25,6 +25,7 @@ from gptools.webhooks.analysis._charts import (
     plot_status_mix,
 )
 from gptools.webhooks.analysis._readers import (
+    LOG_FORMATS,
     ColumnMapping,
     DeliveryLog,
     DeliveryLogError,
@@ -35,6 +36,7 @@ from gptools.webhooks.analysis._report import DeliveryReport
 
 __all__ = [
     "DEFAULT_SILENCE_THRESHOLD",
+    "LOG_FORMATS",
     "ColumnMapping",
     "DeliveryAnalysis",
     "DeliveryLog",
