@@ -15,17 +15,12 @@ from __future__ import annotations
 
 import decimal
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Final, Literal
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-# --------------------------------------------------------------------------------------
-# Sources
-# --------------------------------------------------------------------------------------
-
-Source = Literal["spec", "assumed"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +35,6 @@ class Assumption:
     value: object
     reason: str
     override: str
-    source: Source = "assumed"
 
 
 # --------------------------------------------------------------------------------------
@@ -204,8 +198,11 @@ def endpoint_class(method: str, path: str) -> str:
     return ENDPOINT_CLASS_OTHER
 
 
-def tiers_for(method: str, path: str) -> tuple[RateTier, ...]:
-    """Return every tier a request counts against (global, per endpoint, per user).
+def tiers_for(
+    method: str, path: str, tiers: Iterable[RateTier] | None = None
+) -> tuple[RateTier, ...]:
+    """Return every tier of ``tiers`` (default :data:`RATE_TIERS`) a request counts
+    against (global, per endpoint, per user).
 
     A GET counts against both global tiers, the 500 of all methods and the 1000 of GETs
     (``GLOBAL_TIERS_COMBINED``, assumed).
@@ -213,7 +210,7 @@ def tiers_for(method: str, path: str) -> tuple[RateTier, ...]:
     cls = endpoint_class(method, path)
     method = method.upper()
     out = []
-    for tier in RATE_TIERS:
+    for tier in RATE_TIERS if tiers is None else tiers:
         if tier.methods is not None and method not in tier.methods:
             continue
         if tier.endpoint is not None and tier.endpoint != cls:
