@@ -14,6 +14,7 @@ learns the real value from the provider changes one argument, not our code.
 from __future__ import annotations
 
 import decimal
+import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -311,6 +312,28 @@ def time_zone_problem(name: object) -> str | None:
         except (ZoneInfoNotFoundError, ValueError):
             pass
     return f"{name!r} is not an IANA time zone (e.g. 'Europe/Malta')"
+
+
+def currency_decimals(currency: str) -> int | None:
+    """The minor-unit digits of an ISO 4217 ``currency`` (JPY 0, EUR 2, KWD 3), or ``None``
+    for a code it does not know (a crypto or house currency: the caller decides).
+
+    Taken from Babel (CLDR), a maintained source, never from a hand-written table; Babel
+    answers 2 for a code it does not know, so unknown codes are told apart here. (The
+    sandbox keeps its own reading, as the provider's stand-in.)
+    """
+    from babel.numbers import get_currency_precision
+
+    if currency not in _iso_currencies():
+        return None
+    return int(get_currency_precision(currency))
+
+
+@functools.cache
+def _iso_currencies() -> frozenset[str]:
+    from babel.numbers import list_currencies
+
+    return frozenset(list_currencies())
 
 
 # ======================================================================================
