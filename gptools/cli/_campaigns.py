@@ -26,14 +26,11 @@ def plan_command(file: str, offline: bool, brand: int | None, now_text: str | No
         plan = load_plan(file)
         costs = None
         if not offline and plan.campaign_type == AWARDED_FEATURE and plan.currencies:
-            client = connect_client()
-            try:
+            with connect_client() as client:
                 chosen = resolve_brand(client, brand if brand is not None else plan.brand)
                 plan = plan.model_copy(update={"brand": chosen})
                 costs = CostBook(client, brand=chosen).table(
                     list(plan.game_ids), list(plan.currencies), source="configurations")
-            finally:
-                client.close()
         elif brand is not None:
             plan = plan.model_copy(update={"brand": brand})
         planned = review(plan, now=now, costs=costs)
@@ -86,14 +83,11 @@ def apply_command(file: str, add_participants: bool, endpoint: str, brand: int |
     now = parse_now(now_text)
     with cli_errors():
         plan = load_plan(file)
-        client = connect_client()
-        try:
+        with connect_client() as client:
             chosen = resolve_brand(client, brand if brand is not None else plan.brand)
             plan = plan.model_copy(update={"brand": chosen})
             result = apply_plan(client, plan, now=now, add_participants=add_participants,
                                 endpoint=endpoint)
-        finally:
-            client.close()
     document = {"plan": plan.name, "brand": plan.brand, "campaigns": [
         {"currency": c.currency, "requestId": c.request_id, "campaignId": c.campaign_id,
          "participantsSent": c.participants_sent} for c in result.campaigns]}

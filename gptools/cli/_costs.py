@@ -69,14 +69,10 @@ def preview_command(games: tuple[str, ...], currencies: tuple[str, ...], source:
     from gptools.costs import CostBook
 
     currencies = tuple(cli_currency(c) for c in currencies)
-    with cli_errors():
-        client = connect_client()
-        try:
-            book = CostBook(client, brand=resolve_brand(client, brand))
-            table = book.table(list(games), list(currencies),
-                               source="game" if source == "game" else "configurations")
-        finally:
-            client.close()
+    with cli_errors(), connect_client() as client:
+        book = CostBook(client, brand=resolve_brand(client, brand))
+        table = book.table(list(games), list(currencies),
+                           source="game" if source == "game" else "configurations")
     rows = _money_rows(table)
     document = {"source": table.attrs["source"], "games": list(games),
                 "currencies": list(currencies), "rows": rows}
