@@ -7,7 +7,7 @@ and the planner widget only render a :class:`Review`; none of them recomputes a 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -47,8 +47,9 @@ class Review:
     plan: Plan
     validation: Validation
     budget: Budget | None
-    campaign_requests: Mapping[str, CampaignRequest]
-    player_views: Mapping[str, pd.DataFrame]
+    # Left out of the repr: the HTML and to_dict() show them, a repr of frames would not.
+    campaign_requests: Mapping[str, CampaignRequest] = field(repr=False)
+    player_views: Mapping[str, pd.DataFrame] = field(repr=False)
 
     @property
     def requests(self) -> pd.DataFrame:
