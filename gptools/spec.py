@@ -232,6 +232,9 @@ WEBHOOK_CONTENT_TYPE: Final = "application/json"  # spec
 KNOWN_EVENT_TYPES: Final = frozenset({"COIN", "FEATURE"})  # spec: "values seen"
 #: ours: dedupe keys outlive the provider's 7-day retry window by a day of margin
 WEBHOOK_DEDUPE_RETENTION: Final = WEBHOOK_RETRY_WINDOW + timedelta(days=1)
+#: ours: the receiver's delivery log is kept 90 days, long after the 7-day retry window, so
+#: that a quarter's deliveries can be analysed (configurable per store)
+WEBHOOK_LOG_RETENTION: Final = timedelta(days=90)
 
 #: assumed (WEBHOOK_ACKNOWLEDGED_STATUSES): every 2xx acknowledges a delivery, not only 200
 WEBHOOK_ACK_STATUS_MIN: Final = 200

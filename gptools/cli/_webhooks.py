@@ -1,4 +1,4 @@
-"""``gptools webhooks serve|export``.
+"""``gptools webhooks serve|export|dead-letters``.
 
 Secrets come from environment variables only (``GP_WEBHOOK_API_KEY``, or
 ``GP_WEBHOOK_USERNAME`` and ``GP_WEBHOOK_PASSWORD``), never from arguments: arguments show
@@ -8,6 +8,7 @@ up in ``ps`` and in shell history.
 from __future__ import annotations
 
 import os
+from datetime import UTC, datetime
 from pathlib import Path
 
 import click
@@ -72,7 +73,7 @@ def serve(auth_kind: str, store_url: str, host: str, port: int, workers: int, pa
         port = probe.getsockname()[1]
     say(f"receiving webhooks on http://{host}:{port}{path} (auth {auth_kind.upper()}, "
         f"store {store.url}, {workers} worker{'s' if workers > 1 else ''}); "
-        f"health: http://{host}:{port}/healthz")
+        f"health: http://{host}:{port}/healthz, readiness: http://{host}:{port}/readyz")
     uvicorn.run(
         "gptools.webhooks:receiver_from_env", factory=True, host=host, port=port,
         workers=workers, http="httptools", loop="uvloop", lifespan="on", access_log=False,
@@ -87,8 +88,11 @@ def serve(auth_kind: str, store_url: str, host: str, port: int, workers: int, pa
 @click.option("--store", "store_url", required=True, help=_STORE_HELP)
 @click.option("--format", "fmt", type=click.Choice(["jsonl", "parquet"]), required=True)
 @click.argument("out", type=click.Path(dir_okay=False, writable=True, path_type=Path))
+@click.option("--target", default=None, metavar="NAME",
+              help="Incremental: only the rows this target has not exported yet; the store's "
+                   "log purge keeps rows its export_target has not exported.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
-def export(store_url: str, fmt: str, out: Path, as_json: bool) -> None:
+def export(store_url: str, fmt: str, out: Path, target: str | None, as_json: bool) -> None:
     """Write the store's delivery log to OUT as JSONL or Parquet."""
     from gptools.webhooks import StoreError, export_log, open_store
 
@@ -97,9 +101,46 @@ def export(store_url: str, fmt: str, out: Path, as_json: bool) -> None:
     except ValueError as exc:
         fail(str(exc), bad_input=True)
     try:
-        result = export_log(store, out, format="jsonl" if fmt == "jsonl" else "parquet")
+        result = export_log(store, out, format="jsonl" if fmt == "jsonl" else "parquet",
+                            target=target)
     except (StoreError, OSError) as exc:
         fail(f"export failed: {exc}")
     emit({"path": str(result.path), "format": result.format, "records": result.records},
          as_json=as_json,
          human=lambda: f"wrote {result.records} delivery records to {result.path} ({fmt})")
+
+
+@webhooks.command("dead-letters")
+@click.option("--store", "store_url", required=True, help=_STORE_HELP)
+@click.option("--retry", is_flag=True,
+              help="Put every dead-lettered action back in the processing queue, due now.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+def dead_letters(store_url: str, retry: bool, as_json: bool) -> None:
+    """List the actions whose handler runs gave up (with their last error); --retry
+    queues them again with their attempts counted from zero."""
+    from gptools.webhooks import StoreError, format_utc, open_store
+
+    try:
+        store = open_store(store_url)
+    except ValueError as exc:
+        fail(str(exc), bad_input=True)
+    try:
+        conn = store.connect()
+        try:
+            letters = conn.dead_letters()
+            retried = conn.retry_dead(datetime.now(UTC)) if retry else 0
+        finally:
+            conn.close()
+    except StoreError as exc:
+        fail(str(exc))
+    listed = [{"action_id": d.action_id, "first_received_at": format_utc(d.first_received_at),
+               "attempts": d.attempts, "last_error": d.last_error} for d in letters]
+
+    def human() -> str:
+        lines = [f"{d['action_id']}  {d['first_received_at']}  {d['attempts']} attempts  "
+                 f"{d['last_error']}" for d in listed]
+        lines.append(f"{len(listed)} dead-lettered action{'s' if len(listed) != 1 else ''}"
+                     + (f"; {retried} queued again" if retry else ""))
+        return "\n".join(lines)
+
+    emit({"dead_letters": listed, "retried": retried}, as_json=as_json, human=human)

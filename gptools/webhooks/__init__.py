@@ -4,7 +4,9 @@
   after the commit, 503 when the store cannot write).
 - :func:`open_store`: the SQLite (WAL) or PostgreSQL store of dedupe keys, processing
   queue and ``delivery_log``.
-- :class:`ProcessingQueue`: runs a user handler after the acknowledgement, at least once.
+- :class:`ProcessingQueue`: runs a user handler after the acknowledgement, at least once,
+  one lease per run, with a time-out and dead letters.
+- :class:`Maintenance`: purges old dedupe keys and log rows, in small steps.
 - :func:`export_log`: the delivery log as JSONL or Parquet.
 
 The log analyser lives in :mod:`gptools.webhooks.analysis`.
@@ -19,28 +21,34 @@ from gptools.webhooks._app import (
 )
 from gptools.webhooks._auth import AuthConfigError, ReceiverAuth
 from gptools.webhooks._export import ExportResult, export_log, log_record
-from gptools.webhooks._queue import GroupCommitWriter, ProcessingQueue
+from gptools.webhooks._queue import GroupCommitWriter, Maintenance, ProcessingQueue
 from gptools.webhooks._store import (
     LOG_COLUMNS,
+    DeadLetter,
     LogEntry,
     PostgresStore,
+    PurgeResult,
     QueueCounts,
     SQLiteStore,
     Store,
     StoreConnection,
     StoreError,
+    format_utc,
     open_store,
 )
 
 __all__ = [
     "LOG_COLUMNS",
     "AuthConfigError",
+    "DeadLetter",
     "ExportResult",
     "GroupCommitWriter",
     "InjectedFault",
     "LogEntry",
+    "Maintenance",
     "PostgresStore",
     "ProcessingQueue",
+    "PurgeResult",
     "QueueCounts",
     "ReceiverAuth",
     "SQLiteStore",
@@ -49,6 +57,7 @@ __all__ = [
     "StoreError",
     "WebhookReceiver",
     "export_log",
+    "format_utc",
     "load_handler",
     "log_record",
     "open_store",

@@ -14,9 +14,17 @@ What a delivery goes through, in order (each refusal is logged, then answered):
    duplicate. When the store cannot write, the answer is 503 so the provider retries.
 
 Rule: no answer goes out before its ``delivery_log`` row is committed, except 503 "store
-unavailable" (the store is what failed). ``GET /healthz`` reports liveness. On shutdown
-uvicorn drains in-flight requests first; then the writer commits what it holds and the
-processing queue finishes its current run.
+unavailable" (the store is what failed), and every row holds the status that was sent: a
+request whose write had not begun when the time-out came is answered 503 and logged 503.
+
+``GET /healthz`` is liveness: 200 while every background loop (writer, sync, processing
+queue, purge) runs, 503 when one cannot go on, so that a supervisor restarts the process;
+its JSON body also reports the store's state. ``GET /readyz`` is readiness, for load
+balancers: 200 only while the receiver is live AND the store is reachable. A store outage
+makes the receiver unready, not dead: it reconnects by itself.
+
+On shutdown uvicorn drains in-flight requests first; then the writer commits what it
+holds and the processing queue finishes its current run.
 """
 
 from __future__ import annotations
@@ -40,9 +48,12 @@ from gptools import spec
 from gptools.models import GameEventNotification, loads_wire
 from gptools.webhooks._auth import ReceiverAuth
 from gptools.webhooks._queue import (
+    DEFAULT_MAX_BATCH,
+    DEFAULT_WAIT_LIMIT,
     Clock,
     GroupCommitWriter,
     Handler,
+    Maintenance,
     ProcessingQueue,
     utc_now,
 )
@@ -57,6 +68,8 @@ Send = Callable[[Message], Awaitable[None]]
 
 #: Where the liveness check answers.
 HEALTH_PATH = "/healthz"
+#: Where the readiness check (for load balancers) answers.
+READY_PATH = "/readyz"
 #: How much of an over-size body the log keeps.
 LOGGED_PREFIX_BYTES = 1024
 
@@ -106,8 +119,9 @@ class WebhookReceiver:
         max_body_bytes: int = spec.WEBHOOK_MAX_BODY_BYTES,
         handler: Handler | None = None,
         queue_options: dict[str, Any] | None = None,
-        ack_timeout: timedelta = timedelta(milliseconds=800),
-        max_batch: int = 512,
+        ack_timeout: timedelta = DEFAULT_WAIT_LIMIT,
+        max_batch: int = DEFAULT_MAX_BATCH,
+        purge_every: timedelta = timedelta(hours=1),
         clock: Clock = utc_now,
         faults: FaultHook | None = None,
     ) -> None:
@@ -123,9 +137,10 @@ class WebhookReceiver:
         self.clock = clock
         self.faults = faults
         self.writer = GroupCommitWriter(
-            self.store, max_batch=max_batch, clock=clock, wait_limit=ack_timeout,
+            self.store, max_batch=max_batch, wait_limit=ack_timeout,
             state="pending" if handler is not None else "done",
         )
+        self.maintenance = Maintenance(self.store, every=purge_every, clock=clock)
         self.processing = (
             ProcessingQueue(self.store, handler, clock=clock, **(queue_options or {}))
             if handler is not None
@@ -145,6 +160,7 @@ class WebhookReceiver:
                 "the provider's document advises against this in production"
             )
         self.writer.start()
+        self.maintenance.start()
         if self.processing is not None:
             self.processing.start()
         self._started = True
@@ -156,9 +172,27 @@ class WebhookReceiver:
         if not self._started:
             return
         self.writer.stop()
+        self.maintenance.stop()
         if self.processing is not None:
             self.processing.stop()
         self._started = False
+
+    def health(self) -> dict[str, Any]:
+        """The state of the receiver: ``live`` (every background loop runs), ``ready``
+        (live and the store reachable), the store's state and each loop's."""
+        loops = [self.writer.writer_health, self.writer.sync_health, self.maintenance.health]
+        if self.processing is not None:
+            loops.append(self.processing.health)
+        live = self._started and self.writer.alive and all(h.ok for h in loops)
+        store_ok = self.writer.store_ok
+        store = "ok" if store_ok else f"unreachable: {self.writer.link.error}"
+        return {
+            "status": "ok" if live else "failing",
+            "live": live,
+            "ready": live and store_ok,
+            "store": store,
+            "loops": {h.name: h.describe() for h in loops},
+        }
 
     # -- ASGI -------------------------------------------------------------------------
 
@@ -189,10 +223,10 @@ class WebhookReceiver:
         started = time.perf_counter()
         path = scope["path"]
         method = scope["method"]
-        if path == HEALTH_PATH and method in ("GET", "HEAD"):
-            ok = self.writer.alive
-            await _respond(send, 200 if ok else 503,
-                           {"status": "ok" if ok else "store writer stopped"})
+        if path in (HEALTH_PATH, READY_PATH) and method in ("GET", "HEAD"):
+            state = self.health()
+            ok = state["live"] if path == HEALTH_PATH else state["ready"]
+            await _respond(send, 200 if ok else 503, state)
             return
         if path != self.path and method != "POST":
             await _respond(send, 404, {"error": "not_found", "reason": f"no resource at {path}"})

@@ -7,12 +7,20 @@ JSONL: one object per line with ``received_at`` (ISO 8601 UTC, ``Z``, microsecon
 
 Parquet: the same columns with ``body`` always the raw text (a payload's shape varies
 too much for one column type); ``received_at`` is a UTC timestamp column.
+
+An export with a ``target`` name is incremental: it writes the rows received since that
+target's last export, up to ``settle`` ago (a row is committed up to about a second after
+its ``received_at``; the margin makes sure none arrives behind the mark), then records
+the new mark in the store. A store whose ``export_target`` names it never purges a row
+beyond that mark.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
@@ -23,13 +31,20 @@ from gptools.webhooks._store import LOG_COLUMNS, Store, format_utc
 ExportFormat = Literal["jsonl", "parquet"]
 
 
+#: How old a row must be before an incremental export takes it.
+EXPORT_SETTLE = timedelta(minutes=1)
+
+
 @dataclass(frozen=True, slots=True)
 class ExportResult:
-    """What an export wrote: the file, its format and the number of records."""
+    """What an export wrote: the file, its format and the number of records (and, for an
+    incremental export, the ``received_at`` range after ``after`` up to ``through``)."""
 
     path: Path
     format: ExportFormat
     records: int
+    after: datetime | None = None
+    through: datetime | None = None
 
 
 def log_record(row: dict[str, Any]) -> dict[str, Any]:
@@ -63,25 +78,46 @@ def iter_jsonl_lines(rows: Iterable[dict[str, Any]]) -> Iterator[bytes]:
         yield dumps_wire(record)
 
 
-def export_log(store: Store, out: str | Path, *, format: ExportFormat) -> ExportResult:
-    """Write ``store``'s delivery log to ``out`` as ``jsonl`` or ``parquet``."""
+def export_log(
+    store: Store, out: str | Path, *, format: ExportFormat, target: str | None = None,
+    now: datetime | None = None, settle: timedelta = EXPORT_SETTLE,
+) -> ExportResult:
+    """Write ``store``'s delivery log to ``out`` as ``jsonl`` or ``parquet``.
+
+    With ``target``, only the rows that target has not exported yet, up to ``settle``
+    before ``now``; once the file is on disk, the target's mark moves up to there.
+    """
+    if format not in ("jsonl", "parquet"):
+        raise ValueError(f"unknown export format {format!r}: use jsonl or parquet")
     path = Path(out)
     conn = store.connect()
     try:
-        rows = conn.iter_log()
+        after = through = None
+        if target is not None:
+            after = conn.export_mark(target)
+            through = (now or datetime.now(UTC)) - settle
+            if after is not None and through < after:
+                through = after  # a clock set back: never move the mark backwards
+        rows = conn.iter_log(after=after, through=through)
         if format == "jsonl":
             count = 0
             with path.open("wb") as fh:
                 for line in iter_jsonl_lines(rows):
                     fh.write(line + b"\n")
                     count += 1
-        elif format == "parquet":
-            count = _write_parquet(rows, path)
+                if target is not None:
+                    fh.flush()
+                    os.fsync(fh.fileno())
         else:
-            raise ValueError(f"unknown export format {format!r}: use jsonl or parquet")
+            count = _write_parquet(rows, path)
+            if target is not None:
+                with path.open("rb") as fh:
+                    os.fsync(fh.fileno())
+        if target is not None and through is not None:
+            conn.set_export_mark(target, through)
     finally:
         conn.close()
-    return ExportResult(path, format, count)
+    return ExportResult(path, format, count, after, through)
 
 
 def _write_parquet(rows: Iterable[dict[str, Any]], path: Path, *, chunk: int = 50_000) -> int:

@@ -10,7 +10,10 @@ receiver processes or hosts sharing one dedupe store). Three tables:
   ``remote_addr``.
 - ``webhook_actions``: one row per distinct ``actionId``; its primary key is the durable
   dedupe key, and the same row is the action's entry in the processing queue (``state``
-  pending / done / dead, ``attempts``, ``next_attempt_at``, ``lease_until``).
+  pending / done / dead, ``attempts``, ``next_attempt_at``, ``lease_until``,
+  ``lease_owner``).
+- ``log_export_marks``: per export target, the ``received_at`` up to which the log has
+  been exported; the log's retention purge never deletes past it.
 
 A :class:`Store` object is a factory of :class:`StoreConnection` objects; a connection
 belongs to one thread. Writes go through :meth:`StoreConnection.write_batch`, which
@@ -22,11 +25,13 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import logging
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+import uuid
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -35,6 +40,7 @@ from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 from gptools import spec
 
+logger = logging.getLogger("gptools.webhooks")
 #: The columns of ``delivery_log``, in order (the contract of docs/design.md).
 LOG_COLUMNS: tuple[str, ...] = (
     "received_at",
@@ -53,6 +59,18 @@ ActionState = Literal["pending", "done", "dead"]
 
 class StoreError(Exception):
     """The store could not be opened, read or written (the cause is chained)."""
+
+
+class CommitUncertain(StoreError):
+    """The connection broke during COMMIT: the transaction may or may not have been
+    committed. ``xid`` lets a new connection find out
+    (:meth:`StoreConnection.commit_status`); ``result`` is what the write would have
+    returned had the COMMIT answered."""
+
+    def __init__(self, message: str, xid: int) -> None:
+        super().__init__(message)
+        self.xid = xid
+        self.result: Any = None
 
 
 def format_utc(moment: datetime) -> str:
@@ -105,11 +123,33 @@ class WriteItem:
 
 @dataclass(frozen=True, slots=True)
 class ClaimedAction:
-    """An action claimed from the processing queue: its id, raw body and attempt number."""
+    """An action whose run has started: its id, raw body, attempt number (this run's,
+    1-based) and the lease token that :meth:`StoreConnection.finish` must present."""
 
     action_id: str
     body: str
     attempts: int
+    owner: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """A dead-lettered action: kept with its last error until someone retries it."""
+
+    action_id: str
+    first_received_at: datetime
+    attempts: int
+    last_error: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class PurgeResult:
+    """What one purge removed, in how many steps, and the longest any step held the
+    store's write lock (seconds)."""
+
+    rows: int = 0
+    steps: int = 0
+    longest_hold: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,8 +199,13 @@ _SQLITE_DDL = (
         attempts INTEGER NOT NULL DEFAULT 0,
         next_attempt_at TEXT NOT NULL,
         lease_until TEXT,
-        last_error TEXT
+        last_error TEXT,
+        lease_owner TEXT
     )""",  # a rowid table: with the body inline, WITHOUT ROWID made inserts 2.5x slower
+    """CREATE TABLE IF NOT EXISTS log_export_marks (
+        target TEXT PRIMARY KEY,
+        exported_through TEXT NOT NULL
+    )""",
     *_QUEUE_INDEX_DDL,
 )
 
@@ -184,7 +229,14 @@ _PG_DDL = (
         attempts integer NOT NULL DEFAULT 0,
         next_attempt_at timestamptz NOT NULL,
         lease_until timestamptz,
-        last_error text
+        last_error text,
+        lease_owner text
+    )""",
+    # Stores made before leases had owners get the column (a no-op on new ones).
+    "ALTER TABLE webhook_actions ADD COLUMN IF NOT EXISTS lease_owner text",
+    """CREATE TABLE IF NOT EXISTS log_export_marks (
+        target text PRIMARY KEY,
+        exported_through timestamptz NOT NULL
     )""",
     *_QUEUE_INDEX_DDL,
 )
@@ -225,22 +277,46 @@ def _pg_ts(moment: datetime) -> datetime:
     return moment.astimezone(UTC)
 
 
+def _as_utc(value: str | datetime) -> datetime:
+    """A timestamp column's value (text in SQLite, timestamptz in PostgreSQL), aware UTC."""
+    return parse_utc(value) if isinstance(value, str) else value.astimezone(UTC)
+
+
 class Store:
     """Where the receiver keeps what it must not lose; open one with :func:`open_store`.
 
     ``retention`` is how long a processed action's dedupe key is kept (at least the
-    provider's 7-day retry window, or a late retry would pass as new).
+    provider's 7-day retry window, or a late retry would pass as new). ``log_retention``
+    is how long ``delivery_log`` rows are kept (at least the retry window too, so that
+    every attempt of an action the provider may still retry stays analysable).
+    ``export_target`` names an export (see :func:`~gptools.webhooks.export_log`) that
+    must see every row: the log's purge then never deletes rows it has not exported.
     """
 
     dialect: _Dialect
 
-    def __init__(self, *, retention: timedelta = spec.WEBHOOK_DEDUPE_RETENTION) -> None:
+    def __init__(
+        self,
+        *,
+        retention: timedelta = spec.WEBHOOK_DEDUPE_RETENTION,
+        log_retention: timedelta = spec.WEBHOOK_LOG_RETENTION,
+        export_target: str | None = None,
+    ) -> None:
         if retention < spec.WEBHOOK_RETRY_WINDOW:
             raise ValueError(
                 f"dedupe retention {retention} is shorter than the provider's retry window "
                 f"{spec.WEBHOOK_RETRY_WINDOW}: a late retry would be processed twice"
             )
+        if log_retention < spec.WEBHOOK_RETRY_WINDOW:
+            raise ValueError(
+                f"log retention {log_retention} is shorter than the provider's retry window "
+                f"{spec.WEBHOOK_RETRY_WINDOW}: the log would lose attempts of live actions"
+            )
+        if export_target is not None and not export_target:
+            raise ValueError("export_target must be a non-empty name")
         self.retention = retention
+        self.log_retention = log_retention
+        self.export_target = export_target
         self._init_lock = threading.Lock()
         self._initialised = False
 
@@ -301,11 +377,11 @@ class SQLiteStore(Store):
         self,
         path: str | Path,
         *,
-        retention: timedelta = spec.WEBHOOK_DEDUPE_RETENTION,
         synchronous: Literal["FULL", "NORMAL"] = "FULL",
         busy_timeout: timedelta = timedelta(seconds=2),
+        **options: Any,
     ) -> None:
-        super().__init__(retention=retention)
+        super().__init__(**options)
         self.path = Path(path)
         self.synchronous = synchronous
         self.busy_timeout = busy_timeout
@@ -366,7 +442,10 @@ class SQLiteStore(Store):
 class PostgresStore(Store):
     """A PostgreSQL database; ``schema`` (default ``public``) holds the tables, so several
     receivers or test runs can share one server. ``lock_timeout`` bounds how long a write
-    waits for a lock before the request is answered 503."""
+    waits for a lock before the request is answered 503; ``connect_timeout`` how long
+    opening a connection may take (a reconnect while the server is down gives up then).
+    Every session sets ``synchronous_commit = on`` itself: a server or role default of
+    ``off`` would let a 200 go out for a commit that a server crash then loses."""
 
     dialect = _PG
 
@@ -375,11 +454,13 @@ class PostgresStore(Store):
         dsn: str,
         *,
         schema: str | None = None,
-        retention: timedelta = spec.WEBHOOK_DEDUPE_RETENTION,
         lock_timeout: timedelta = timedelta(seconds=2),
+        connect_timeout: timedelta = timedelta(seconds=3),
+        **options: Any,
     ) -> None:
-        super().__init__(retention=retention)
+        super().__init__(**options)
         self.dsn = dsn
+        self.connect_timeout = connect_timeout
         if schema is not None and not schema.replace("_", "").isalnum():
             raise ValueError(f"schema name {schema!r} must be letters, digits and underscores")
         self.schema = schema
@@ -399,9 +480,13 @@ class PostgresStore(Store):
     def _raw_connect(self) -> Any:
         import psycopg
 
-        raw = psycopg.connect(self.dsn, autocommit=True)
+        raw = psycopg.connect(
+            self.dsn, autocommit=True,
+            connect_timeout=max(1, round(self.connect_timeout.total_seconds())),
+        )
         ms = int(self.lock_timeout.total_seconds() * 1000)
         raw.execute(f"SET lock_timeout = {ms}")
+        raw.execute("SET synchronous_commit = on")
         if self.schema:
             # Concurrent CREATE SCHEMA IF NOT EXISTS can still collide; the lock serialises it.
             raw.execute("SELECT pg_advisory_lock(7262011)")
@@ -418,14 +503,18 @@ def open_store(url: str, **options: Any) -> Store:
 
     A SQLite URL may carry ``?synchronous=NORMAL`` (faster commits that survive a
     process crash but not a power loss; the default FULL survives both). A PostgreSQL URL
-    may carry ``?schema=NAME``; other query parameters go to libpq.
+    may carry ``?schema=NAME``; other query parameters go to libpq. Both take
+    ``log_retention_days=N`` (how long ``delivery_log`` rows are kept) and
+    ``export_target=NAME`` (never purge log rows that export has not written yet).
     ``options`` are passed to :class:`SQLiteStore` or :class:`PostgresStore`.
     """
     if url.startswith("sqlite:///"):
         path, _, params = url[len("sqlite:///") :].partition("?")
         if not path:
             raise ValueError("sqlite store URL needs a path: sqlite:///PATH")
-        sync = parse_qs(params).get("synchronous", [None])[0]
+        query = parse_qs(params)
+        _log_options(query, options)
+        sync = query.get("synchronous", [None])[0]
         if sync is not None:
             if sync.upper() not in ("FULL", "NORMAL"):
                 raise ValueError(f"synchronous={sync!r}: use FULL or NORMAL")
@@ -434,6 +523,7 @@ def open_store(url: str, **options: Any) -> Store:
     if url.startswith(("postgresql://", "postgres://")):
         parts = urlsplit(url)
         query = parse_qs(parts.query)
+        _log_options(query, options)
         schema = query.pop("schema", [None])[0]
         rest = "&".join(f"{k}={v}" for k, vs in query.items() for v in vs)
         dsn = urlunsplit((parts.scheme, parts.netloc, parts.path, rest, ""))
@@ -443,6 +533,19 @@ def open_store(url: str, **options: Any) -> Store:
     )
 
 
+def _log_options(query: dict[str, list[str]], options: dict[str, Any]) -> None:
+    """Move the log's retention options from a store URL's query into ``options``."""
+    days = query.pop("log_retention_days", [None])[0]
+    if days is not None:
+        try:
+            options["log_retention"] = timedelta(days=float(days))
+        except ValueError:
+            raise ValueError(f"log_retention_days={days!r}: give a number of days") from None
+    target = query.pop("export_target", [None])[0]
+    if target is not None:
+        options["export_target"] = target
+
+
 class StoreConnection:
     """One connection to a :class:`Store`, used by one thread at a time."""
 
@@ -450,6 +553,15 @@ class StoreConnection:
         self.store = store
         self.raw = raw
         self._d = store.dialect
+        #: How long the last transaction held the store's write lock (seconds).
+        self.last_hold = 0.0
+        #: The PostgreSQL transaction id of the write in progress (see CommitUncertain).
+        self.xid: int | None = None
+        #: Rows deleted per purge step, each step one write transaction. SQLite has one
+        #: write lock for the whole file: small steps, so that a delivery waits for one
+        #: step at most (tests/benchmarks/bench_purge.py). PostgreSQL's deletes do not
+        #: block inserts, and each step scans past the rows deleted before it: big steps.
+        self.purge_step = 200 if self._d.name == "sqlite" else 50_000
         try:
             self._lock = store._write_lock()
         except OSError as exc:
@@ -472,23 +584,79 @@ class StoreConnection:
 
     def create_schema(self) -> None:
         """Create the tables and indexes if they do not exist (safe to run concurrently)."""
-        with self._transaction():
+        with self._errors("create the tables"), self._transaction():
             if self._d.name == "postgresql":
                 self._execute("SELECT pg_advisory_xact_lock(7262012)")
             for ddl in self._d.ddl:
                 self._execute(ddl)
+            if self._d.name == "sqlite":
+                columns = {r[1] for r in self._execute("PRAGMA table_info(webhook_actions)")}
+                if "lease_owner" not in columns:  # a store made before leases had owners
+                    self._execute("ALTER TABLE webhook_actions ADD COLUMN lease_owner TEXT")
 
     def close(self) -> None:
-        """Close the connection."""
-        self.raw.close()
+        """Close the connection (never raises: a broken one is closed all the same)."""
+        with contextlib.suppress(Exception):
+            self.raw.close()
         if self._lock is not None:
             self._lock.close()
+
+    @property
+    def broken(self) -> bool:
+        """Whether the connection itself is gone (server restarted, network cut), so that
+        only a new one can go on; an error of one statement leaves it usable."""
+        if self._d.name == "sqlite":
+            return False
+        return bool(self.raw.closed or getattr(self.raw, "broken", False))
+
+    def commit_status(self, xid: int) -> str | None:
+        """PostgreSQL's word on transaction ``xid``: ``committed``, ``aborted``, ``in
+        progress``, or None when it no longer knows."""
+        with self._errors("ask for a commit's outcome"):
+            row = self._execute("SELECT txid_status(?)", (xid,)).fetchone()
+        return None if row is None or row[0] is None else str(row[0])
+
+    def probe_write(self) -> None:
+        """Rehearse a write and roll it back: :class:`StoreError` when the store cannot
+        be reached, locked, or has no room for a row (a disk that fills only at COMMIT
+        shows up at the next real write instead)."""
+        probe = f"probe-{uuid.uuid4()}"
+        now = self._ts(datetime.now(UTC))
+        with self._errors("write to the store"):
+            lock = self._lock
+            if lock is not None:
+                lock.__enter__()
+            try:
+                self.raw.execute(self._d.begin)
+                try:
+                    self._execute(
+                        "INSERT INTO webhook_actions (action_id, first_received_at, body,"
+                        " next_attempt_at, state) VALUES (?, ?, '', ?, 'done')",
+                        (probe, now, now))
+                    self._execute(_INSERT_LOG, (now, 0, 0.0, probe, probe, False, True,
+                                                None, None))
+                finally:
+                    self.raw.execute("ROLLBACK")
+            finally:
+                if lock is not None:
+                    lock.__exit__(None, None, None)
+
+    @contextlib.contextmanager
+    def _errors(self, what: str) -> Iterator[None]:
+        """Every driver error as :class:`StoreError`: the background loops handle that
+        one, where a raw sqlite3/psycopg error would end their thread."""
+        try:
+            yield
+        except StoreError:
+            raise
+        except Exception as exc:
+            raise StoreError(f"cannot {what} in {self.store.url}: {exc}") from exc
 
     # -- writes -----------------------------------------------------------------------
 
     def write_batch(
         self, items: Sequence[WriteItem], *, state: ActionState = "pending",
-        durable: bool = True,
+        durable: bool = True, on_begin: Callable[[], None] | None = None,
     ) -> list[bool]:
         """Write ``items`` in ONE transaction; return, per item, whether its action was new.
 
@@ -503,6 +671,10 @@ class StoreConnection:
         batch) is logged with ``duplicate`` true. Nothing is visible until the commit; on
         any error the transaction is rolled back and :class:`StoreError` raised, so the
         caller answers 503 for every item of the batch.
+
+        ``on_begin`` runs once the transaction holds the store's write lock, before any
+        item is read: the last moment at which the caller may still change the items
+        (the writer uses it to log as 503 the requests that timed out while it waited).
         """
         sqlite = self._d.name == "sqlite"
         ts_of = _sqlite_ts if sqlite else _pg_ts
@@ -513,7 +685,13 @@ class StoreConnection:
         now = time.perf_counter()
         try:
             with self._transaction(durable=durable):
+                if on_begin is not None:
+                    on_begin()
                 cur = self.raw.cursor()
+                if not sqlite:
+                    # Should the connection break during COMMIT, this id tells whether
+                    # the rows are in (the answer must say what the log says).
+                    self.xid = int(cur.execute("SELECT txid_current()").fetchone()[0])
                 # SQLite: BEGIN IMMEDIATE holds the database's only write lock, so the keys
                 # read here cannot change before the inserts below, and every action row
                 # goes in with one executemany. PostgreSQL has concurrent writers: there,
@@ -546,6 +724,9 @@ class StoreConnection:
                 if actions:
                     cur.executemany(_SQLITE_INSERT_ACTION, actions)
                 cur.executemany(self._sql(_INSERT_LOG), rows)
+        except CommitUncertain as exc:
+            exc.result = fresh
+            raise
         except StoreError:
             raise
         except Exception as exc:
@@ -564,63 +745,182 @@ class StoreConnection:
 
     # -- processing queue -------------------------------------------------------------
 
-    def claim(self, now: datetime, *, limit: int, lease: timedelta) -> list[ClaimedAction]:
-        """Claim up to ``limit`` due pending actions for ``lease`` and count the attempt.
+    def claim_next(
+        self, now: datetime, *, lease: timedelta, max_attempts: int,
+    ) -> ClaimedAction | None:
+        """Start the run of the next due pending action: lease it for ``lease`` (one run,
+        not a batch), count the attempt now, and return it; None when nothing is due.
 
-        A claim whose lease runs out (its worker died) becomes due again, so every action
-        is handled at least once.
+        A due action whose attempts already reached ``max_attempts`` goes to dead letter
+        instead: its last run started and never finished (the worker died or hung), and
+        the handler must not take the process down forever.
         """
-        sql = (
-            "UPDATE webhook_actions SET lease_until = ?, attempts = attempts + 1"
-            " WHERE action_id IN (SELECT action_id FROM webhook_actions"
+        lock = self._d.claim_lock
+        pick = (
+            "SELECT action_id, attempts FROM webhook_actions"
             " WHERE state = 'pending' AND next_attempt_at <= ?"
-            " AND (lease_until IS NULL OR lease_until <= ?)"
-            f" ORDER BY next_attempt_at LIMIT ?{self._d.claim_lock})"
-            " RETURNING action_id, body, attempts"
+            f" AND (lease_until IS NULL OR lease_until <= ?) ORDER BY next_attempt_at LIMIT 1{lock}"
         )
-        with self._transaction():
-            rows = self._execute(
-                sql, (self._ts(now + lease), self._ts(now), self._ts(now), limit)
-            ).fetchall()
-        return [ClaimedAction(r[0], r[1], int(r[2])) for r in rows]
-
-    def finish(self, action_id: str, state: ActionState, *, error: str | None = None,
-               retry_at: datetime | None = None) -> None:
-        """Record a handler run: ``done``, ``dead``, or ``pending`` again at ``retry_at``."""
-        with self._transaction():
-            if state == "pending":
-                if retry_at is None:
-                    raise ValueError("a pending action needs retry_at")
+        ts_now = self._ts(now)
+        with self._errors("claim an action"), self._transaction(durable=False):
+            while True:
+                row = self._execute(pick, (ts_now, ts_now)).fetchone()
+                if row is None:
+                    return None
+                action_id, attempts = str(row[0]), int(row[1])
+                if attempts < max_attempts:
+                    break
                 self._execute(
+                    "UPDATE webhook_actions SET state = 'dead', lease_until = NULL,"
+                    " lease_owner = NULL, last_error = ? WHERE action_id = ?",
+                    (f"{attempts} runs started and the last one never finished (its worker "
+                     f"died, hung or ran past its lease); error before that: "
+                     f"{self._last_error(action_id)}", action_id),
+                )
+                logger.error("action %s dead-lettered: its last of %d runs never finished",
+                             action_id, attempts)
+            owner = uuid.uuid4().hex
+            body, attempts = self._execute(
+                "UPDATE webhook_actions SET attempts = attempts + 1, lease_until = ?,"
+                " lease_owner = ? WHERE action_id = ? RETURNING body, attempts",
+                (self._ts(now + lease), owner, action_id),
+            ).fetchone()
+        return ClaimedAction(action_id, str(body), int(attempts), owner)
+
+    def _last_error(self, action_id: str) -> str | None:
+        row = self._execute("SELECT last_error FROM webhook_actions WHERE action_id = ?",
+                            (action_id,)).fetchone()
+        return None if row is None else row[0]
+
+    def finish(self, action_id: str, state: ActionState, *, owner: str,
+               error: str | None = None, retry_at: datetime | None = None) -> bool:
+        """Record a run's outcome: ``done``, ``dead``, or ``pending`` again at ``retry_at``.
+
+        Only the holder of the run's lease (``owner``, from :meth:`claim_next`) may: when
+        the lease ran out and another run took the action, this returns False and changes
+        nothing.
+        """
+        if state == "pending" and retry_at is None:
+            raise ValueError("a pending action needs retry_at")
+        with self._errors("record a handler run"), self._transaction():
+            if state == "pending":
+                assert retry_at is not None
+                cur = self._execute(
                     "UPDATE webhook_actions SET state = 'pending', lease_until = NULL,"
-                    " last_error = ?, next_attempt_at = ? WHERE action_id = ?",
-                    (error, self._ts(retry_at), action_id),
+                    " lease_owner = NULL, last_error = ?, next_attempt_at = ?"
+                    " WHERE action_id = ? AND lease_owner = ? AND state = 'pending'",
+                    (error, self._ts(retry_at), action_id, owner),
                 )
             else:
-                self._execute(
-                    "UPDATE webhook_actions SET state = ?, lease_until = NULL, last_error = ?"
-                    " WHERE action_id = ?",
-                    (state, error, action_id),
+                cur = self._execute(
+                    "UPDATE webhook_actions SET state = ?, lease_until = NULL,"
+                    " lease_owner = NULL, last_error = ?"
+                    " WHERE action_id = ? AND lease_owner = ? AND state = 'pending'",
+                    (state, error, action_id, owner),
                 )
+            return int(cur.rowcount) == 1
 
     def queue_counts(self) -> QueueCounts:
         """How many actions are pending, done and dead."""
-        rows = self._execute(
-            "SELECT state, COUNT(*) FROM webhook_actions GROUP BY state"
-        ).fetchall()
+        with self._errors("count the queue"):
+            rows = self._execute(
+                "SELECT state, COUNT(*) FROM webhook_actions GROUP BY state"
+            ).fetchall()
         counts = {str(r[0]): int(r[1]) for r in rows}
         return QueueCounts(counts.get("pending", 0), counts.get("done", 0), counts.get("dead", 0))
 
+    def dead_letters(self) -> list[DeadLetter]:
+        """Every dead-lettered action, oldest first."""
+        with self._errors("list the dead letters"):
+            rows = self._execute(
+                "SELECT action_id, first_received_at, attempts, last_error FROM webhook_actions"
+                " WHERE state = 'dead' ORDER BY first_received_at, action_id"
+            ).fetchall()
+        return [DeadLetter(str(r[0]), _as_utc(r[1]), int(r[2]), r[3]) for r in rows]
+
+    def retry_dead(self, now: datetime, action_ids: Sequence[str] | None = None) -> int:
+        """Put dead-lettered actions (all, or those of ``action_ids``) back in the queue,
+        due at ``now`` with their attempts counted from zero; returns how many."""
+        sql = ("UPDATE webhook_actions SET state = 'pending', attempts = 0, lease_until = NULL,"
+               " lease_owner = NULL, next_attempt_at = ? WHERE state = 'dead'")
+        with self._errors("retry the dead letters"), self._transaction():
+            if action_ids is None:
+                return int(self._execute(sql, (self._ts(now),)).rowcount)
+            count = 0
+            for action_id in action_ids:
+                count += int(self._execute(sql + " AND action_id = ?",
+                                           (self._ts(now), action_id)).rowcount)
+            return count
+
+    # -- retention --------------------------------------------------------------------
+
     def purge(self, now: datetime) -> int:
-        """Delete dedupe keys of finished actions first received longer ago than the
-        store's retention; pending actions are never purged. Returns how many went."""
-        cutoff = now - self.store.retention
-        with self._transaction():
-            cur = self._execute(
-                "DELETE FROM webhook_actions WHERE state <> 'pending' AND first_received_at < ?",
-                (self._ts(cutoff),),
+        """Delete the dedupe keys of actions processed (``done``) and first received
+        longer ago than the store's retention, in small steps. Pending actions are never
+        purged, and dead-lettered ones are kept for someone to look at and retry.
+        Returns how many went."""
+        cutoff = self._ts(now - self.store.retention)
+        return self._purge_steps(
+            "webhook_actions", "state = 'done' AND first_received_at < ?", (cutoff,)
+        ).rows
+
+    def purge_log(self, now: datetime) -> PurgeResult:
+        """Delete ``delivery_log`` rows older than the store's log retention, in small
+        steps; with an ``export_target``, never a row that target has not exported."""
+        cutoff = now - self.store.log_retention
+        target = self.store.export_target
+        if target is not None:
+            mark = self.export_mark(target)
+            if mark is None:
+                return PurgeResult()  # nothing exported yet: everything must stay
+            cutoff = min(cutoff, mark)
+        return self._purge_steps("delivery_log", "received_at < ?", (self._ts(cutoff),))
+
+    def _purge_steps(self, table: str, where: str, params: tuple[Any, ...]) -> PurgeResult:
+        # The rows of a step are found by a read outside the write lock (in SQLite, a
+        # scan can take long when few old rows are left); the delete by row address
+        # re-checks the condition, so a row that changed in between is left alone.
+        address = "rowid" if self._d.name == "sqlite" else "ctid"
+        find = self._sql(f"SELECT {address} FROM {table} WHERE {where} LIMIT {self.purge_step}")
+        rows = steps = 0
+        longest = 0.0
+        while True:
+            with self._errors(f"purge {table}"):
+                found = [r[0] for r in self._execute(find, params).fetchall()]
+            if not found:
+                return PurgeResult(rows, steps, longest)
+            with self._errors(f"purge {table}"):
+                if self._d.name == "sqlite":
+                    sql = (f"DELETE FROM {table} WHERE rowid IN (SELECT value FROM json_each(?))"
+                           f" AND {where}")
+                    args: tuple[Any, ...] = (json.dumps(found), *params)
+                else:
+                    sql = f"DELETE FROM {table} WHERE ctid = ANY(%s::tid[]) AND {where}"
+                    args = ([str(t) for t in found], *params)
+                with self._transaction(durable=False):
+                    rows += int(self.raw.execute(self._sql(sql), args).rowcount)
+            longest = max(longest, self.last_hold)
+            steps += 1
+            if len(found) < self.purge_step:
+                return PurgeResult(rows, steps, longest)
+
+    # -- export marks -----------------------------------------------------------------
+
+    def export_mark(self, target: str) -> datetime | None:
+        """Up to which ``received_at`` the export ``target`` has written the log."""
+        with self._errors("read an export mark"):
+            row = self._execute("SELECT exported_through FROM log_export_marks WHERE target = ?",
+                                (target,)).fetchone()
+        return None if row is None else _as_utc(row[0])
+
+    def set_export_mark(self, target: str, through: datetime) -> None:
+        """Record that ``target`` has written every log row received up to ``through``."""
+        with self._errors("record an export mark"), self._transaction():
+            self._execute(
+                "INSERT INTO log_export_marks (target, exported_through) VALUES (?, ?)"
+                " ON CONFLICT (target) DO UPDATE SET exported_through = excluded.exported_through",
+                (target, self._ts(through)),
             )
-            return int(cur.rowcount)
 
     # -- reads ------------------------------------------------------------------------
 
@@ -628,15 +928,27 @@ class StoreConnection:
         """Every stored action id (the dedupe keys)."""
         return {str(r[0]) for r in self._execute("SELECT action_id FROM webhook_actions")}
 
-    def iter_log(self, *, batch: int = 5000) -> Iterator[dict[str, Any]]:
-        """Every ``delivery_log`` row as a dict, oldest ``received_at`` first."""
+    def iter_log(
+        self, *, batch: int = 5000, after: datetime | None = None,
+        through: datetime | None = None,
+    ) -> Iterator[dict[str, Any]]:
+        """Every ``delivery_log`` row as a dict, oldest ``received_at`` first (only those
+        received after ``after`` and up to ``through``, when given)."""
+        where, params = [], []
+        if after is not None:
+            where.append("received_at > ?")
+            params.append(self._ts(after))
+        if through is not None:
+            where.append("received_at <= ?")
+            params.append(self._ts(through))
+        condition = f" WHERE {' AND '.join(where)}" if where else ""
         cur = self.raw.cursor()
-        cur.execute(f"SELECT {', '.join(LOG_COLUMNS)} FROM delivery_log ORDER BY received_at")
+        cur.execute(self._sql(f"SELECT {', '.join(LOG_COLUMNS)} FROM delivery_log{condition}"
+                              " ORDER BY received_at"), params)
         while rows := cur.fetchmany(batch):
             for row in rows:
                 rec = dict(zip(LOG_COLUMNS, row, strict=True))
-                at = rec["received_at"]
-                rec["received_at"] = parse_utc(at) if isinstance(at, str) else at.astimezone(UTC)
+                rec["received_at"] = _as_utc(rec["received_at"])
                 rec["duplicate"] = bool(rec["duplicate"])
                 rec["auth_ok"] = bool(rec["auth_ok"])
                 yield rec
@@ -647,16 +959,24 @@ class StoreConnection:
 
 
 class _Transaction:
-    """``BEGIN`` ... ``COMMIT`` on an autocommit connection, ``ROLLBACK`` on error."""
+    """``BEGIN`` ... ``COMMIT`` on an autocommit connection, ``ROLLBACK`` on error.
+
+    A COMMIT that fails is rolled back before the lock is released: SQLite leaves the
+    transaction open after a failed COMMIT (a full disk, say), and the connection would
+    keep SQLite's own write lock, and stay inside a transaction, after our lock is gone.
+    The time the lock was held is left in ``StoreConnection.last_hold`` (seconds).
+    """
 
     def __init__(self, conn: StoreConnection, *, durable: bool) -> None:
         self.conn = conn
         self.durable = durable
+        self.held_from = 0.0
 
     def __enter__(self) -> None:
         lock = self.conn._lock
         if lock is not None:
             lock.__enter__()
+        self.held_from = time.perf_counter()
         try:
             self.conn.raw.execute(self.conn.store.dialect.begin)
         except BaseException:
@@ -665,14 +985,26 @@ class _Transaction:
             raise
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        raw = self.conn.raw
+        xid, self.conn.xid = self.conn.xid, None
         try:
             if exc_type is None:
-                self.conn.raw.execute("COMMIT")
+                try:
+                    raw.execute("COMMIT")
+                except Exception as commit_error:
+                    with contextlib.suppress(Exception):
+                        raw.execute("ROLLBACK")
+                    if xid is not None and self.conn.broken:
+                        raise CommitUncertain(
+                            f"the connection to {self.conn.store.url} broke during COMMIT: "
+                            f"{commit_error}", xid) from commit_error
+                    raise
             else:
                 # The original error is the one to report; a failed rollback adds nothing.
                 with contextlib.suppress(Exception):
-                    self.conn.raw.execute("ROLLBACK")
+                    raw.execute("ROLLBACK")
         finally:
+            self.conn.last_hold = time.perf_counter() - self.held_from
             if self.conn._lock is not None:
                 self.conn._lock.__exit__(None, None, None)
         if exc_type is None and self.durable:

@@ -181,3 +181,141 @@ def pg_url() -> Iterator[str]:
 def rng() -> random.Random:
     """A seeded RNG."""
     return random.Random(20260302)
+
+
+def _pg_cluster() -> list[str]:
+    version = sorted(os.listdir("/etc/postgresql"))[0]
+    return ["pg_ctlcluster", "--skip-systemctl-redirect", version, "main"]
+
+
+def postgres_is_up() -> bool:
+    """Whether the shared PostgreSQL server accepts connections."""
+    return subprocess.run(["pg_isready", "-q", "-h", "127.0.0.1", "-p", "5432"],
+                          check=False).returncode == 0
+
+
+def restart_postgres() -> None:
+    """Restart the shared PostgreSQL server (as scripts/ensure-services knows how) and
+    return once it accepts connections again."""
+    subprocess.run([*_pg_cluster(), "restart"], check=True, capture_output=True, timeout=60)
+    deadline = time.monotonic() + 60
+    while not postgres_is_up():
+        if time.monotonic() > deadline:
+            raise RuntimeError("PostgreSQL did not come back within 60 s")
+        time.sleep(0.1)
+
+
+@pytest.fixture
+def postgres_restarts() -> Iterator[Callable[[], None]]:
+    """:func:`restart_postgres`, and a finaliser that makes sure the server is up again
+    (other engineers' tests share it)."""
+    yield restart_postgres
+    if not postgres_is_up():
+        subprocess.run([*_pg_cluster(), "start"], check=False, capture_output=True, timeout=60)
+        deadline = time.monotonic() + 60
+        while not postgres_is_up() and time.monotonic() < deadline:
+            time.sleep(0.1)
+
+
+class LoadGenerator:
+    """Threads that POST valid deliveries (a share of them repeats of earlier ones) to a
+    receiver and record what each request was answered: ``seen`` holds (actionId,
+    status, monotonic time of the answer) per request, status 0 for a transport error
+    (no answer)."""
+
+    def __init__(self, url: str, *, threads: int = 4, duplicate_share: float = 0.3,
+                 seed: int = 20260302, headers: dict[str, str] | None = None,
+                 timeout: float = 5.0, pace: float = 0.0) -> None:
+        self.url = url
+        self.pace = pace
+        self.headers = {**JSON, **(headers or {})}
+        self.timeout = timeout
+        self.duplicate_share = duplicate_share
+        self.seen: list[tuple[str, int, float]] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._run, args=(seed + i,), daemon=True)
+                         for i in range(threads)]
+
+    def __enter__(self) -> LoadGenerator:
+        for t in self._threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        """Stop sending and wait for the requests in flight."""
+        self._stop.set()
+        for t in self._threads:
+            t.join(60)
+
+    def _run(self, seed: int) -> None:
+        rng = random.Random(seed)
+        mine: list[str] = []
+        with httpx.Client(timeout=self.timeout) as client:
+            while not self._stop.is_set():
+                if mine and rng.random() < self.duplicate_share:
+                    action_id = rng.choice(mine)
+                else:
+                    action_id = str(uuid.UUID(int=rng.getrandbits(128), version=4))
+                    mine.append(action_id)
+                try:
+                    status = client.post(self.url, content=wire(event(action_id)),
+                                         headers=self.headers).status_code
+                except httpx.TransportError:
+                    status = 0
+                self.record(action_id, status)
+                if self.pace:
+                    self._stop.wait(self.pace)  # a steady load, not the most it can send
+
+    def record(self, action_id: str, status: int) -> None:
+        """Record an answer (also for requests the test sends itself)."""
+        with self._lock:
+            self.seen.append((action_id, status, time.monotonic()))
+
+    def statuses(self) -> list[int]:
+        """The answers so far, in order."""
+        with self._lock:
+            return [s for _, s, _ in self.seen]
+
+    def wait_for(self, predicate: Callable[[list[int]], bool], timeout: float) -> bool:
+        """Poll until ``predicate(statuses)`` holds (True) or ``timeout`` passes (False)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if predicate(self.statuses()):
+                return True
+            time.sleep(0.02)
+        return False
+
+    def acknowledged(self) -> set[str]:
+        """Every actionId answered 200 at least once."""
+        with self._lock:
+            return {a for a, s, _ in self.seen if s == 200}
+
+    def answers(self) -> list[tuple[str, int]]:
+        """(actionId, status) of every request so far."""
+        with self._lock:
+            return [(a, s) for a, s, _ in self.seen]
+
+
+def assert_log_tells_the_truth(answers: list[tuple[str, int]], rows: list[dict[str, Any]],
+                               acknowledged: set[str], stored: set[str]) -> None:
+    """The store against what the clients saw: every acknowledged action stored, with
+    exactly one log row that accepted it; every log row's status one that a client got
+    for that action (a 503 may have no row: the store is what failed). A request that
+    got no answer at all (status 0: its worker was killed) excuses its action's rows."""
+    from collections import Counter
+
+    assert acknowledged <= stored, f"{len(acknowledged - stored)} acknowledged, not stored"
+    accepting = Counter(r["action_id"] for r in rows
+                        if r["status"] == 200 and not r["duplicate"])
+    assert all(accepting[a] == 1 for a in acknowledged), "an action accepted twice or never"
+    logged = Counter((r["action_id"], r["status"]) for r in rows)
+    sent = Counter(answers)
+    unanswered = {a for a, s in answers if s == 0}
+    lying = {k: n for k, n in logged.items() if n > sent[k] and k[0] not in unanswered}
+    assert not lying, f"log rows with a status no client got: {list(lying.items())[:5]}"
+    unlogged = {k: n for k, n in sent.items() if k[1] not in (0, 503) and logged[k] < n}
+    assert not unlogged, f"answers without their log row: {list(unlogged.items())[:5]}"

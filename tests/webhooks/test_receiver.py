@@ -200,7 +200,9 @@ def test_wrong_method_and_path_are_refused_and_logged(server: tuple[ThreadServer
     assert httpx.get(srv.url, headers=AUTH).status_code == 405
     assert httpx.post(srv.base_url + "/other", content=wire(event()),
                       headers={**AUTH, **JSON}).status_code == 404
-    assert httpx.get(srv.base_url + "/healthz").json() == {"status": "ok"}
+    assert httpx.get(srv.base_url + "/healthz").json() == {
+        "status": "ok", "live": True, "ready": True, "store": "ok",
+        "loops": {"writer": "ok", "sync": "ok", "maintenance": "ok"}}
     assert sorted(row["status"] for row in _log_rows(db)) == [404, 405]
 
 
