@@ -88,12 +88,25 @@ def loads_wire(data: str | bytes) -> Any:
 # --------------------------------------------------------------------------------------
 
 
+#: The wire's shape for every model of the API: camelCase names (snake_case accepted too)
+#: and fields the document does not list kept, not refused.
+_WIRE_CONFIG = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="allow")
+
+
+def _exact_number(value: Any) -> Any:
+    # str() of a float is its shortest round-trip repr: the digits the user typed.
+    return Decimal(str(value)) if isinstance(value, float) else value
+
+
+def _id_as_text(value: Any) -> Any:
+    # Ids are text; a server may send a number (never a bool, which is an int too).
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
 class ApiModel(BaseModel):
     """Base of the response models: camelCase aliases, unknown fields kept."""
 
-    model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, extra="allow", frozen=True
-    )
+    model_config = ConfigDict(**_WIRE_CONFIG, frozen=True)
 
     #: What a valid answer looks like, for the error raised on an unexpected one.
     EXPECTED: ClassVar[str] = ""
@@ -247,7 +260,7 @@ class CampaignRequest(BaseModel):
     Fields the document does not list may be added and are sent as given.
     """
 
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="allow")
+    model_config = _WIRE_CONFIG
 
     type: str = Field(min_length=1)
     name: str = Field(min_length=spec.NAME_MIN_LENGTH, max_length=spec.NAME_MAX_LENGTH)
@@ -281,13 +294,7 @@ class CampaignRequest(BaseModel):
                              "and name the zone in time_zone")
         return value
 
-    @field_validator("bet", mode="before")
-    @classmethod
-    def _no_float(cls, value: Any) -> Any:
-        if isinstance(value, float):
-            # str() of a float is its shortest round-trip repr, the digits the user typed.
-            return Decimal(str(value))
-        return value
+    _bet_exact = field_validator("bet", mode="before")(_exact_number)
 
     @field_serializer("start_date", "end_date")
     def _fmt_date(self, value: datetime) -> str:
@@ -310,18 +317,7 @@ class CampaignCreated(ApiModel):
 
     campaign_id: str
 
-    @field_validator("campaign_id", mode="before")
-    @classmethod
-    def _as_text(cls, value: Any) -> Any:
-        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
-
-
-class ParticipantsRequest(BaseModel):
-    """The body of participant addition: the external ids of the players to add."""
-
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
-
-    player_ids: list[str] = Field(min_length=1)
+    _campaign_id_text = field_validator("campaign_id", mode="before")(_id_as_text)
 
 
 class ParticipantsAdded(ApiModel):
@@ -331,10 +327,7 @@ class ParticipantsAdded(ApiModel):
     campaign_id: str | None = None
     added: int | None = None
 
-    @field_validator("campaign_id", mode="before")
-    @classmethod
-    def _as_text(cls, value: Any) -> Any:
-        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+    _campaign_id_text = field_validator("campaign_id", mode="before")(_id_as_text)
 
 
 # --------------------------------------------------------------------------------------
@@ -369,10 +362,6 @@ class GameEventNotification(ApiModel):
     FEATURE; ``actionId`` must be the canonical 8-4-4-4-12 hexadecimal UUID text, either
     case (:func:`gptools.spec.canonical_action_id`)."""
 
-    model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, extra="allow", frozen=True
-    )
-
     round_id: str = Field(strict=True, min_length=1)
     game_id: str = Field(strict=True, min_length=1)
     player_id: str = Field(strict=True, min_length=1)
@@ -396,7 +385,7 @@ class GameEventNotification(ApiModel):
     def _bet_is_number(cls, value: Any) -> Any:
         if isinstance(value, bool) or not isinstance(value, int | float | Decimal):
             raise ValueError("bet must be a JSON number")
-        return Decimal(str(value)) if isinstance(value, float) else value
+        return _exact_number(value)
 
     @field_validator("action_id", mode="before")
     @classmethod

@@ -1,11 +1,11 @@
 """The main job: execute every notebook against the embedded sandbox and render HTML.
 
-One sandbox serves the whole run; each notebook runs in its own kernel with ``GP_BASE_URL``
-emptied and ``GPTOOLS_SANDBOX_URL`` naming that sandbox, so :func:`gptools.session.connect`
-inside it uses the run's sandbox whatever the user's environment says. The sandbox is reset
-before each notebook, so every notebook meets a provider as fresh as under nbval. Rendered
-pages go to ``out_dir``; a failing notebook is still rendered up to the failing cell, and
-reported.
+One sandbox, started by ``gptools run-notebooks``, serves the whole run; each notebook runs
+in its own kernel with ``GP_BASE_URL`` emptied and ``GPTOOLS_SANDBOX_URL`` naming that
+sandbox, so :func:`gptools.session.connect` inside it uses the run's sandbox whatever the
+user's environment says. The sandbox is reset before each notebook, so every notebook meets
+a provider as fresh as under nbval. Rendered pages go to ``out_dir``; a failing notebook is
+still rendered up to the failing cell, and reported.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
 from gptools.notebook_html import write_html
-from gptools.sandbox import SandboxConfig, run_sandbox
 from gptools.session import SANDBOX_URL_ENV
 
 
@@ -83,14 +82,3 @@ def _set_env(values: dict[str, str | None]) -> None:
             os.environ.pop(name, None)
         else:
             os.environ[name] = value
-
-
-def run_notebooks(folder: Path, out_dir: Path) -> list[NotebookRun]:
-    """Execute every notebook of ``folder`` against one sandbox (reset before each) and
-    render each to ``out_dir``."""
-    runs = []
-    with run_sandbox(SandboxConfig(seed=0)) as sandbox:
-        for path in find_notebooks(folder):
-            sandbox.reset()
-            runs.append(run_notebook(path, out_dir, sandbox_url=sandbox.base_url))
-    return runs

@@ -14,18 +14,14 @@ learns the real value from the provider changes one argument, not our code.
 from __future__ import annotations
 
 import decimal
+import functools
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Final, Literal
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-# --------------------------------------------------------------------------------------
-# Sources
-# --------------------------------------------------------------------------------------
-
-Source = Literal["spec", "assumed"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +36,6 @@ class Assumption:
     value: object
     reason: str
     override: str
-    source: Source = "assumed"
 
 
 # --------------------------------------------------------------------------------------
@@ -204,8 +199,11 @@ def endpoint_class(method: str, path: str) -> str:
     return ENDPOINT_CLASS_OTHER
 
 
-def tiers_for(method: str, path: str) -> tuple[RateTier, ...]:
-    """Return every tier a request counts against (global, per endpoint, per user).
+def tiers_for(
+    method: str, path: str, tiers: Iterable[RateTier] | None = None
+) -> tuple[RateTier, ...]:
+    """Return every tier of ``tiers`` (default :data:`RATE_TIERS`) a request counts
+    against (global, per endpoint, per user).
 
     A GET counts against both global tiers, the 500 of all methods and the 1000 of GETs
     (``GLOBAL_TIERS_COMBINED``, assumed).
@@ -213,7 +211,7 @@ def tiers_for(method: str, path: str) -> tuple[RateTier, ...]:
     cls = endpoint_class(method, path)
     method = method.upper()
     out = []
-    for tier in RATE_TIERS:
+    for tier in RATE_TIERS if tiers is None else tiers:
         if tier.methods is not None and method not in tier.methods:
             continue
         if tier.endpoint is not None and tier.endpoint != cls:
@@ -317,6 +315,28 @@ def time_zone_problem(name: object) -> str | None:
         except (ZoneInfoNotFoundError, ValueError):
             pass
     return f"{name!r} is not an IANA time zone (e.g. 'Europe/Malta')"
+
+
+def currency_decimals(currency: str) -> int | None:
+    """The minor-unit digits of an ISO 4217 ``currency`` (JPY 0, EUR 2, KWD 3), or ``None``
+    for a code it does not know (a crypto or house currency: the caller decides).
+
+    Taken from Babel (CLDR), a maintained source, never from a hand-written table; Babel
+    answers 2 for a code it does not know, so unknown codes are told apart here. (The
+    sandbox keeps its own reading, as the provider's stand-in.)
+    """
+    from babel.numbers import get_currency_precision
+
+    if currency not in _iso_currencies():
+        return None
+    return int(get_currency_precision(currency))
+
+
+@functools.cache
+def _iso_currencies() -> frozenset[str]:
+    from babel.numbers import list_currencies
+
+    return frozenset(list_currencies())
 
 
 # ======================================================================================

@@ -22,9 +22,9 @@ from gptools.campaigns import (
     CurrencyLine,
     Plan,
     Problem,
+    Review,
     Validation,
-    budget,
-    validate_plan,
+    review,
 )
 from gptools.costs import CostRow, rows_of
 from gptools.display import html_table
@@ -66,14 +66,17 @@ class PlannerInputs:
 class PlannerResult:
     """The planner's output: per-currency costs and exposure, the plan and its validation.
 
-    ``error`` holds an input that could not even be read (a malformed date); then
-    ``plan`` and ``validation`` are ``None``.
+    ``review`` is the plan's :class:`~gptools.campaigns.Review` (the table renders its
+    budget); ``validation`` is the review's plus the planner's own finding (a base-bet
+    level a currency lacks). ``error`` holds an input that could not even be read (a
+    malformed date); then ``plan``, ``validation`` and ``review`` are ``None``.
     """
 
     table: pd.DataFrame
     plan: Plan | None
     validation: Validation | None
     error: str | None = None
+    review: Review | None = None
 
     def _repr_html_(self) -> str:
         parts = [html_table(self.table)]
@@ -145,11 +148,10 @@ def planner_result(
         time_zone=inputs.time_zone, reporting_currency=reporting_currency,
         exchange_rates=dict(rates or {}),
     )
-    validation = validate_plan(plan, now=now, costs=costs)
-    try:
-        plan_budget = budget(plan).table.set_index("currency")
-    except ValueError:
-        plan_budget = None
+    planned = review(plan, now=now, costs=costs)
+    validation = planned.validation
+    plan_budget = (None if planned.budget is None
+                   else planned.budget.table.set_index("currency"))
     for row in table_rows:
         if plan_budget is not None and row[0] in plan_budget.index:
             row[5] = plan_budget.at[row[0], "max_exposure"]
@@ -160,7 +162,7 @@ def planner_result(
             "currencies", missing, f"base-bet level {inputs.level}",
             f"no base bet at this level for {inputs.buy_feature_type} of {game}")))
     table = pd.DataFrame(table_rows, columns=list(PLANNER_COLUMNS), dtype=object)
-    return PlannerResult(table, plan, validation)
+    return PlannerResult(table, plan, validation, review=planned)
 
 
 @dataclass

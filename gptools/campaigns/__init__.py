@@ -16,7 +16,6 @@ from gptools.campaigns._apply import (
     apply_plan,
 )
 from gptools.campaigns._budget import BUDGET_COLUMNS, Budget, budget
-from gptools.campaigns._display import Review, plan_html, player_view, review
 from gptools.campaigns._plan import (
     AWARDED_FEATURE,
     CAMPAIGN_TYPES,
@@ -26,6 +25,8 @@ from gptools.campaigns._plan import (
     PlanFileError,
     load_plan,
     plan_from_dict,
+    plan_html,
+    player_view,
 )
 from gptools.campaigns._requests import (
     REQUEST_ID_NAMESPACE,
@@ -33,6 +34,7 @@ from gptools.campaigns._requests import (
     campaign_requests,
     request_id,
 )
+from gptools.campaigns._review import Review, review
 from gptools.campaigns._validate import (
     PlanInvalidError,
     Problem,

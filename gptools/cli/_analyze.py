@@ -9,21 +9,9 @@ from typing import Any
 
 import click
 
+from gptools.cli._common import parse_now
 from gptools.cli._main import emit, fail, say, webhooks
-from gptools.webhooks.analysis import DeliveryLogError, analyze
-from gptools.webhooks.analysis._analysis import ENGINES
-from gptools.webhooks.analysis._readers import LOG_FORMATS
-
-
-def _parse_now(value: str | None) -> datetime | None:
-    if value is None:
-        return None
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        fail(f"--now {value!r} is not an ISO 8601 time like 2026-03-09T12:00:00Z", bad_input=True)
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
-
+from gptools.webhooks.analysis import ENGINES, LOG_FORMATS, DeliveryLogError, analyze
 
 #: What a replay request to the provider needs of each lost action.
 LOST_COLUMNS = ("action_id", "round_id", "player_id", "game_id", "currency_code", "bet",
@@ -72,7 +60,7 @@ def _write_lost(path: Path, lost: list[dict[str, Any]]) -> None:
 @click.option(
     "--now",
     default=None,
-    help="Judge pending actions at this time (ISO 8601, UTC if no zone); "
+    help="Judge pending actions at this time (ISO 8601 with an offset or Z for UTC); "
     "default: the log's last received_at.",
 )
 @click.option(
@@ -110,7 +98,7 @@ def analyze_command(
     (date=YYYY-MM-DD/ partitions included), a SQLite store (path or sqlite:///PATH) or a
     PostgreSQL URL (postgresql://USER@HOST/DB?schema=NAME).
     """
-    moment = _parse_now(now)
+    moment = parse_now(now)
     try:
         with analyze(
             log, format=fmt, table=table, now=moment, strict=strict,  # type: ignore[arg-type]

@@ -2,64 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
 import difflib
-import sys
-from collections.abc import Iterator
 from typing import Any
 
 import click
 
-from gptools import spec
-from gptools.cli._main import cli_errors as _main_cli_errors
+from gptools.cli._common import cli_errors, connect_client, resolve_brand
 from gptools.cli._main import costs, emit, fail
-from gptools.errors import (
-    GameNotFoundError,
-)
-
-
-@contextlib.contextmanager
-def cli_errors() -> Iterator[None]:
-    """The CLI's error contract plus the bad-input errors of costs and campaign plans."""
-    from gptools.campaigns import PlanFileError, PlanInvalidError
-    from gptools.costs import StoredTableError, UnknownCurrencyError
-
-    with _main_cli_errors(UnknownCurrencyError, GameNotFoundError, PlanFileError,
-                          PlanInvalidError, StoredTableError):
-        yield
-
-
-def connect_client() -> Any:
-    """The session client. Without ``GP_BASE_URL`` the embedded sandbox starts from the
-    state the previous command left (see :mod:`gptools.sandbox._persist`), so a campaign
-    created by one command exists for the next. Its one-line notice goes to stderr so that
-    ``--json`` output stays one document."""
-    from gptools.sandbox._persist import SandboxStateError, default_state_dir
-    from gptools.session import connect, real_service_configured, start_embedded_sandbox
-
-    with contextlib.redirect_stdout(sys.stderr):
-        if not real_service_configured():
-            try:
-                start_embedded_sandbox(state_dir=default_state_dir())
-            except SandboxStateError as exc:
-                fail(str(exc))
-        return connect()
-
-
-def resolve_brand(client: Any, brand: int | None) -> int | None:
-    """``brand`` if given; else none for an INDIVIDUAL account (its brand is implicit), the
-    only allowed brand of another account, or a bad-input error listing the choices."""
-    if brand is not None:
-        return brand
-    info = client.self()
-    if info.principal_type in spec.IMPLICIT_ALLOWED_PRINCIPALS:
-        return None
-    ids: list[int] = sorted(info.brand_ids)
-    if len(ids) == 1:
-        return ids[0]
-    fail(f"the account ({info.principal_type}) may act on brands {ids}; name one with --brand",
-         bad_input=True)
-
 
 #: ISO 4217 codes of metals, funds and tests: never what a mistyped --currency meant.
 _NOT_MONEY = frozenset({"XAG", "XAU", "XBA", "XBB", "XBC", "XBD", "XDR", "XPD", "XPT", "XSU",
@@ -120,14 +69,10 @@ def preview_command(games: tuple[str, ...], currencies: tuple[str, ...], source:
     from gptools.costs import CostBook
 
     currencies = tuple(cli_currency(c) for c in currencies)
-    with cli_errors():
-        client = connect_client()
-        try:
-            book = CostBook(client, brand=resolve_brand(client, brand))
-            table = book.table(list(games), list(currencies),
-                               source="game" if source == "game" else "configurations")
-        finally:
-            client.close()
+    with cli_errors(), connect_client() as client:
+        book = CostBook(client, brand=resolve_brand(client, brand))
+        table = book.table(list(games), list(currencies),
+                           source="game" if source == "game" else "configurations")
     rows = _money_rows(table)
     document = {"source": table.attrs["source"], "games": list(games),
                 "currencies": list(currencies), "rows": rows}

@@ -21,7 +21,6 @@ from gptools.errors import (
     InvalidRequestError,
 )
 
-EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_BAD_INPUT = 2
 #: A server command could not listen on its address (the port is in use, or not permitted).

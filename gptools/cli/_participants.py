@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from gptools import spec
-from gptools.cli._costs import connect_client
+from gptools.cli._common import connect_client
 from gptools.cli._main import EXIT_INTERRUPTED, cli_errors, emit, fail, participants, say
 
 
@@ -75,8 +75,7 @@ def load(
     picked: str | int | None = int(column) if column is not None and column.isdigit() else column
     with cli_errors(PlayerListError):
         try:
-            client = connect_client()
-            with client:
+            with connect_client() as client:
                 summary = load_participants(
                     client, campaign_id, file, brand=brand, column=picked, encoding=encoding,
                     delimiter=delimiter,

@@ -1,9 +1,13 @@
-"""``gptools sandbox serve``: run the simulated provider in the foreground."""
+"""``gptools sandbox serve|reset|deliver``: run the simulated provider in the foreground,
+forget its shared state, or make it deliver game events to a receiver."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import click
 
+from gptools.cli._common import AUTH_CHOICE
 from gptools.cli._main import emit, fail, listening_socket, sandbox, say
 
 
@@ -22,8 +26,7 @@ from gptools.cli._main import emit, fail, listening_socket, sandbox, say
 def serve(port: int, host: str, seed: int, no_rate_limits: bool, wallet_url: str | None,
           allow_insecure_callbacks: bool) -> None:
     """Serve the sandbox until Ctrl-C; prints its base URL and the demo credentials."""
-    from gptools.sandbox import SandboxConfig
-    from gptools.sandbox._server import serve_forever
+    from gptools.sandbox import SandboxConfig, serve_forever
 
     config = SandboxConfig(seed=seed, enforce_rate_limits=not no_rate_limits,
                            wallet_url=wallet_url,
@@ -62,7 +65,7 @@ def serve(port: int, host: str, seed: int, no_rate_limits: bool, wallet_url: str
 def reset(as_json: bool) -> None:
     """Forget the embedded sandbox's state (campaigns, participants, subscriptions) that
     consecutive commands share; the next command starts from an empty sandbox."""
-    from gptools.sandbox._persist import STATE_FILE, default_state_dir, reset_state
+    from gptools.sandbox import STATE_FILE, default_state_dir, reset_state
 
     directory = default_state_dir()
     existed = reset_state(directory)
@@ -70,3 +73,67 @@ def reset(as_json: bool) -> None:
     emit({"state_file": str(path), "cleared": existed}, as_json=as_json,
          human=lambda: (f"cleared the embedded sandbox state {path}" if existed
                         else f"no embedded sandbox state at {path}: nothing to clear"))
+
+
+@sandbox.command("deliver")
+@click.option("--url", required=True, help="The receiver's URL (e.g. http://127.0.0.1:8000"
+                                           "/v1/game-action-events).")
+@click.option("--count", "-n", type=click.IntRange(1), default=100, show_default=True,
+              help="How many game events to generate and deliver.")
+@click.option("--auth", "auth_kind", type=AUTH_CHOICE, default="none", show_default=True,
+              help="How to authenticate; secrets from the same GP_WEBHOOK_* variables.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--time-scale", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Simulated seconds per real second (e.g. 100800: 7 days in 6 s); "
+                   "default: jump straight to each due time.")
+@click.option("--concurrency", type=click.IntRange(1, 256), default=8, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+def deliver(url: str, count: int, auth_kind: str, seed: int, time_scale: float | None,
+            concurrency: int, as_json: bool) -> None:
+    """Make the sandbox deliver COUNT generated game events to a receiver, with the
+    provider's retries (5xx and time-outs retried with backoff for 7 simulated days)."""
+    from gptools.sandbox import (
+        DeliveryTarget,
+        EventGenerator,
+        ScaledClock,
+        SimClock,
+        VirtualClock,
+        WebhookDispatcher,
+    )
+    from gptools.webhooks import AuthConfigError, ReceiverAuth
+
+    try:
+        auth = ReceiverAuth.from_env(auth_kind)
+    except AuthConfigError as exc:
+        fail(str(exc), bad_input=True)
+    if not url.startswith(("http://", "https://")):
+        fail(f"--url must be an http(s) URL, got {url!r}", bad_input=True)
+    subscription: dict[str, object] = {"callbackUrl": url, "authenticationType": auth.kind}
+    if auth.api_key is not None:
+        subscription["apiKey"] = auth.api_key
+    if auth.username is not None and auth.password is not None:
+        subscription["username"] = auth.username.get_secret_value()
+        subscription["password"] = auth.password
+    # The receiver stamps real time, so the events must have happened already: they are
+    # spread over roughly the last COUNT seconds, so their delivery lag reads positive.
+    now, gap = datetime.now(UTC), timedelta(seconds=1)
+    start = now - count * gap
+    events = EventGenerator(seed=seed, start=start, mean_gap=gap).take(count)
+    overshoot = max(e.timestamp for e in events) - now
+    if overshoot > timedelta(0):
+        start -= overshoot
+        events = EventGenerator(seed=seed, start=start, mean_gap=gap).take(count)
+    clock: SimClock = (ScaledClock(start, time_scale) if time_scale is not None
+                       else VirtualClock(start))
+    with WebhookDispatcher(clock=clock, target=DeliveryTarget.from_subscription(subscription),
+                           concurrency=concurrency) as dispatcher:
+        for event in events:
+            dispatcher.enqueue(event)
+        say(f"delivering {count} events to {url} ...")
+        report = dispatcher.run()
+    document = {"url": url, "events": count, "attempts": report.attempts,
+                "statuses": report.statuses, **report.counts}
+    emit(document, as_json=as_json, human=lambda: (
+        f"{count} events, {report.attempts} attempts: "
+        + ", ".join(f"{k} {v}" for k, v in report.counts.items())
+        + "; answers " + ", ".join(f"{k}×{v}" for k, v in sorted(report.statuses.items()))))

@@ -99,16 +99,12 @@ class RateLimiter:
         self._by_endpoint: dict[str, tuple[str, ...]] = {}
 
     def tiers_for(self, method: str, path: str) -> tuple[str, ...]:
-        """Names of the windows a request counts against (same rules as ``spec.tiers_for``):
+        """Names of the windows a request counts against (:func:`gptools.spec.tiers_for`):
         a tier's name, or for an ``each_endpoint`` tier its name and the endpoint."""
         endpoint = spec.endpoint_of(method, path)
         names = self._by_endpoint.get(endpoint)
         if names is None:
-            method = method.upper()
-            cls = spec.endpoint_class(method, path)
-            tiers = [t for t in self.tiers
-                     if (t.methods is None or method in t.methods)
-                     and (t.endpoint is None or t.endpoint == cls)]
+            tiers = spec.tiers_for(method, path, self.tiers)
             names = tuple(t.window_key(endpoint) for t in tiers)
             for tier, name in zip(tiers, names, strict=True):
                 if name not in self._windows:

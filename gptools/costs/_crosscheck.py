@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any
 
@@ -83,29 +83,42 @@ class CrossCheck:
         return head + html_table(table)
 
 
+@dataclass(frozen=True, slots=True)
+class _Where:
+    """Where a difference is, as far down as its kind reaches (the rest stays empty)."""
+
+    game: str | None = None
+    currency: str | None = None
+    feature: str | None = None
+    base_bet: Decimal | None = None
+
+    def row(self) -> tuple[Any, ...]:
+        return (self.game, self.currency, self.feature, self.base_bet)
+
+
 class _Diffs:
     def __init__(self, left: str, right: str) -> None:
         self.left, self.right = left, right
         self.rows: list[tuple[Any, ...]] = []
 
-    def only(self, kind: str, side: str, *key: Any, value: Any = None) -> None:
-        keys = [*key, None, None, None, None][:4]
+    def only(self, kind: str, side: str, where: _Where, value: Any = None) -> None:
         lv, rv = (value, None) if side == self.left else (None, value)
-        self.rows.append((kind, *keys, side, lv, rv))
+        self.rows.append((kind, *where.row(), side, lv, rv))
 
-    def both(self, kind: str, key: tuple[Any, ...], lv: Any, rv: Any) -> None:
-        self.rows.append((kind, *key, None, lv, rv))
+    def both(self, kind: str, where: _Where, lv: Any, rv: Any) -> None:
+        self.rows.append((kind, *where.row(), None, lv, rv))
 
-    def sides(self, lset: Iterable[Any], rset: Iterable[Any], kind: str, *prefix: Any) -> None:
+    def sides(self, lset: Iterable[Any], rset: Iterable[Any], kind: str, where: _Where,
+              item_is: str | None) -> None:
+        """Each item on one side only: it fills ``where``'s field ``item_is``, or with
+        ``None`` (a cost, not a key) it is the side's value."""
         ls, rs = set(lset), set(rset)
         for side, mine, other in ((self.left, ls, rs), (self.right, rs, ls)):
             for item in sorted(mine - other):
-                if kind == COST_MISSING:
-                    self.only(kind, side, *prefix, None, None, value=item)
-                elif kind == BASE_BET_MISSING:
-                    self.only(kind, side, *prefix, None, item)
+                if item_is is None:
+                    self.only(kind, side, where, value=item)
                 else:
-                    self.only(kind, side, *prefix, item)
+                    self.only(kind, side, replace(where, **{item_is: item}))
 
 
 def cross_check(
@@ -129,10 +142,10 @@ def cross_check(
         lname, rname = f"{lname} (left)", f"{rname} (right)"
     diffs = _Diffs(lname, rname)
     lrows, rrows = _index(rows_of(left)), _index(rows_of(right))
-    diffs.sides(lrows, rrows, GAME_MISSING)
+    diffs.sides(lrows, rrows, GAME_MISSING, _Where(), "game")
     for game in sorted(lrows.keys() & rrows.keys()):
         lcur, rcur = lrows[game], rrows[game]
-        diffs.sides(lcur, rcur, CURRENCY_MISSING, game)
+        diffs.sides(lcur, rcur, CURRENCY_MISSING, _Where(game), "currency")
         for currency in sorted(lcur.keys() & rcur.keys()):
             _compare_currency(diffs, game, currency, lcur[currency], rcur[currency])
     order = {k: i for i, k in enumerate(KINDS)}
@@ -160,28 +173,30 @@ def _detailed(rows: list[CostRow]) -> bool:
 def _compare_currency(
     diffs: _Diffs, game: str, currency: str, lrows: list[CostRow], rrows: list[CostRow]
 ) -> None:
+    here = _Where(game, currency)
     if not (_detailed(lrows) and _detailed(rrows)):
         diffs.sides(
             (r.feature_cost for r in lrows), (r.feature_cost for r in rrows),
-            COST_MISSING, game, currency,
+            COST_MISSING, here, None,
         )
         return
     diffs.sides((r.base_bet for r in lrows), (r.base_bet for r in rrows),
-                BASE_BET_MISSING, game, currency)
+                BASE_BET_MISSING, here, "base_bet")
     lfeat, rfeat = _by_feature(lrows), _by_feature(rrows)
-    diffs.sides(lfeat, rfeat, BUY_FEATURE_MISSING, game, currency)
+    diffs.sides(lfeat, rfeat, BUY_FEATURE_MISSING, here, "feature")
     for feature in sorted(lfeat.keys() & rfeat.keys()):
         lmult = {r.price_multiplier for r in lfeat[feature]}
         rmult = {r.price_multiplier for r in rfeat[feature]}
         if lmult != rmult:
-            diffs.both(MULTIPLIER_CHANGED, (game, currency, feature, None),
+            diffs.both(MULTIPLIER_CHANGED, _Where(game, currency, feature),
                        _one(lmult), _one(rmult))
             continue
         lcost = {r.base_bet: r.feature_cost for r in lfeat[feature]}
         rcost = {r.base_bet: r.feature_cost for r in rfeat[feature]}
         for base in sorted(lcost.keys() & rcost.keys(), key=_dec):
             if lcost[base] != rcost[base]:
-                diffs.both(COST_DIFFERS, (game, currency, feature, base), lcost[base], rcost[base])
+                diffs.both(COST_DIFFERS, _Where(game, currency, feature, base),
+                           lcost[base], rcost[base])
 
 
 def _dec(value: Decimal | None) -> Decimal:

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
-from functools import cache
-
-from babel.numbers import get_currency_precision, list_currencies
 
 from gptools import spec
 from gptools.errors import GptoolsError
@@ -16,26 +13,22 @@ class UnknownCurrencyError(GptoolsError, ValueError):
     """A currency code that Babel's ISO 4217 data does not know and no override names."""
 
 
-@cache
-def _known_currencies() -> frozenset[str]:
-    return frozenset(list_currencies())
-
-
 def currency_exponent(currency: str, *, overrides: Mapping[str, int] | None = None) -> int:
     """The number of minor-unit digits of ``currency`` (JPY 0, EUR 2, KWD 3).
 
-    Taken from Babel (CLDR), a maintained source, never from a hand-written table. A code
-    Babel does not know (a crypto or house currency) must be named in ``overrides``;
-    Babel would silently answer 2 for it, which could misprice a campaign.
+    ISO 4217 codes as :func:`gptools.spec.currency_decimals` reads them (Babel's CLDR
+    data). A code it does not know (a crypto or house currency) must be named in
+    ``overrides``; guessing 2 for it could misprice a campaign.
     """
     if overrides and currency in overrides:
         return overrides[currency]
-    if currency not in _known_currencies():
+    decimals = spec.currency_decimals(currency)
+    if decimals is None:
         raise UnknownCurrencyError(
             f"currency {currency!r} is not an ISO 4217 code known to Babel; "
             f"pass its number of decimals, e.g. exponents={{{currency!r}: 8}}"
         )
-    return int(get_currency_precision(currency))
+    return decimals
 
 
 def minor_unit(currency: str, *, overrides: Mapping[str, int] | None = None) -> Decimal:

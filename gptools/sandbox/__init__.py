@@ -30,6 +30,7 @@ from gptools.sandbox._dispatcher import (
     SIMULATED_TIME_HEADER,
     DeliveryTarget,
     ScaledClock,
+    SimClock,
     VirtualClock,
     WalletCredentials,
     WebhookDispatcher,
@@ -37,7 +38,13 @@ from gptools.sandbox._dispatcher import (
 )
 from gptools.sandbox._events import CampaignPlay, EventGenerator
 from gptools.sandbox._faults import FaultRule, Faults
-from gptools.sandbox._server import RunningSandbox, run_sandbox
+from gptools.sandbox._persist import (
+    STATE_FILE,
+    SandboxStateError,
+    default_state_dir,
+    reset_state,
+)
+from gptools.sandbox._server import RunningSandbox, run_sandbox, serve_forever
 from gptools.sandbox._state import RecordedRequest, SandboxState, StoredCampaign
 
 __all__ = [
@@ -46,6 +53,7 @@ __all__ = [
     "CURRENCIES",
     "DEMO_ACCOUNTS",
     "SIMULATED_TIME_HEADER",
+    "STATE_FILE",
     "UNCOVERED_BRAND_IDS",
     "CampaignPlay",
     "CatalogueBuyFeature",
@@ -60,13 +68,18 @@ __all__ = [
     "SandboxApp",
     "SandboxConfig",
     "SandboxState",
+    "SandboxStateError",
     "ScaledClock",
+    "SimClock",
     "StoredCampaign",
     "VirtualClock",
     "WalletCredentials",
     "WebhookDispatcher",
     "attach_dispatcher",
     "create_app",
+    "default_state_dir",
     "feature_cost",
+    "reset_state",
     "run_sandbox",
+    "serve_forever",
 ]

@@ -86,16 +86,6 @@ def _wall_clock(value: object, body: Mapping[str, Any]) -> datetime | None:
     return naive.replace(tzinfo=zone).astimezone(UTC)
 
 
-def campaigns_of(campaigns: Mapping[str, Any]) -> list[CampaignPlay]:
-    """The playable campaigns of a sandbox's ``state.campaigns`` (``StoredCampaign``s)."""
-    out = []
-    for campaign_id, stored in sorted(campaigns.items()):
-        play = CampaignPlay.from_body(campaign_id, stored.body)
-        if play is not None:
-            out.append(play)
-    return out
-
-
 class EventGenerator:
     """Seeded game events: the same arguments give the same events, in the same order.
 

@@ -12,7 +12,13 @@
 The log analyser lives in :mod:`gptools.webhooks.analysis`.
 """
 
-from gptools.webhooks._app import InjectedFault, WebhookReceiver, load_handler, receiver_from_env
+from gptools.webhooks._app import (
+    InjectedFault,
+    WebhookReceiver,
+    load_handler,
+    receiver_environment,
+    receiver_from_env,
+)
 from gptools.webhooks._auth import AuthConfigError, ReceiverAuth
 from gptools.webhooks._export import ExportResult, export_log, log_record
 from gptools.webhooks._queue import GroupCommitWriter, Maintenance, ProcessingQueue
@@ -27,6 +33,7 @@ from gptools.webhooks._store import (
     Store,
     StoreConnection,
     StoreError,
+    format_utc,
     open_store,
 )
 
@@ -50,8 +57,10 @@ __all__ = [
     "StoreError",
     "WebhookReceiver",
     "export_log",
+    "format_utc",
     "load_handler",
     "log_record",
     "open_store",
+    "receiver_environment",
     "receiver_from_env",
 ]

@@ -495,6 +495,18 @@ def load_handler(spec_text: str) -> Handler:
     return handler
 
 
+def receiver_environment(store_url: str, auth_kind: str, *, path: str = spec.DEFAULT_WEBHOOK_PATH,
+                         max_body_bytes: int = spec.WEBHOOK_MAX_BODY_BYTES,
+                         handler: str | None = None) -> dict[str, str]:
+    """The ``GP_WEBHOOK_*`` variables :func:`receiver_from_env` reads, for these settings
+    (secrets are not among them: each worker reads those from its own environment)."""
+    env = {ENV_STORE: store_url, ENV_AUTH: auth_kind, ENV_PATH: path,
+           ENV_MAX_BODY: str(max_body_bytes)}
+    if handler:
+        env[ENV_HANDLER] = handler
+    return env
+
+
 def receiver_from_env() -> WebhookReceiver:
     """Build a receiver from ``GP_WEBHOOK_*`` variables (what ``gptools webhooks serve``
     sets for each worker): store URL, auth kind and secrets, path, body limit, handler."""

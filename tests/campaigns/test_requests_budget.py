@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from decimal import Decimal
 
@@ -131,3 +132,16 @@ def test_review_shows_validation_budget_and_requests(costs: pd.DataFrame) -> Non
         assert text in html
     bad = review(make_plan(bet_number=0, exchange_rates={}), now=NOW, costs=costs)
     assert not bad.validation.ok and bad.requests.empty and bad.budget is None
+
+
+def test_review_to_dict_is_json_ready(costs: pd.DataFrame) -> None:
+    planned = review(make_plan(), now=NOW, costs=costs)
+    data = planned.to_dict()
+    assert json.loads(json.dumps(data)) == data
+    assert data["ok"] and data["problems"] == []
+    assert [r["requestId"] for r in data["requests"]] == list(planned.requests["request_id"])
+    assert data["budget"]["total"] == "139300.00"
+    assert data["player_view"]["EUR"][0]["item"] == "Value of Promotion"
+    bad = review(make_plan(bet_number=0, exchange_rates={}), now=NOW, costs=costs).to_dict()
+    assert not bad["ok"] and bad["requests"] == [] and bad["budget"] is None
+    assert {"severity", "field", "value", "limit", "message"} <= set(bad["problems"][0])

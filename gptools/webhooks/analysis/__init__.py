@@ -14,6 +14,7 @@ core. Typical use::
 
 from gptools.webhooks.analysis._analysis import (
     DEFAULT_SILENCE_THRESHOLD,
+    ENGINES,
     DeliveryAnalysis,
     analyze,
 )
@@ -25,6 +26,7 @@ from gptools.webhooks.analysis._charts import (
     plot_status_mix,
 )
 from gptools.webhooks.analysis._readers import (
+    LOG_FORMATS,
     ColumnMapping,
     DeliveryLog,
     DeliveryLogError,
@@ -35,6 +37,8 @@ from gptools.webhooks.analysis._report import DeliveryReport
 
 __all__ = [
     "DEFAULT_SILENCE_THRESHOLD",
+    "ENGINES",
+    "LOG_FORMATS",
     "ColumnMapping",
     "DeliveryAnalysis",
     "DeliveryLog",

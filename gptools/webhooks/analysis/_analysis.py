@@ -7,13 +7,12 @@ import math
 import uuid
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from functools import cache, cached_property
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import ibis.expr.types as ir
 import pandas as pd
-from babel.numbers import get_currency_precision, list_currencies
 
 from gptools import spec
 from gptools.webhooks.analysis import _metrics as m
@@ -459,12 +458,7 @@ def _money_at_exponent(df: pd.DataFrame) -> pd.DataFrame:
 def _at_exponent(total: Any, currency: Any) -> Any:
     if not isinstance(total, Decimal) or not isinstance(currency, str) or not total.is_finite():
         return total
-    places = get_currency_precision(currency) if currency in _iso_currencies() else 0
+    places = spec.currency_decimals(currency) or 0
     exponent = total.normalize().as_tuple().exponent
     needed = -exponent if isinstance(exponent, int) else 0
     return total.quantize(Decimal(1).scaleb(-max(places, needed)))
-
-
-@cache
-def _iso_currencies() -> frozenset[str]:
-    return frozenset(list_currencies())

@@ -1,0 +1,114 @@
+"""One campaign review: validation, budget, requests and player view, computed once.
+
+The notebook (``_repr_html_``), the CLI (``gptools campaigns plan``, via :meth:`Review.to_dict`)
+and the planner widget only render a :class:`Review`; none of them recomputes a part of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+import pandas as pd
+
+from gptools.campaigns._budget import Budget, budget
+from gptools.campaigns._plan import Plan, plan_html, player_view
+from gptools.campaigns._requests import campaign_request
+from gptools.campaigns._validate import Validation, validate_plan
+from gptools.display import html_table
+from gptools.models import CampaignRequest
+
+
+def _plain(value: Any) -> Any:
+    # JSON-ready: Decimals as their exact digits, pandas' NA as null.
+    if isinstance(value, Decimal):
+        return f"{value:f}"
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if value is pd.NA:
+        return None
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class Review:
+    """A plan with its validation, budget, requests and player view, before applying.
+
+    ``budget`` is ``None`` when it cannot be computed (a missing exchange rate, which the
+    validation names); ``campaign_requests`` (currency -> request) is empty while the plan
+    has errors; ``player_views`` holds what a player sees, per currency.
+    """
+
+    plan: Plan
+    validation: Validation
+    budget: Budget | None
+    # Left out of the repr: the HTML and to_dict() show them, a repr of frames would not.
+    campaign_requests: Mapping[str, CampaignRequest] = field(repr=False)
+    player_views: Mapping[str, pd.DataFrame] = field(repr=False)
+
+    @property
+    def requests(self) -> pd.DataFrame:
+        """One row per request: currency, request_id, bet (exact text), type."""
+        rows = [(currency, req.request_id, f"{req.bet:f}", req.type)
+                for currency, req in self.campaign_requests.items()]
+        return pd.DataFrame(rows, columns=["currency", "request_id", "bet", "type"])
+
+    def to_dict(self) -> dict[str, Any]:
+        """The review as JSON-ready data (money as exact decimal strings)."""
+        plan_budget: dict[str, Any] | None = None
+        if self.budget is not None:
+            plan_budget = {
+                "reporting_currency": self.budget.reporting_currency,
+                "total": _plain(self.budget.total),
+                "rows": [_plain(row) for row in self.budget.table.to_dict(orient="records")],
+            }
+        return {
+            "plan": self.plan.name,
+            "ok": self.validation.ok,
+            "problems": [
+                {"severity": p.severity, "field": p.field, "value": _plain(p.value),
+                 "limit": _plain(p.limit), "message": p.message}
+                for p in self.validation.problems
+            ],
+            "budget": plan_budget,
+            "requests": [
+                {"currency": currency, "requestId": req.request_id,
+                 "body": _plain(req.model_dump(mode="python", by_alias=True,
+                                               exclude_none=True))}
+                for currency, req in self.campaign_requests.items()
+            ],
+            "player_view": {currency: view.to_dict(orient="records")
+                            for currency, view in self.player_views.items()},
+        }
+
+    def _repr_html_(self) -> str:
+        parts = [plan_html(self.plan), self.validation._repr_html_()]
+        if self.budget is not None:
+            parts.append(self.budget._repr_html_())
+        if self.campaign_requests:
+            parts.append("<p><b>Requests</b> (one campaign per currency)</p>"
+                         + html_table(self.requests))
+        return "".join(parts)
+
+
+def review(
+    plan: Plan,
+    *,
+    now: datetime | None = None,
+    costs: pd.DataFrame | None = None,
+) -> Review:
+    """Validate ``plan``, compute its budget, player view and, when valid, its requests."""
+    validation = validate_plan(plan, now=now, costs=costs)
+    try:
+        plan_budget: Budget | None = budget(plan)
+    except ValueError:
+        plan_budget = None
+    requests = ({currency: campaign_request(plan, currency) for currency in plan.currencies}
+                if validation.ok else {})
+    views = {currency: player_view(plan, currency) for currency in plan.currencies}
+    return Review(plan, validation, plan_budget, requests, views)

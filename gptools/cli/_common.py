@@ -1,0 +1,85 @@
+"""What the commands share: connecting, resolving the brand, reading ``--now``, and the
+bad-input errors of the library's capabilities (the output/exit contract is in ``_main``)."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+import click
+
+from gptools import spec
+from gptools.cli._main import cli_errors as _contract_errors
+from gptools.cli._main import fail
+from gptools.errors import GameNotFoundError
+
+#: How a receiver authenticates deliveries (``webhooks serve``, ``sandbox deliver``).
+AUTH_CHOICE = click.Choice(["bearer", "basic", "none"], case_sensitive=False)
+
+#: The ``--now`` help every command shows (one rule for all of them).
+NOW_HELP = ("Treat this time as now: ISO 8601 with an offset or Z for UTC, e.g. "
+            "2030-01-01T00:00:00Z (default: the current time).")
+
+
+@contextlib.contextmanager
+def cli_errors() -> Iterator[None]:
+    """The CLI's error contract plus the bad-input errors of costs and campaign plans."""
+    from gptools.campaigns import PlanFileError, PlanInvalidError
+    from gptools.costs import StoredTableError, UnknownCurrencyError
+
+    with _contract_errors(UnknownCurrencyError, GameNotFoundError, PlanFileError,
+                          PlanInvalidError, StoredTableError):
+        yield
+
+
+def connect_client(**client_options: Any) -> Any:
+    """The session client; ``client_options`` go to the client (time-out, retries, ...).
+
+    Without ``GP_BASE_URL`` the embedded sandbox starts from the state the previous command
+    left (see :mod:`gptools.sandbox`), so a campaign created by one command exists for the
+    next. Its one-line notice goes to stderr so that ``--json`` output stays one document.
+    """
+    from gptools.sandbox import SandboxStateError, default_state_dir
+    from gptools.session import connect, real_service_configured, start_embedded_sandbox
+
+    with contextlib.redirect_stdout(sys.stderr):
+        if not real_service_configured():
+            try:
+                start_embedded_sandbox(state_dir=default_state_dir())
+            except SandboxStateError as exc:
+                fail(str(exc))
+        return connect(**client_options)
+
+
+def resolve_brand(client: Any, brand: int | None) -> int | None:
+    """``brand`` if given; else none for an INDIVIDUAL account (its brand is implicit), the
+    only allowed brand of another account, or a bad-input error listing the choices."""
+    if brand is not None:
+        return brand
+    info = client.self()
+    if info.principal_type in spec.IMPLICIT_ALLOWED_PRINCIPALS:
+        return None
+    ids: list[int] = sorted(info.brand_ids)
+    if len(ids) == 1:
+        return ids[0]
+    fail(f"the account ({info.principal_type}) may act on brands {ids}; name one with --brand",
+         bad_input=True)
+
+
+def parse_now(value: str | None) -> datetime | None:
+    """A ``--now`` value as an aware time, ``None`` when not given; a time without an offset
+    (or ``Z``) is bad input, in every command: guessing its zone would shift results."""
+    if value is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(value.strip())
+    except ValueError:
+        fail(f"--now {value!r} is not an ISO 8601 time like 2030-01-01T00:00:00Z",
+             bad_input=True)
+    if moment.tzinfo is None:
+        fail(f"--now {value!r} needs an offset or Z for UTC, e.g. 2030-01-01T00:00:00Z",
+             bad_input=True)
+    return moment
