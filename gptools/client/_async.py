@@ -34,6 +34,7 @@ from gptools.client._base import (
 )
 from gptools.client._ratelimit import Ticket
 from gptools.client._settings import TimeoutTypes
+from gptools.client._transport import default_async_transport
 from gptools.models import (
     AwardedFeatureConfigurations,
     CampaignCreated,
@@ -54,9 +55,11 @@ class AsyncClient(BaseClient):
     def _setup(self, transport: httpx.BaseTransport | httpx.AsyncBaseTransport | None) -> None:
         if transport is not None and not isinstance(transport, httpx.AsyncBaseTransport):
             raise TypeError("AsyncClient needs an httpx.AsyncBaseTransport; use Client for sync")
+        # aiohttp by default (issue 13): httpx's own async pool slows down as concurrency
+        # grows; httpx.AsyncHTTPTransport() is one argument away.
         self._http = httpx.AsyncClient(base_url=self.settings.base_url, auth=self._auth(),
                                        timeout=self.timeout, headers=dict(DEFAULT_HEADERS),
-                                       transport=transport)
+                                       transport=transport or default_async_transport())
         # Set (and replaced) whenever a request finishes, to wake the tasks waiting for a
         # place in a rate window. All bookkeeping runs on the loop's thread between awaits,
         # so it needs no lock.

@@ -8,6 +8,7 @@ how a request is sent and how a wait is waited.
 
 from __future__ import annotations
 
+import errno
 import logging
 import math
 import random
@@ -240,7 +241,9 @@ reproducible jitter), ``batch_participant_path``, ``webhook_subscription_path``,
 ``{"startDate": "validFrom"}``), ``participant_retries`` (repeat a participant addition
 after a lost answer or a 5xx; default ``spec.PARTICIPANT_ADDITION_IDEMPOTENT``, assumed:
 re-adding is harmless) and
-``transport`` (an :class:`httpx.BaseTransport`). Defaults live in
+``transport`` (an :class:`httpx.BaseTransport`; for :class:`AsyncClient` an
+:class:`httpx.AsyncBaseTransport`, aiohttp's by default, ``httpx.AsyncHTTPTransport()`` for
+httpx's own). Defaults live in
 :mod:`gptools.client._constants` and :mod:`gptools.spec`.
 
 The account's principal type is learned from ``GET /self`` on first use and cached; it
@@ -549,15 +552,17 @@ class BaseClient:
         """A :class:`Retry` after a connection error or time-out; raises the final error."""
         self._count("transport_errors")
         reached = not isinstance(exc, _NOT_SENT)
+        reason = _describe(exc) if reached else (
+            f"cannot connect to {self.settings.base_url}: {connect_failure(exc)}")
         if attempt >= self.max_retries or not should_retry(
             None, rate_limited=False, idempotent=call.idempotent, reached=reached
         ):
             raise TransportError(
-                _describe(exc), method=call.method, url=self.url_of(call.path, call.params),
-                retries=attempt,
+                reason, method=call.method, url=self.url_of(call.path, call.params),
+                retries=attempt, sent=reached,
             ) from exc
         delay = self._backoff(attempt)
-        self._log_retry(call, _describe(exc), attempt, delay)
+        self._log_retry(call, reason, attempt, delay)
         return Retry(delay)
 
     def _backoff(self, attempt: int) -> float:
@@ -616,6 +621,29 @@ def _brand_list(info: SelfInfo) -> str:
     if not info.allowed_brands:
         return "none"
     return ", ".join(f"{b.id} ({b.name})" for b in info.allowed_brands)
+
+
+def connect_failure(exc: BaseException) -> str:
+    """Why a connection could not be had, in a few words ("connection refused"), the same
+    on every transport: read from the operating system's error under ``exc``."""
+    if isinstance(exc, httpx.PoolTimeout):
+        return "no free connection in time (pool time-out)"
+    if isinstance(exc, httpx.ConnectTimeout):
+        return "no connection in time (connect time-out)"
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    os_error: OSError | None = None
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, ConnectionRefusedError) or (
+                isinstance(cause, OSError) and cause.errno == errno.ECONNREFUSED):
+            return "connection refused"
+        if isinstance(cause, OSError) and cause.strerror:
+            os_error = cause
+        cause = cause.__cause__ or cause.__context__
+    if os_error is not None and os_error.strerror:
+        return os_error.strerror[:1].lower() + os_error.strerror[1:]
+    return _describe(exc) if isinstance(exc, httpx.TransportError) else str(exc)
 
 
 def _describe(exc: httpx.TransportError) -> str:

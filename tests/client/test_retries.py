@@ -109,7 +109,8 @@ def test_connection_refused_is_retried(make: MakeClient, sb: RunningSandbox) -> 
     with pytest.raises(errors.TransportError) as caught:
         c.self()
     assert caught.value.retries == 2
-    assert "ConnectError" in str(caught.value)
+    assert str(caught.value).startswith(f"cannot connect to {c.base_url}: connection refused")
+    assert caught.value.sent is False
     assert c.stats.transport_errors == 3
 
 
@@ -402,3 +403,32 @@ def test_overridden_rate_limit_status_works_end_to_end(make: MakeClient,
         WebhookSubscription(authentication_type="NONE"))
     assert created.retries == 1
     assert 201 in sb.state.subscriptions
+
+
+# --------------------------------------------------------------------------------------
+# Every transport tells "never sent" from "sent, answer lost" alike (issue 13 item 1)
+# --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("rule", [FaultRule("POST /webhook-subscription", drop=True, count=1),
+                                  FaultRule("POST /webhook-subscription", latency_s=1.0,
+                                            count=1)],
+                         ids=["dropped", "read-timeout"])
+def test_a_request_that_reached_the_server_is_sent_on_every_transport(
+        make: MakeClient, sb: RunningSandbox, rule: FaultRule) -> None:
+    """A dropped connection or a read time-out happened after the request left: a creation
+    is not repeated, and the error says it was sent. (httpx-aiohttp alone maps both to
+    ConnectTimeout, which would read as "never sent" and repeat the creation.)"""
+    from gptools.models import WebhookSubscription
+    c = make("partner", timeout=(2.0, 0.3))
+    c.self()
+    sb.faults.add(rule)
+    with pytest.raises(errors.TransportError) as caught:
+        c.create_webhook_subscription(WebhookSubscription(authentication_type="NONE"), brand=201)
+    assert caught.value.sent is True and caught.value.retries == 0
+    assert not str(caught.value).startswith("cannot connect")
+    deadline = time.monotonic() + 10
+    while len([r for r in sb.state.requests if r.method == "POST"]) < 1 \
+            and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert len([r for r in sb.state.requests if r.method == "POST"]) == 1
