@@ -29,7 +29,6 @@ from gptools import spec
 from gptools.client import _constants as C
 from gptools.client._ratelimit import RateLimiter
 from gptools.client._settings import (
-    DEFAULT_TIMEOUT,
     ClientSettings,
     TimeoutTypes,
     as_timeout,
@@ -227,9 +226,11 @@ def _aware(when: datetime) -> datetime:
 #: The keyword options and behaviour shared by :class:`Client` and :class:`AsyncClient`;
 #: each appends it to its own first line, so the two docstrings cannot drift apart.
 CLIENT_DOC = """\
-``base_url``, ``username`` and ``password`` default to ``GP_BASE_URL``, ``GP_USERNAME``
-and ``GP_PASSWORD`` from the environment, else from ``env_file`` (``.env``; ``None``
-skips it). The password is kept as a :class:`~pydantic.SecretStr`.
+``base_url``, ``username``, ``password``, ``max_retries`` and ``timeout`` default to
+``GP_BASE_URL``, ``GP_USERNAME``, ``GP_PASSWORD``, ``GP_MAX_RETRIES`` and ``GP_TIMEOUT``
+(seconds, or ``connect,read``) from the environment, else from ``env_file`` (``.env``;
+``None`` skips it), else (the last two) the defaults. The password is kept as a
+:class:`~pydantic.SecretStr`.
 
 Keyword options: ``timeout`` (seconds, a ``(connect, read)`` pair or an
 :class:`httpx.Timeout`; never ``None``), ``max_retries``, ``legacy_campaign_path``
@@ -261,8 +262,8 @@ class BaseClient:
         username: str | None = None,
         password: str | SecretStr | None = None,
         *,
-        timeout: TimeoutTypes = DEFAULT_TIMEOUT,
-        max_retries: int = C.DEFAULT_MAX_RETRIES,
+        timeout: TimeoutTypes | NotGiven = NOT_GIVEN,
+        max_retries: int | NotGiven = NOT_GIVEN,
         legacy_campaign_path: bool = False,
         rate_tiers: Sequence[spec.RateTier] = spec.RATE_TIERS,
         rate_limit_status: int = spec.RATE_LIMIT_STATUS,
@@ -277,11 +278,16 @@ class BaseClient:
         env_file: str | Path | None = ".env",
         transport: httpx.BaseTransport | httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        self.settings = ClientSettings.resolve(base_url, username, password, env_file=env_file)
-        self.timeout = as_timeout(timeout)
-        if max_retries < 0:
+        if timeout is None:
+            as_timeout(timeout)  # refused with its message: None is not "not given" here
+        if not isinstance(max_retries, NotGiven) and max_retries < 0:
             raise ValueError(f"max_retries must be 0 or more, got {max_retries}")
-        self.max_retries = max_retries
+        self.settings = ClientSettings.resolve(
+            base_url, username, password, env_file=env_file,
+            max_retries=None if isinstance(max_retries, NotGiven) else max_retries,
+            timeout=None if isinstance(timeout, NotGiven) else timeout)
+        self.timeout = self.settings.timeout
+        self.max_retries = self.settings.max_retries
         self.legacy_campaign_path = legacy_campaign_path
         self.rate_limit_status = rate_limit_status
         if not 0 <= retry_after_ceiling < math.inf:
