@@ -11,7 +11,7 @@ import click
 
 from gptools import spec
 from gptools.cli._main import cli_errors as _main_cli_errors
-from gptools.cli._main import costs, emit, fail
+from gptools.cli._main import client_options, costs, emit, fail
 from gptools.errors import (
     GameNotFoundError,
 )
@@ -34,7 +34,7 @@ def connect_client() -> Any:
     from gptools.session import connect
 
     with contextlib.redirect_stdout(sys.stderr):
-        return connect()
+        return connect(**client_options())
 
 
 def resolve_brand(client: Any, brand: int | None) -> int | None:

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from gptools import spec
-from gptools.cli._main import cli_errors, emit, fail, participants, say
+from gptools.cli._main import cli_errors, client_options, emit, fail, participants, say
 
 EXIT_INTERRUPTED = 130
 
@@ -20,7 +20,7 @@ def _connect() -> Any:
     from gptools.session import connect
 
     with contextlib.redirect_stdout(sys.stderr):
-        return connect()
+        return connect(**client_options())
 
 
 @participants.command("load")

@@ -38,6 +38,7 @@ from gptools.errors import (
     ApiError,
     BrandNotAllowedError,
     BrandRequiredError,
+    GptoolsError,
     TransportError,
     is_rate_limited,
 )
@@ -313,11 +314,26 @@ class BaseClient:
         self._stats = ClientStats()
         self._stats_lock = threading.Lock()
         self._self_info: SelfInfo | None = None
+        # GET /self fetches finished so far and the error of the last one: callers that
+        # waited for a fetch share its outcome, so eight threads starting together against
+        # a dead address fail once (one retry budget), not eight times in a row.
+        self._self_fetches = 0
+        self._self_error: GptoolsError | None = None
         self._setup(transport)
 
     def _setup(self, transport: httpx.BaseTransport | httpx.AsyncBaseTransport | None) -> None:
         """Create the HTTP client and the wait primitives (sync or async)."""
         raise NotImplementedError
+
+    def _must_fetch_self(self, seen: int, refresh: bool) -> bool:
+        """Under the ``GET /self`` lock: whether this caller fetches. ``seen`` is the fetch
+        count before it waited; a fetch that finished meanwhile is shared (its error is
+        raised again, its answer used, even for ``refresh``)."""
+        if self._self_fetches != seen:
+            if self._self_error is not None:
+                raise self._self_error
+            return self._self_info is None
+        return self._self_info is None or refresh
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(base_url={self.settings.base_url!r}, "

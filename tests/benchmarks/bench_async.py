@@ -29,10 +29,10 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_client import ACCOUNT, BRAND, GAME, served  # noqa: E402
+from bench_client import ACCOUNT, BRAND, GAME, served
 
-from gptools import spec  # noqa: E402
-from gptools.client import AsyncClient, Client  # noqa: E402
+from gptools import spec
+from gptools.client import AsyncClient, Client
 
 REQUESTS = 3_000
 IN_FLIGHT = 32

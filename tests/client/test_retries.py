@@ -17,7 +17,7 @@ from gptools import errors, spec
 from gptools.client import Client
 from gptools.models import loads_wire
 from gptools.sandbox import FaultRule, RunningSandbox, SandboxConfig, run_sandbox
-from tests.client.conftest import MakeClient
+from tests.client.conftest import MakeClient, run_concurrently
 from tests.client.test_operations import GAME, free_rounds
 
 GAME_PATH = "/api/v1/brands/201/game"
@@ -112,6 +112,19 @@ def test_connection_refused_is_retried(make: MakeClient, sb: RunningSandbox) -> 
     assert str(caught.value).startswith(f"cannot connect to {c.base_url}: connection refused")
     assert caught.value.sent is False
     assert c.stats.transport_errors == 3
+
+
+def test_callers_waiting_for_a_failed_self_share_its_error(make: MakeClient) -> None:
+    """Eight calls started together against a dead address cost one retry budget, not eight
+    in a row: the ones that waited for the GET /self fetch get its error."""
+    c = make("partner", base_url=f"http://127.0.0.1:{_closed_port()}", max_retries=2)
+    results = run_concurrently(c, [("game", (GAME.game_id,), {"brand": 201})] * 8)
+    assert all(isinstance(r, errors.TransportError) and r.sent is False for r in results)
+    assert c.stats.requests == 3 and c.stats.transport_errors == 3
+    # A later call tries again (the failure is shared, never cached).
+    with pytest.raises(errors.TransportError):
+        c.self()
+    assert c.stats.requests == 6
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -50,3 +51,7 @@ def test_bad_input_exits_2_with_a_message(
     assert message in result.output
     assert result.stdout == ""  # no half document on stdout
     assert "Traceback" not in result.output
+
+
+def test_a_wrong_address_fails_fast_and_says_so(unreachable: Any) -> None:
+    unreachable(["costs", "preview", "--game", "neon-fruits", "--currency", "EUR", "--json"])
