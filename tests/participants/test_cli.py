@@ -84,5 +84,6 @@ def test_a_wrong_address_fails_fast_and_says_so(unreachable: Any) -> None:
     re-sending the first chunk for a minute, and does not advise resuming."""
     unreachable(["participants", "load", str(MESSY), "--campaign", "CMP-1", "--brand",
                  str(BRAND)])
-    unreachable(["--max-retries", "0", "participants", "load", str(MESSY), "--campaign",
+    unreachable(["--max-retries", "0", "--timeout", "2,30", "participants", "load", str(MESSY),
+                 "--campaign",
                  "CMP-1", "--brand", str(BRAND), "--json"])
