@@ -24,6 +24,7 @@ test: $(STAMP) services lint typecheck unit notebooks
 
 services:
 	@bash scripts/ensure-services
+	@bash scripts/ensure-browser
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check gptools tests

@@ -68,9 +68,7 @@ if TYPE_CHECKING:
         validate_plan,
     )
     from gptools.client import (
-        AsyncBrandClient,
         AsyncClient,
-        BrandClient,
         Client,
         ClientStats,
     )
@@ -135,9 +133,7 @@ __version__ = "0.1.0"
 
 # name -> module that defines it, imported on first attribute access
 _LAZY: dict[str, str] = {
-    "AsyncBrandClient": "gptools.client",
     "AsyncClient": "gptools.client",
-    "BrandClient": "gptools.client",
     "Client": "gptools.client",
     "ClientStats": "gptools.client",
     "connect": "gptools.session",
@@ -216,13 +212,11 @@ def __dir__() -> list[str]:
 __all__ = [
     "ApiError",
     "ApplyResult",
-    "AsyncBrandClient",
     "AsyncClient",
     "AwardedFeatureConfiguration",
     "AwardedFeatureConfigurations",
     "BadRequestError",
     "Brand",
-    "BrandClient",
     "BrandNotAllowedError",
     "BrandRequiredError",
     "Budget",

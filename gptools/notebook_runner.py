@@ -1,9 +1,11 @@
 """The main job: execute every notebook against the embedded sandbox and render HTML.
 
-Each notebook runs in its own kernel with ``GP_BASE_URL`` emptied, so
-:func:`gptools.session.connect` inside it starts the embedded sandbox whatever the user's
-environment says. Rendered pages go to ``out_dir``; a failing notebook is still rendered up
-to the failing cell, and reported.
+One sandbox serves the whole run; each notebook runs in its own kernel with ``GP_BASE_URL``
+emptied and ``GPTOOLS_SANDBOX_URL`` naming that sandbox, so :func:`gptools.session.connect`
+inside it uses the run's sandbox whatever the user's environment says. The sandbox is reset
+before each notebook, so every notebook meets a provider as fresh as under nbval. Rendered
+pages go to ``out_dir``; a failing notebook is still rendered up to the failing cell, and
+reported.
 """
 
 from __future__ import annotations
@@ -16,7 +18,10 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
-from nbconvert import HTMLExporter
+
+from gptools.notebook_html import write_html
+from gptools.sandbox import SandboxConfig, run_sandbox
+from gptools.session import SANDBOX_URL_ENV
 
 
 @dataclass(frozen=True)
@@ -39,8 +44,13 @@ def find_notebooks(folder: Path) -> list[Path]:
     return sorted(p for p in folder.glob("*.ipynb") if not p.name.startswith("."))
 
 
-def run_notebook(path: Path, out_dir: Path, *, timeout_s: int = 600) -> NotebookRun:
-    """Execute one notebook in a fresh kernel (sandbox forced) and write its HTML."""
+def run_notebook(path: Path, out_dir: Path, *, timeout_s: int = 600,
+                 sandbox_url: str | None = None) -> NotebookRun:
+    """Execute one notebook in a fresh kernel (sandbox forced) and write its HTML.
+
+    ``sandbox_url`` is a sandbox served by this process for the kernel to use; without
+    it the kernel starts its own.
+    """
     nb = nbformat.read(path, as_version=4)
     client = NotebookClient(
         nb,
@@ -53,24 +63,34 @@ def run_notebook(path: Path, out_dir: Path, *, timeout_s: int = 600) -> Notebook
     )
     started = time.monotonic()
     error: str | None = None
-    saved = os.environ.get("GP_BASE_URL")
-    os.environ["GP_BASE_URL"] = ""
+    # The kernel inherits this process's environment when it starts.
+    overrides = {"GP_BASE_URL": "", SANDBOX_URL_ENV: sandbox_url}
+    saved = {name: os.environ.get(name) for name in overrides}
+    _set_env(overrides)
     try:
         client.execute()
     except CellExecutionError as exc:
         error = str(exc).strip().splitlines()[-1] if str(exc).strip() else repr(exc)
     finally:
-        if saved is None:
-            os.environ.pop("GP_BASE_URL", None)
-        else:
-            os.environ["GP_BASE_URL"] = saved
-    body, _ = HTMLExporter().from_notebook_node(nb)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    html = out_dir / f"{path.stem}.html"
-    html.write_text(body, encoding="utf-8")
+        _set_env(saved)
+    html = write_html(nb, out_dir, path.stem)
     return NotebookRun(path, html, time.monotonic() - started, error)
 
 
+def _set_env(values: dict[str, str | None]) -> None:
+    for name, value in values.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
 def run_notebooks(folder: Path, out_dir: Path) -> list[NotebookRun]:
-    """Execute every notebook of ``folder`` and render each to ``out_dir``."""
-    return [run_notebook(p, out_dir) for p in find_notebooks(folder)]
+    """Execute every notebook of ``folder`` against one sandbox (reset before each) and
+    render each to ``out_dir``."""
+    runs = []
+    with run_sandbox(SandboxConfig(seed=0)) as sandbox:
+        for path in find_notebooks(folder):
+            sandbox.reset()
+            runs.append(run_notebook(path, out_dir, sandbox_url=sandbox.base_url))
+    return runs

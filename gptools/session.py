@@ -5,6 +5,10 @@ environment or a ``.env`` file) it returns a client for the real service, config
 ``GP_BASE_URL``/``GP_USERNAME``/``GP_PASSWORD``. When it is unset it starts the embedded
 sandbox once per process (a real HTTP server on 127.0.0.1 in a background thread), says so
 in one visible line, and returns a client logged in as one of the sandbox's demo accounts.
+
+Two variations: when ``GPTOOLS_SANDBOX_URL`` names a sandbox another process serves (``gptools
+run-notebooks`` sets it for every notebook), that sandbox is used instead of a new one; and
+the CLI starts its sandbox with ``state_dir=`` so that consecutive commands share one state.
 """
 
 from __future__ import annotations
@@ -14,16 +18,22 @@ import os
 import sys
 import threading
 from contextlib import ExitStack
+from pathlib import Path
 from typing import Any
 
 from dotenv import dotenv_values
 
 from gptools.client import AsyncClient, Client
 from gptools.sandbox import RunningSandbox, SandboxConfig, run_sandbox
+from gptools.sandbox._persist import persisted
+from gptools.sandbox._remote import RemoteSandbox
+
+#: Names the address of a sandbox that another process serves (set by run-notebooks).
+SANDBOX_URL_ENV = "GPTOOLS_SANDBOX_URL"
 
 _lock = threading.Lock()
 _stack: ExitStack | None = None
-_sandbox: RunningSandbox | None = None
+_sandbox: RunningSandbox | RemoteSandbox | None = None
 
 
 def real_service_configured() -> bool:
@@ -37,26 +47,47 @@ def real_service_configured() -> bool:
     return bool(dotenv_values(".env").get("GP_BASE_URL"))
 
 
-def embedded_sandbox() -> RunningSandbox | None:
-    """The sandbox :func:`connect` started in this process, or ``None``."""
+def embedded_sandbox() -> RunningSandbox | RemoteSandbox | None:
+    """The sandbox :func:`connect` uses in this process, or ``None``: one it started (a
+    :class:`RunningSandbox`), or the one ``GPTOOLS_SANDBOX_URL`` names (a
+    :class:`RemoteSandbox`, the same read-only view over HTTP)."""
     return _sandbox
 
 
-def start_embedded_sandbox(config: SandboxConfig | None = None) -> RunningSandbox:
+def start_embedded_sandbox(config: SandboxConfig | None = None, *,
+                           state_dir: Path | None = None) -> RunningSandbox | RemoteSandbox:
     """Start the embedded sandbox once per process (later calls return the same one).
 
-    It stops when the process exits. ``config`` applies to the first call only.
+    It stops when the process exits. ``config`` and ``state_dir`` apply to the first call
+    only. With ``state_dir`` the sandbox starts from the state saved there and saves its
+    state back when it stops, holding the directory's lock meanwhile (the CLI's way of
+    letting consecutive commands share one sandbox). When ``GPTOOLS_SANDBOX_URL`` is set,
+    nothing is started: the sandbox served there is used.
     """
     global _stack, _sandbox
     with _lock:
         if _sandbox is None:
-            stack = ExitStack()
-            _sandbox = stack.enter_context(run_sandbox(config or SandboxConfig(seed=0)))
-            _stack = stack
-            atexit.register(stop_embedded_sandbox)
+            remote = os.environ.get(SANDBOX_URL_ENV)
+            if remote:
+                _sandbox = RemoteSandbox.at(remote)
+                where = f"served by another process, {SANDBOX_URL_ENV}"
+            else:
+                stack = ExitStack()
+                try:
+                    running = stack.enter_context(run_sandbox(config or SandboxConfig(seed=0)))
+                    where = ""
+                    if state_dir is not None:
+                        path = stack.enter_context(persisted(running.state, state_dir))
+                        where = f"state kept in {path}; `gptools sandbox reset` clears it"
+                except BaseException:
+                    stack.close()
+                    raise
+                _sandbox, _stack = running, stack
+                atexit.register(stop_embedded_sandbox)
             print(
                 f"Using the embedded sandbox at {_sandbox.base_url} "
-                "(GP_BASE_URL is unset; set it to use the real service).",
+                + (f"({where}; " if where else "(")
+                + "GP_BASE_URL is unset; set it to use the real service).",
                 file=sys.stdout,
             )
         return _sandbox

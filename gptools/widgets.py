@@ -7,6 +7,7 @@ tests set control values and read :attr:`PlannerUI.result` with no browser.
 
 from __future__ import annotations
 
+import html
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -26,6 +27,7 @@ from gptools.campaigns import (
     validate_plan,
 )
 from gptools.costs import CostRow, rows_of
+from gptools.display import html_table
 
 DATE_FORMAT = "%Y-%m-%d %H:%M"
 
@@ -74,9 +76,10 @@ class PlannerResult:
     error: str | None = None
 
     def _repr_html_(self) -> str:
-        parts = [str(self.table.to_html(index=False, na_rep=""))]
+        parts = [html_table(self.table)]
         if self.error:
-            parts.append(f"<p><b>Input error</b>: {self.error}</p>")
+            # The error quotes what the user typed: it must stay text.
+            parts.append(f"<p><b>Input error</b>: {html.escape(self.error)}</p>")
         if self.validation is not None:
             parts.append(self.validation._repr_html_())
         return "".join(parts)

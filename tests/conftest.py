@@ -18,6 +18,15 @@ from click.testing import CliRunner, Result
 from gptools.sandbox import RunningSandbox, SandboxConfig, run_sandbox
 
 
+@pytest.fixture(autouse=True)
+def _sandbox_state_dir(tmp_path_factory: pytest.TempPathFactory,
+                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """CLI commands run by a test keep their embedded sandbox's state in a directory of
+    that test, never in the user's cache."""
+    monkeypatch.setenv("GPTOOLS_SANDBOX_STATE_DIR",
+                       str(tmp_path_factory.mktemp("sandbox-state")))
+
+
 @pytest.fixture(scope="session")
 def sandbox() -> Iterator[RunningSandbox]:
     """A sandbox served on 127.0.0.1 for the whole session (rate limits enforced)."""

@@ -13,23 +13,28 @@ import pandas as pd
 from gptools import spec
 from gptools.campaigns._plan import AWARDED_FEATURE, Plan
 from gptools.campaigns._requests import campaign_requests
-from gptools.costs import CatalogueClient, cost_book, scoped
+from gptools.costs import CatalogueClient, cost_book
+from gptools.display import html_table
 from gptools.models import CampaignCreated, CampaignRequest, ParticipantsAdded
 
 
 class CampaignClient(CatalogueClient, Protocol):
-    """What applying needs: :class:`gptools.client.Client` or one brand's view of it."""
+    """What applying needs: :class:`gptools.client.Client` (or ``client.brand(ID)``).
+    ``brand=None`` means the client's own brand, if it has one."""
 
-    def create_campaign(self, request: CampaignRequest) -> CampaignCreated:
+    def create_campaign(
+        self, request: CampaignRequest, *, brand: int | None = None
+    ) -> CampaignCreated:
         """``POST /api/v1/campaign``."""
 
     def add_participants(
-        self, campaign_id: str, player_ids: Sequence[str]
+        self, campaign_id: str, player_ids: Sequence[str], *, brand: int | None = None
     ) -> ParticipantsAdded:
         """``POST /api/v1/campaign/{campaignId}/participant``."""
 
     def add_participants_batch(
-        self, campaign_id: str, player_ids: Sequence[str], *, max_ids: int = ...
+        self, campaign_id: str, player_ids: Sequence[str], *, brand: int | None = None,
+        max_ids: int = ...,
     ) -> ParticipantsAdded:
         """The batch participant endpoint (path assumed, see :mod:`gptools.spec`)."""
 
@@ -68,12 +73,12 @@ class ApplyResult:
     def _repr_html_(self) -> str:
         name = html.escape(self.plan_name)
         head = f"<p><b>Applied</b> {name}: {len(self.campaigns)} campaign(s)</p>"
-        return head + str(self.to_frame().to_html(index=False))
+        return head + html_table(self.to_frame())
 
 
 def add_players(
     client: CampaignClient, campaign_id: str, player_ids: Sequence[str], *,
-    chunk_size: int | None = None, endpoint: str = "single",
+    chunk_size: int | None = None, endpoint: str = "single", brand: int | None = None,
 ) -> int:
     """Add ``player_ids`` to a campaign in requests of at most ``chunk_size`` ids; returns
     how many ids were sent. Re-adding a player is harmless by assumption
@@ -83,6 +88,7 @@ def add_players(
     ``endpoint="batch"`` uses the batch participant endpoint the document recommends for
     large lists (path assumed), in chunks of ``spec.BATCH_PARTICIPANT_MAX_IDS``; the
     default ``"single"`` uses the documented one, in chunks of ``spec.PARTICIPANT_MAX_IDS``.
+    ``brand`` is passed to every call (``None``: the client's own brand, if any).
     """
     if endpoint not in ("single", "batch"):
         raise ValueError(f"endpoint must be 'single' or 'batch', got {endpoint!r}")
@@ -95,9 +101,9 @@ def add_players(
     for start in range(0, len(ids), chunk_size):
         chunk = ids[start:start + chunk_size]
         if batch:
-            client.add_participants_batch(campaign_id, chunk, max_ids=chunk_size)
+            client.add_participants_batch(campaign_id, chunk, brand=brand, max_ids=chunk_size)
         else:
-            client.add_participants(campaign_id, chunk)
+            client.add_participants(campaign_id, chunk, brand=brand)
     return len(ids)
 
 
@@ -122,9 +128,8 @@ def apply_plan(
     ``Client(participant_retries=False)`` stops the client repeating). ``endpoint`` is the
     participant endpoint (``"single"``, the default, or ``"batch"``, see
     :func:`add_players`). ``client`` is a
-    :class:`~gptools.client.Client`; the plan's ``brand`` selects its brand view.
+    :class:`~gptools.client.Client`; every call acts on the plan's ``brand``.
     """
-    api: CampaignClient = scoped(client, plan.brand)
     if plan.campaign_type == AWARDED_FEATURE and costs is None and plan.currencies:
         costs = cost_book(client, brand=plan.brand).table(
             list(plan.game_ids), list(plan.currencies), source="configurations"
@@ -132,11 +137,11 @@ def apply_plan(
     requests = campaign_requests(plan, now=now, costs=costs)
     applied = []
     for currency, request in requests.items():
-        created = api.create_campaign(request)
+        created = client.create_campaign(request, brand=plan.brand)
         sent = 0
         if add_participants and plan.currencies[currency].player_ids:
-            sent = add_players(api, created.campaign_id, plan.currencies[currency].player_ids,
-                               endpoint=endpoint)
+            sent = add_players(client, created.campaign_id, plan.currencies[currency].player_ids,
+                               endpoint=endpoint, brand=plan.brand)
         assert request.request_id is not None
         applied.append(AppliedCampaign(currency, request.request_id, created.campaign_id, sent))
     return ApplyResult(plan.name, tuple(applied))
@@ -155,5 +160,5 @@ def add_participants_to(
     unknown = sorted(set(player_ids) - set(ids))
     if unknown:
         raise KeyError(f"the applied plan has no campaign in {unknown}; it has {sorted(ids)}")
-    api: CampaignClient = scoped(client, brand)
-    return {cur: add_players(api, ids[cur], pids) for cur, pids in player_ids.items()}
+    return {cur: add_players(client, ids[cur], pids, brand=brand)
+            for cur, pids in player_ids.items()}

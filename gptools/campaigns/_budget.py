@@ -11,6 +11,7 @@ import pandas as pd
 
 from gptools.campaigns._plan import Plan
 from gptools.costs import UnknownCurrencyError, format_money, minor_unit, round_money
+from gptools.display import html_table
 
 BUDGET_COLUMNS: tuple[str, ...] = (
     "currency",
@@ -51,9 +52,7 @@ class Budget:
         if self.total is not None and self.reporting_currency:
             money = html.escape(format_money(self.total, self.reporting_currency))
             total = f"<p>Total maximum exposure: <b>{money}</b></p>"
-        return "<p><b>Budget</b> (maximum exposure)</p>" + str(
-            self.table.to_html(index=False, na_rep="")
-        ) + total
+        return "<p><b>Budget</b> (maximum exposure)</p>" + html_table(self.table) + total
 
 
 def _in_minor_units(amount: Decimal, currency: str) -> Decimal:
@@ -75,8 +74,16 @@ def budget(
 
     ``rates`` (units of ``reporting_currency`` per unit of each currency) and
     ``reporting_currency`` default to the plan's own. A missing rate raises
-    :class:`ValueError` naming the currency; the reporting currency converts at 1.
+    :class:`ValueError` naming the currency; the reporting currency converts at 1. A
+    negative number of players or rounds raises :class:`ValueError` (no exposure is
+    negative).
     """
+    for currency, line in plan.currencies.items():
+        if line.players < 0:
+            raise ValueError(f"currencies.{currency}.players = {line.players}: a number of "
+                             "players cannot be negative")
+    if plan.bet_number < 0:
+        raise ValueError(f"bet_number = {plan.bet_number}: cannot be negative")
     rates = plan.exchange_rates if rates is None else rates
     reporting = reporting_currency or plan.reporting_currency
     rows = []

@@ -13,6 +13,7 @@ from gptools.campaigns._plan import AWARDED_FEATURE, Plan
 from gptools.campaigns._requests import campaign_request
 from gptools.campaigns._validate import Validation, validate_plan
 from gptools.costs import format_money
+from gptools.display import html_table
 from gptools.models import DisplayOptions
 
 
@@ -77,7 +78,7 @@ def plan_html(plan: Plan) -> str:
     first = next(iter(plan.currencies), None)
     view = _player_html(plan, first) if first else ""
     return (f"<p><b>Campaign plan</b></p><table>{rows}</table>"
-            f"{lines.to_html(index=False)}{view}")
+            f"{html_table(lines)}{view}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +100,7 @@ class Review:
             parts.append(self.budget._repr_html_())
         if not self.requests.empty:
             parts.append("<p><b>Requests</b> (one campaign per currency)</p>"
-                         + str(self.requests.to_html(index=False)))
+                         + html_table(self.requests))
         return "".join(parts)
 
 

@@ -14,6 +14,7 @@ import pandas as pd
 from gptools import spec
 from gptools.campaigns._plan import AWARDED_FEATURE, CAMPAIGN_TYPES, Plan
 from gptools.costs import UnknownCurrencyError, available_costs, currency_exponent
+from gptools.display import html_table
 from gptools.errors import GptoolsError
 
 Severity = Literal["error", "warning"]
@@ -75,7 +76,7 @@ class Validation:
             return "<p><b>Validation</b>: no problems.</p>"
         head = (f"<p><b>Validation</b>: {len(self.errors)} error(s), "
                 f"{len(self.warnings)} warning(s).</p>")
-        return head + str(self.to_frame().to_html(index=False))
+        return head + html_table(self.to_frame())
 
 
 def _text(value: Any) -> str:

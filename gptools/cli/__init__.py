@@ -2,7 +2,8 @@
 
 Contract (docs/design.md, "The command line"): every reporting subcommand takes ``--json``
 and then prints exactly one JSON document on stdout; exit code 0 on success, 2 on bad input,
-1 on failure.
+1 on failure, 3 when a server command cannot listen on its address, 130 when interrupted
+(the README lists them).
 """
 
 from gptools.cli import (  # noqa: F401  (importing registers the commands)

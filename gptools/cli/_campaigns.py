@@ -10,7 +10,7 @@ import click
 import pandas as pd
 
 from gptools.cli._costs import cli_errors, connect_client, resolve_brand
-from gptools.cli._main import EXIT_BAD_INPUT, campaigns, emit, fail
+from gptools.cli._main import EXIT_BAD_INPUT, campaigns, cli_text, emit, fail
 
 
 def _text(value: Any) -> Any:
@@ -70,7 +70,7 @@ def plan_command(file: str, offline: bool, brand: int | None, now_text: str | No
         validation = validate(plan, now=now, costs=costs)
     problems = [
         {"severity": p.severity, "field": p.field, "value": _text(p.value),
-         "limit": _text(p.limit), "message": p.message}
+         "limit": _text(p.limit), "message": cli_text(p.message)}
         for p in validation.problems
     ]
     plan_budget: dict[str, Any] | None = None
@@ -98,7 +98,7 @@ def plan_command(file: str, offline: bool, brand: int | None, now_text: str | No
     def human() -> str:
         lines = [f"plan {plan.name!r}: "
                  + ("valid" if validation.ok else f"{len(validation.errors)} error(s)")]
-        lines += [f"  {p}" for p in validation.problems]
+        lines += [f"  {cli_text(str(p))}" for p in validation.problems]
         if plan_budget is not None:
             for row in plan_budget["rows"]:
                 lines.append(f"  {row['currency']}: max exposure {row['max_exposure']}"

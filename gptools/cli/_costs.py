@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import difflib
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -29,11 +30,19 @@ def cli_errors() -> Iterator[None]:
 
 
 def connect_client() -> Any:
-    """The session client; the embedded sandbox's one-line notice goes to stderr so that
+    """The session client. Without ``GP_BASE_URL`` the embedded sandbox starts from the
+    state the previous command left (see :mod:`gptools.sandbox._persist`), so a campaign
+    created by one command exists for the next. Its one-line notice goes to stderr so that
     ``--json`` output stays one document."""
-    from gptools.session import connect
+    from gptools.sandbox._persist import SandboxStateError, default_state_dir
+    from gptools.session import connect, real_service_configured, start_embedded_sandbox
 
     with contextlib.redirect_stdout(sys.stderr):
+        if not real_service_configured():
+            try:
+                start_embedded_sandbox(state_dir=default_state_dir())
+            except SandboxStateError as exc:
+                fail(str(exc))
         return connect(**client_options())
 
 
@@ -50,6 +59,32 @@ def resolve_brand(client: Any, brand: int | None) -> int | None:
         return ids[0]
     fail(f"the account ({info.principal_type}) may act on brands {ids}; name one with --brand",
          bad_input=True)
+
+
+#: ISO 4217 codes of metals, funds and tests: never what a mistyped --currency meant.
+_NOT_MONEY = frozenset({"XAG", "XAU", "XBA", "XBB", "XBC", "XBD", "XDR", "XPD", "XPT", "XSU",
+                        "XTS", "XUA", "XXX"})
+
+
+def cli_currency(text: str) -> str:
+    """A ``--currency`` value as an upper-case ISO 4217 code, or a bad-input error that
+    suggests codes the command takes (the CLI has no way to give a currency's exponent)."""
+    from babel.numbers import list_currencies
+
+    from gptools.costs import UnknownCurrencyError, currency_exponent
+
+    code = text.strip().upper()
+    try:
+        currency_exponent(code)
+    except UnknownCurrencyError:
+        # A typo keeps the first letter far more often than not; other matches mislead.
+        money = sorted(c for c in list_currencies()
+                       if c not in _NOT_MONEY and c[:1] == code[:1])
+        close = difflib.get_close_matches(code, money, n=3, cutoff=0.6)
+        hint = (f"did you mean {' or '.join(close)}?" if close
+                else "use an ISO 4217 code such as EUR, USD, GBP or JPY")
+        fail(f"--currency {text}: not an ISO 4217 currency code; {hint}", bad_input=True)
+    return code
 
 
 def _money_rows(table: Any) -> list[dict[str, Any]]:
@@ -82,11 +117,10 @@ def _money_rows(table: Any) -> list[dict[str, Any]]:
 def preview_command(games: tuple[str, ...], currencies: tuple[str, ...], source: str,
                     brand: int | None, as_json: bool) -> None:
     """Every available awarded-feature cost of GAME in CURRENCY (decimals as text in JSON)."""
-    from gptools.costs import CostBook, currency_exponent
+    from gptools.costs import CostBook
 
+    currencies = tuple(cli_currency(c) for c in currencies)
     with cli_errors():
-        for currency in currencies:
-            currency_exponent(currency)
         client = connect_client()
         try:
             book = CostBook(client, brand=resolve_brand(client, brand))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
+import socket
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any, NoReturn
@@ -23,6 +25,9 @@ from gptools.errors import (
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_BAD_INPUT = 2
+#: A server command could not listen on its address (the port is in use, or not permitted).
+EXIT_ADDRESS_IN_USE = 3
+EXIT_INTERRUPTED = 130
 
 
 class BadInput(click.ClickException):
@@ -35,6 +40,27 @@ class Failure(click.ClickException):
     """The work failed (server refused, I/O failed): a clear message and exit code 1."""
 
     exit_code = EXIT_FAILURE
+
+
+class AddressInUse(click.ClickException):
+    """A server cannot listen on its address: a clear message and exit code 3."""
+
+    exit_code = EXIT_ADDRESS_IN_USE
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` for a server to serve on (bound here so that the
+    start-up line is printed only once the address is really ours), or exit 3."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise AddressInUse(f"cannot listen on {host}:{port}: {exc.strerror or exc}; choose "
+                           "another --port (0 picks a free one)") from None
+    sock.set_inheritable(True)
+    return sock
 
 
 def emit(document: Any, *, as_json: bool, human: Callable[[], str] | None = None) -> None:
@@ -52,9 +78,37 @@ def say(message: str) -> None:
     click.echo(message, err=True)
 
 
+#: Hints in library messages that name a Python argument, and what the CLI says instead.
+#: Every CLI message passes through :func:`cli_text`; tests check that no Python form is
+#: left in what the commands print.
+_PYTHON_HINTS: tuple[tuple[str, str], ...] = (
+    ("Pass brand=ID or use client.brand(ID)", "Name one with --brand"),
+    ("encoding=...", "--encoding"),
+    ("column=...", "--column"),
+    ("pass format= one of", "pass --format, one of"),
+    ("(pass costs=)", "(run without --offline)"),
+)
+
+
+#: The same for hints whose text varies (the CLI has no way to give a currency's exponent).
+_PYTHON_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"pass its number of decimals, e\.g\. exponents=\{[^}]*\}"),
+     "the CLI takes ISO 4217 codes only"),
+)
+
+
+def cli_text(message: str) -> str:
+    """A library message with its Python-argument hints replaced by the CLI options."""
+    for python, option in _PYTHON_HINTS:
+        message = message.replace(python, option)
+    for pattern, replacement in _PYTHON_PATTERNS:
+        message = pattern.sub(replacement, message)
+    return message
+
+
 def fail(message: str, *, bad_input: bool = False) -> NoReturn:
     """Stop with a message and the contract's exit code."""
-    raise (BadInput if bad_input else Failure)(message)
+    raise (BadInput if bad_input else Failure)(cli_text(message))
 
 
 @contextlib.contextmanager
@@ -68,7 +122,8 @@ def cli_errors(*bad_input: type[BaseException]) -> Iterator[None]:
     except expected as exc:
         fail(str(exc), bad_input=True)
     except (BrandRequiredError, BrandNotAllowedError) as exc:
-        fail(f"{exc}. Name one with --brand.", bad_input=True)
+        text = cli_text(str(exc))
+        fail(text if "--brand" in text else f"{text}. Name one with --brand.", bad_input=True)
     except TransportError as exc:
         # Never reached the server: the one line that names the address says it all.
         fail(exc.message if not exc.sent else str(exc))
@@ -144,4 +199,4 @@ def main(argv: list[str] | None = None) -> None:
         cli.main(args=argv, prog_name="gptools", standalone_mode=True)
     except KeyboardInterrupt:
         say("interrupted")
-        sys.exit(130)
+        sys.exit(EXIT_INTERRUPTED)

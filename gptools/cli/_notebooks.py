@@ -18,21 +18,25 @@ from gptools.cli._main import cli, emit, fail, say
 def run_notebooks_cmd(folder: Path, out_dir: Path, as_json: bool) -> None:
     """Execute every notebook against the embedded sandbox and write HTML under OUT."""
     from gptools.notebook_runner import find_notebooks, run_notebook
-    from gptools.sandbox import run_sandbox
+    from gptools.sandbox import SandboxConfig, run_sandbox
 
     if not folder.is_dir():
         fail(f"{folder}: no such folder of notebooks", bad_input=True)
-    with run_sandbox() as sb:
+    runs = []
+    # One sandbox for the whole run, alive while the notebooks use it; reset before each
+    # notebook so that each meets a fresh provider, as under nbval.
+    with run_sandbox(SandboxConfig(seed=0)) as sb:
         who = ", ".join(f"{n} ({a.principal_type}, brands {list(a.brand_ids)})"
                         for n, a in sb.accounts.items())
-        say(f"Embedded sandbox answers at {sb.base_url}; demo accounts: {who}")
-    runs = []
-    for path in find_notebooks(folder):
-        say(f"running {path} ...")
-        run = run_notebook(path, out_dir)
-        say(f"  {'ok' if run.ok else 'FAILED'} in {run.seconds:.1f} s -> {run.html}"
-            + (f"\n  {run.error}" if run.error else ""))
-        runs.append(run)
+        say(f"Embedded sandbox answers at {sb.base_url} while the notebooks run; "
+            f"demo accounts: {who}")
+        for path in find_notebooks(folder):
+            say(f"running {path} ...")
+            sb.reset()
+            run = run_notebook(path, out_dir, sandbox_url=sb.base_url)
+            say(f"  {'ok' if run.ok else 'FAILED'} in {run.seconds:.1f} s -> {run.html}"
+                + (f"\n  {run.error}" if run.error else ""))
+            runs.append(run)
     document = {
         "out_dir": str(out_dir.resolve()),
         "notebooks": [{"notebook": str(r.notebook), "html": str(r.html), "ok": r.ok,

@@ -2,25 +2,14 @@
 
 from __future__ import annotations
 
-import contextlib
 import sys
 from pathlib import Path
-from typing import Any
 
 import click
 
 from gptools import spec
-from gptools.cli._main import cli_errors, client_options, emit, fail, participants, say
-
-EXIT_INTERRUPTED = 130
-
-
-def _connect() -> Any:
-    # The embedded sandbox's one-line notice goes to stderr: --json keeps stdout to itself.
-    from gptools.session import connect
-
-    with contextlib.redirect_stdout(sys.stderr):
-        return connect(**client_options())
+from gptools.cli._costs import connect_client
+from gptools.cli._main import EXIT_INTERRUPTED, cli_errors, emit, fail, participants, say
 
 
 @participants.command("load")
@@ -86,7 +75,7 @@ def load(
     picked: str | int | None = int(column) if column is not None and column.isdigit() else column
     with cli_errors(PlayerListError):
         try:
-            client = _connect()
+            client = connect_client()
             with client:
                 summary = load_participants(
                     client, campaign_id, file, brand=brand, column=picked, encoding=encoding,
@@ -102,6 +91,8 @@ def load(
             emit(stopped.to_dict(), as_json=as_json, human=lambda: str(stopped))
             say("interrupted: run the same command again to resume")
             sys.exit(EXIT_INTERRUPTED)
+    if summary.rows == 0:
+        say(f"warning: {file} holds no player rows; nothing was loaded")
     emit(summary.to_dict(), as_json=as_json, human=lambda: str(summary))
     if not summary.complete:
         fail(f"{summary.not_attempted} player id(s) not loaded yet "

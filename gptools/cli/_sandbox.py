@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from gptools.cli._main import fail, sandbox, say
+from gptools.cli._main import emit, fail, listening_socket, sandbox, say
 
 
 @sandbox.command("serve")
@@ -43,12 +43,30 @@ def serve(port: int, host: str, seed: int, no_rate_limits: bool, wallet_url: str
         for line in lines:
             say(line)
 
+    sock = listening_socket(host, port)
     try:
-        serve_forever(config, host=host, port=port, on_started=started)
+        serve_forever(config, host=host, port=port, on_started=started, sock=sock)
     except KeyboardInterrupt:
         # uvicorn re-raises the Ctrl-C it handled; for a server it is the normal way out.
         say("sandbox stopped")
     except SystemExit as exc:
-        # uvicorn exits with a status after logging why it could not start (port in use...).
+        # uvicorn exits with a status after logging why it could not start.
         if exc.code:
             fail(f"the sandbox could not serve on {host}:{port} (reason logged above)")
+    finally:
+        sock.close()
+
+
+@sandbox.command("reset")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+def reset(as_json: bool) -> None:
+    """Forget the embedded sandbox's state (campaigns, participants, subscriptions) that
+    consecutive commands share; the next command starts from an empty sandbox."""
+    from gptools.sandbox._persist import STATE_FILE, default_state_dir, reset_state
+
+    directory = default_state_dir()
+    existed = reset_state(directory)
+    path = directory / STATE_FILE
+    emit({"state_file": str(path), "cleared": existed}, as_json=as_json,
+         human=lambda: (f"cleared the embedded sandbox state {path}" if existed
+                        else f"no embedded sandbox state at {path}: nothing to clear"))

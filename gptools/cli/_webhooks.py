@@ -14,9 +14,10 @@ from pathlib import Path
 import click
 
 from gptools import spec
-from gptools.cli._main import emit, fail, sandbox, say, webhooks
+from gptools.cli._main import emit, fail, listening_socket, sandbox, say, webhooks
 
 _AUTH_CHOICE = click.Choice(["bearer", "basic", "none"], case_sensitive=False)
+_WORKER_HEALTHCHECK_S = 60
 _STORE_HELP = "sqlite:///PATH (default sqlite:///webhooks.sqlite3) or postgresql://USER@HOST/DB"
 
 
@@ -70,6 +71,10 @@ def serve(auth_kind: str, store_url: str, host: str, port: int, workers: int, pa
                        ENV_MAX_BODY: str(max_body_bytes)})
     if handler:
         os.environ[ENV_HANDLER] = handler
+    # Bind once before the start-up line, so it never announces an address that is taken
+    # (exit 3 instead); uvicorn binds again right after, with SO_REUSEADDR as here.
+    with listening_socket(host, port) as probe:
+        port = probe.getsockname()[1]
     say(f"receiving webhooks on http://{host}:{port}{path} (auth {auth_kind.upper()}, "
         f"store {store.url}, {workers} worker{'s' if workers > 1 else ''}); "
         f"health: http://{host}:{port}/healthz")
@@ -77,6 +82,9 @@ def serve(auth_kind: str, store_url: str, host: str, port: int, workers: int, pa
         "gptools.webhooks._app:receiver_from_env", factory=True, host=host, port=port,
         workers=workers, http="httptools", loop="uvloop", lifespan="on", access_log=False,
         log_level="info", timeout_graceful_shutdown=10,
+        # uvicorn kills a worker that does not answer its health ping within 5 s; a worker
+        # still importing on a busy machine takes longer, and was killed over and over.
+        timeout_worker_healthcheck=_WORKER_HEALTHCHECK_S,
     )
 
 

@@ -1,7 +1,9 @@
 """The API client: :class:`Client` (sync) and :class:`AsyncClient` over one shared base.
 
 It picks the path form for the account's principal type, refuses a missing or foreign
-brand before sending anything, retries what is safe to retry (5xx, the rate-limit
+brand before sending anything, acts on one brand through a view of itself
+(``client.brand(ID)``, ``client.with_options(...)``: the same class, one pool, one rate
+limiter, one set of counters), retries what is safe to retry (5xx, the rate-limit
 response, connection errors and time-outs) with jittered exponential backoff, keeps every
 request inside the published rate tiers, and raises the classes of :mod:`gptools.errors`.
 
@@ -10,28 +12,27 @@ request inside the published rate tiers, and raises the classes of :mod:`gptools
     from gptools.client import Client
     with Client() as client:               # GP_BASE_URL / GP_USERNAME / GP_PASSWORD or .env
         print(client.self().allowed_brands)
+        shop = client.brand(201)           # shares the pool, the limiter and the counters
 """
 
-from gptools.client._async import AsyncBrandClient, AsyncClient
+from gptools._backoff import backoff_delay
+from gptools.client._async import AsyncClient
 from gptools.client._base import (
     NOT_GIVEN,
     ClientStats,
     NotGiven,
-    backoff_delay,
     parse_retry_after,
     server_date,
     should_retry,
 )
 from gptools.client._ratelimit import RateLimiter, Ticket
 from gptools.client._settings import DEFAULT_TIMEOUT, ClientSettings, TimeoutTypes, as_timeout
-from gptools.client._sync import BrandClient, Client
+from gptools.client._sync import Client
 
 __all__ = [
     "DEFAULT_TIMEOUT",
     "NOT_GIVEN",
-    "AsyncBrandClient",
     "AsyncClient",
-    "BrandClient",
     "Client",
     "ClientSettings",
     "ClientStats",

@@ -1,5 +1,5 @@
-"""The asynchronous client: :class:`AsyncClient` and its brand-scoped view
-:class:`AsyncBrandClient`.
+"""The asynchronous client: :class:`AsyncClient` (its views, ``client.brand(ID)`` and
+``client.with_options(...)``, are clients of the same class; see the shared base).
 
 Every operation is a coroutine; it works with top-level ``await`` in Jupyter. The rate
 limits hold for all tasks of one client together. The client belongs to the event loop
@@ -61,7 +61,7 @@ class AsyncClient(BaseClient):
         self._http = httpx.AsyncClient(base_url=self.settings.base_url, auth=self._auth(),
                                        timeout=self.timeout, headers=dict(DEFAULT_HEADERS),
                                        transport=transport or default_async_transport())
-        # Set (and replaced) whenever a request finishes, to wake the tasks waiting for a
+        # Pulsed whenever a request finishes, to wake the tasks waiting for a
         # place in a rate window. All bookkeeping runs on the loop's thread between awaits,
         # so it needs no lock.
         self._freed = asyncio.Event()
@@ -82,10 +82,6 @@ class AsyncClient(BaseClient):
     ) -> None:
         await self.close()
 
-    def brand(self, brand_id: int) -> AsyncBrandClient:
-        """A view of this client that acts on brand ``brand_id`` in every call."""
-        return AsyncBrandClient(self, brand_id)
-
     # ----------------------------------------------------------------------------------
     # Operations
     # ----------------------------------------------------------------------------------
@@ -97,17 +93,17 @@ class AsyncClient(BaseClient):
         if info is None or refresh:
             # One fetch even when many tasks start at once: they would all count
             # against the same rate tier.
-            seen = self._self_fetches
+            seen = self._shared.self_fetches
             async with self._self_lock:
                 if self._must_fetch_self(seen, refresh):
-                    self._self_error = None
+                    self._shared.self_error = None
                     try:
                         self._self_info = await self._request(self._build_self(), timeout)
                     except GptoolsError as exc:
-                        self._self_error = exc
+                        self._shared.self_error = exc
                         raise
                     finally:
-                        self._self_fetches += 1
+                        self._shared.self_fetches += 1
                 info = self._self_info
                 assert info is not None  # fetched, or shared from a fetch that succeeded
         return info
@@ -238,68 +234,8 @@ class AsyncClient(BaseClient):
             return
         self.limiter.release(ticket, time.monotonic(), rate_limited=answer.rate_limited,
                              retry_after=answer.pause)
-        freed, self._freed = self._freed, asyncio.Event()
-        freed.set()
+        # A pulse: set() wakes every task waiting now, clear() re-arms the event for the
+        # next ones. Never replaced, as the client's views hold the same event.
+        self._freed.set()
+        self._freed.clear()
 
-
-class AsyncBrandClient:
-    """An :class:`AsyncClient` bound to one brand: the same operations without ``brand=``."""
-
-    def __init__(self, client: AsyncClient, brand_id: int) -> None:
-        if isinstance(brand_id, bool) or not isinstance(brand_id, int):
-            raise TypeError(f"brand must be an integer brand id, got {brand_id!r}")
-        self.client = client
-        self.brand_id = brand_id
-
-    def __repr__(self) -> str:
-        return f"{self.client!r}.brand({self.brand_id})"
-
-    async def awarded_feature_configurations(
-        self, game_id: str | None, currency_code: str | None, *,
-        timeout: TimeoutTypes | NotGiven = NOT_GIVEN,
-    ) -> AwardedFeatureConfigurations:
-        """See :meth:`AsyncClient.awarded_feature_configurations`."""
-        return await self.client.awarded_feature_configurations(
-            game_id, currency_code, brand=self.brand_id, timeout=timeout)
-
-    async def game(self, game_id: str, *, timeout: TimeoutTypes | NotGiven = NOT_GIVEN) -> Game:
-        """See :meth:`AsyncClient.game`."""
-        return await self.client.game(game_id, brand=self.brand_id, timeout=timeout)
-
-    async def create_campaign(self, request: CampaignRequest, *,
-                        timeout: TimeoutTypes | NotGiven = NOT_GIVEN) -> CampaignCreated:
-        """See :meth:`AsyncClient.create_campaign`."""
-        return await self.client.create_campaign(request, brand=self.brand_id, timeout=timeout)
-
-    async def add_participants(self, campaign_id: str, player_ids: Sequence[str], *,
-                         timeout: TimeoutTypes | NotGiven = NOT_GIVEN) -> ParticipantsAdded:
-        """See :meth:`AsyncClient.add_participants`."""
-        return await self.client.add_participants(campaign_id, player_ids, brand=self.brand_id,
-                                            timeout=timeout)
-
-    async def add_participants_batch(self, campaign_id: str, player_ids: Sequence[str], *,
-                               max_ids: int = spec.BATCH_PARTICIPANT_MAX_IDS,
-                               timeout: TimeoutTypes | NotGiven = NOT_GIVEN
-                               ) -> ParticipantsAdded:
-        """See :meth:`AsyncClient.add_participants_batch`."""
-        return await self.client.add_participants_batch(
-            campaign_id, player_ids, brand=self.brand_id, max_ids=max_ids, timeout=timeout)
-
-    async def get_webhook_subscription(self, *, timeout: TimeoutTypes | NotGiven = NOT_GIVEN
-                                 ) -> WebhookSubscriptionInfo:
-        """See :meth:`AsyncClient.get_webhook_subscription`."""
-        return await self.client.get_webhook_subscription(brand=self.brand_id, timeout=timeout)
-
-    async def create_webhook_subscription(self, subscription: WebhookSubscription, *,
-                                    timeout: TimeoutTypes | NotGiven = NOT_GIVEN
-                                    ) -> WebhookSubscriptionInfo:
-        """See :meth:`AsyncClient.create_webhook_subscription`."""
-        return await self.client.create_webhook_subscription(subscription, brand=self.brand_id,
-                                                       timeout=timeout)
-
-    async def update_webhook_subscription(self, subscription: WebhookSubscription, *,
-                                    timeout: TimeoutTypes | NotGiven = NOT_GIVEN
-                                    ) -> WebhookSubscriptionInfo:
-        """See :meth:`AsyncClient.update_webhook_subscription`."""
-        return await self.client.update_webhook_subscription(subscription, brand=self.brand_id,
-                                                       timeout=timeout)

@@ -1,13 +1,15 @@
 """Everything the sync and async clients share that does no I/O.
 
-Settings, the choice of path by principal type (and the local brand checks), request
-building, the retry decision and its delays, error mapping, response parsing and the
-counters. :class:`~gptools.client.Client` and :class:`~gptools.client.AsyncClient` add only
-how a request is sent and how a wait is waited.
+Settings, the options a view changes (:meth:`BaseClient.with_options`, :meth:`BaseClient.brand`),
+the choice of path by principal type (and the local brand checks), request building, the
+retry decision and its delays, error mapping, response parsing and the counters.
+:class:`~gptools.client.Client` and :class:`~gptools.client.AsyncClient` add only how a
+request is sent and how a wait is waited.
 """
 
 from __future__ import annotations
 
+import copy
 import errno
 import logging
 import math
@@ -15,17 +17,18 @@ import random
 import threading
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import Generic, Self, TypeVar
 from urllib.parse import quote
 
 import httpx
 from pydantic import SecretStr, ValidationError
 
 from gptools import spec
+from gptools._backoff import backoff_delay
 from gptools.client import _constants as C
 from gptools.client._ratelimit import RateLimiter
 from gptools.client._settings import (
@@ -140,6 +143,24 @@ class Answer:
 NO_ANSWER = Answer()
 
 
+@dataclass(slots=True)
+class _Shared:
+    """The state a client shares with every view made from it that is replaced rather
+    than changed in place: the counters (one immutable snapshot, replaced under ``lock``
+    at each count, so :attr:`BaseClient.stats` hands it out without copying) and the
+    cached ``GET /self`` answer. Everything else a view shares (the HTTP pool, the rate
+    limiter, the wait primitives, the jitter's RNG) it holds by reference."""
+
+    stats: ClientStats = ClientStats()
+    self_info: SelfInfo | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    #: ``GET /self`` fetches finished so far and the error of the last one: callers that
+    #: waited for a fetch share its outcome, so eight threads starting together against a
+    #: dead address fail once (one retry budget), not eight times in a row.
+    self_fetches: int = 0
+    self_error: GptoolsError | None = None
+
+
 # --------------------------------------------------------------------------------------
 # The retry decision and its delays
 # --------------------------------------------------------------------------------------
@@ -170,12 +191,6 @@ def should_retry(
     # may have acted before failing: only an idempotent request is repeated.
     # Any other 4xx is the caller's mistake; repeating it cannot help.
     return idempotent and 500 <= status <= 599
-
-
-def backoff_delay(attempt: int, rng: random.Random, *, base: float, cap: float) -> float:
-    """Seconds before retry number ``attempt + 1``: exponential, capped, with jitter."""
-    delay = min(cap, base * 2.0**attempt)
-    return delay * (1.0 - C.BACKOFF_JITTER * rng.random())
 
 
 def parse_retry_after(value: str | None, *, now: datetime | None = None) -> float | None:
@@ -245,12 +260,14 @@ after a lost answer or a 5xx; default ``spec.PARTICIPANT_ADDITION_IDEMPOTENT``, 
 re-adding is harmless) and
 ``transport`` (an :class:`httpx.BaseTransport`; for :class:`AsyncClient` an
 :class:`httpx.AsyncBaseTransport`, aiohttp's by default, ``httpx.AsyncHTTPTransport()`` for
-httpx's own). Defaults live in
-:mod:`gptools.client._constants` and :mod:`gptools.spec`.
+httpx's own), ``brand`` (the brand every call acts on, as :meth:`brand` gives). Defaults
+live in :mod:`gptools.client._constants` and :mod:`gptools.spec`.
 
 The account's principal type is learned from ``GET /self`` on first use and cached; it
-decides the path form and the local brand checks. Every method takes ``brand=`` (or use
-:meth:`brand`) and ``timeout=``.
+decides the path form and the local brand checks. Every method takes ``brand=`` and
+``timeout=``. ``client.brand(ID)`` and ``client.with_options(brand=..., timeout=...,
+max_retries=...)`` return a client of the same class that shares this one's connection
+pool, rate limiter, counters and ``GET /self`` answer.
 """
 
 
@@ -278,17 +295,19 @@ class BaseClient:
         participant_retries: bool = spec.PARTICIPANT_ADDITION_IDEMPOTENT,
         env_file: str | Path | None = ".env",
         transport: httpx.BaseTransport | httpx.AsyncBaseTransport | None = None,
+        brand: int | None = None,
     ) -> None:
         if timeout is None:
             as_timeout(timeout)  # refused with its message: None is not "not given" here
-        if not isinstance(max_retries, NotGiven) and max_retries < 0:
-            raise ValueError(f"max_retries must be 0 or more, got {max_retries}")
         self.settings = ClientSettings.resolve(
             base_url, username, password, env_file=env_file,
-            max_retries=None if isinstance(max_retries, NotGiven) else max_retries,
+            max_retries=(None if isinstance(max_retries, NotGiven)
+                         else _checked_max_retries(max_retries)),
             timeout=None if isinstance(timeout, NotGiven) else timeout)
         self.timeout = self.settings.timeout
         self.max_retries = self.settings.max_retries
+        #: The brand every call acts on (``None``: each call's ``brand=``, see :meth:`brand`).
+        self.brand_id = None if brand is None else _checked_brand(brand)
         self.legacy_campaign_path = legacy_campaign_path
         self.rate_limit_status = rate_limit_status
         if not 0 <= retry_after_ceiling < math.inf:
@@ -309,16 +328,7 @@ class BaseClient:
         self.limiter = RateLimiter(rate_tiers)
         # Seeded by the caller for reproducible jitter; a fresh one otherwise.
         self._rng = rng if rng is not None else random.Random()
-        # The counters are one immutable snapshot, replaced under the lock at each count,
-        # so stats() hands it out without copying.
-        self._stats = ClientStats()
-        self._stats_lock = threading.Lock()
-        self._self_info: SelfInfo | None = None
-        # GET /self fetches finished so far and the error of the last one: callers that
-        # waited for a fetch share its outcome, so eight threads starting together against
-        # a dead address fail once (one retry budget), not eight times in a row.
-        self._self_fetches = 0
-        self._self_error: GptoolsError | None = None
+        self._shared = _Shared()
         self._setup(transport)
 
     def _setup(self, transport: httpx.BaseTransport | httpx.AsyncBaseTransport | None) -> None:
@@ -329,15 +339,66 @@ class BaseClient:
         """Under the ``GET /self`` lock: whether this caller fetches. ``seen`` is the fetch
         count before it waited; a fetch that finished meanwhile is shared (its error is
         raised again, its answer used, even for ``refresh``)."""
-        if self._self_fetches != seen:
-            if self._self_error is not None:
-                raise self._self_error
-            return self._self_info is None
-        return self._self_info is None or refresh
+        shared = self._shared
+        if shared.self_fetches != seen:
+            if shared.self_error is not None:
+                raise shared.self_error
+            return shared.self_info is None
+        return shared.self_info is None or refresh
 
     def __repr__(self) -> str:
+        brand = "" if self.brand_id is None else f", brand={self.brand_id}"
         return (f"{type(self).__name__}(base_url={self.settings.base_url!r}, "
-                f"username={self.settings.username!r})")
+                f"username={self.settings.username!r}{brand})")
+
+    # ----------------------------------------------------------------------------------
+    # Views: the same client with other options
+    # ----------------------------------------------------------------------------------
+
+    def with_options(
+        self,
+        *,
+        brand: int | NotGiven | None = NOT_GIVEN,
+        timeout: TimeoutTypes | NotGiven = NOT_GIVEN,
+        max_retries: int | NotGiven = NOT_GIVEN,
+    ) -> Self:
+        """A client of the same class with the options given changed, the rest kept.
+
+        ``brand`` binds every call to one brand (``None`` unbinds it); ``timeout`` and
+        ``max_retries`` are those of the constructor. The new client shares this one's
+        connection pool, rate limiter, counters (:attr:`stats` counts the requests of
+        both) and ``GET /self`` answer, so the two act as one towards the server: their
+        requests together stay within the rate tiers. Closing either closes the pool of
+        both; make views freely, close the client once.
+        """
+        # A shallow copy: the pool, the limiter and the wait primitives are the same
+        # objects, and what a client replaces rather than changes lives in ``_shared``.
+        view = copy.copy(self)
+        if not isinstance(brand, NotGiven):
+            view.brand_id = None if brand is None else _checked_brand(brand)
+        if not isinstance(timeout, NotGiven):
+            view.timeout = as_timeout(timeout)
+        if not isinstance(max_retries, NotGiven):
+            view.max_retries = _checked_max_retries(max_retries)
+        return view
+
+    def brand(self, brand_id: int) -> Self:
+        """This client acting on brand ``brand_id`` in every call: ``with_options(brand=)``."""
+        return self.with_options(brand=brand_id)
+
+    def effective_brand(self, brand: int | None = None) -> int | None:
+        """The brand a call given ``brand=`` acts on: ``brand``, else this client's own
+        (:attr:`brand_id`, ``None`` when unbound). A brand that differs from the client's
+        own raises :class:`ValueError`: use ``with_options(brand=...)`` to change it."""
+        if brand is None:
+            return self.brand_id
+        brand = _checked_brand(brand)
+        if self.brand_id is not None and brand != self.brand_id:
+            raise ValueError(
+                f"brand={brand} conflicts with the client's brand {self.brand_id}; "
+                f"use client.with_options(brand={brand}) to act on another brand"
+            )
+        return brand
 
     @property
     def base_url(self) -> str:
@@ -346,12 +407,23 @@ class BaseClient:
 
     @property
     def stats(self) -> ClientStats:
-        """A snapshot of the counters: requests, retries, rate_limited, wait_seconds, ..."""
-        return self._stats
+        """A snapshot of the counters: requests, retries, rate_limited, wait_seconds, ...
+        (one set for a client and all its views)."""
+        return self._shared.stats
 
     def _count(self, name: str, amount: float = 1) -> None:
-        with self._stats_lock:
-            self._stats = replace(self._stats, **{name: getattr(self._stats, name) + amount})
+        shared = self._shared
+        with shared.lock:
+            shared.stats = replace(shared.stats, **{name: getattr(shared.stats, name) + amount})
+
+    @property
+    def _self_info(self) -> SelfInfo | None:
+        # The cached GET /self answer, one for a client and its views.
+        return self._shared.self_info
+
+    @_self_info.setter
+    def _self_info(self, info: SelfInfo | None) -> None:
+        self._shared.self_info = info
 
     def _auth(self) -> httpx.BasicAuth:
         return httpx.BasicAuth(self.settings.username, self.settings.password.get_secret_value())
@@ -379,6 +451,7 @@ class BaseClient:
         document says the server would refuse; INTERNAL and unknown types are left to the
         server.
         """
+        brand = self.effective_brand(brand)
         principal = info.principal_type
         checked = principal in spec.KNOWN_PRINCIPAL_TYPES and principal != spec.PRINCIPAL_INTERNAL
         if brand is None:
@@ -391,10 +464,6 @@ class BaseClient:
                     sent=False,
                 )
             return path
-        if isinstance(brand, bool) or not isinstance(brand, int):
-            raise TypeError(f"brand must be an integer brand id, got {brand!r}")
-        if not spec.is_brand_id(brand):
-            raise ValueError(f"brand {brand} is outside int32, the type of a brand id")
         path = spec.BRAND_PREFIX_TEMPLATE.format(brand_id=brand) + f"/{endpoint}"
         if checked and brand not in info.brand_ids:
             raise BrandNotAllowedError(
@@ -637,6 +706,21 @@ def _problems(exc: ValueError) -> str:
             for e in exc.errors()[:5]
         )
     return f"not JSON ({exc})"
+
+
+def _checked_brand(brand: object) -> int:
+    """``brand`` if it is a brand id; a one-line TypeError/ValueError otherwise."""
+    if isinstance(brand, bool) or not isinstance(brand, int):
+        raise TypeError(f"brand must be an integer brand id, got {brand!r}")
+    if not spec.is_brand_id(brand):
+        raise ValueError(f"brand {brand} is outside int32, the type of a brand id")
+    return brand
+
+
+def _checked_max_retries(max_retries: int) -> int:
+    if max_retries < 0:
+        raise ValueError(f"max_retries must be 0 or more, got {max_retries}")
+    return max_retries
 
 
 def _brand_list(info: SelfInfo) -> str:

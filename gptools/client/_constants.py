@@ -16,12 +16,10 @@ DEFAULT_READ_TIMEOUT: Final = 30.0
 
 #: How many times one call is retried after its first attempt.
 DEFAULT_MAX_RETRIES: Final = 3
-#: First backoff delay in seconds; it doubles on every retry up to the cap.
+#: First backoff delay in seconds; it doubles on every retry up to the cap, less a random
+#: jitter (the formula and its jitter: ``gptools._backoff``, shared with the loader).
 BACKOFF_BASE: Final = 0.5
 BACKOFF_CAP: Final = 8.0
-#: Each delay is shortened by up to this fraction at random, so many clients that failed
-#: together do not come back together.
-BACKOFF_JITTER: Final = 0.25
 #: The longest ``Retry-After`` the client sleeps through; a longer hint raises
 #: :class:`~gptools.errors.RateLimitedError` at once (the caller decides what to do).
 RETRY_AFTER_CEILING: Final = 30.0

@@ -1,4 +1,5 @@
-"""The synchronous client: :class:`Client` and its brand-scoped view :class:`BrandClient`.
+"""The synchronous client: :class:`Client` (its views, ``client.brand(ID)`` and
+``client.with_options(...)``, are clients of the same class; see the shared base).
 
 It waits with threads' tools only (``time.sleep``, a :class:`threading.Condition`), never
 ``asyncio.run``, so it works inside a running Jupyter kernel; one client may be shared by
@@ -71,10 +72,6 @@ class Client(BaseClient):
     ) -> None:
         self.close()
 
-    def brand(self, brand_id: int) -> BrandClient:
-        """A view of this client that acts on brand ``brand_id`` in every call."""
-        return BrandClient(self, brand_id)
-
     # ----------------------------------------------------------------------------------
     # Operations
     # ----------------------------------------------------------------------------------
@@ -86,17 +83,17 @@ class Client(BaseClient):
         if info is None or refresh:
             # One fetch even when many threads start at once: they would all count
             # against the same rate tier.
-            seen = self._self_fetches
+            seen = self._shared.self_fetches
             with self._self_lock:
                 if self._must_fetch_self(seen, refresh):
-                    self._self_error = None
+                    self._shared.self_error = None
                     try:
                         self._self_info = self._request(self._build_self(), timeout)
                     except GptoolsError as exc:
-                        self._self_error = exc
+                        self._shared.self_error = exc
                         raise
                     finally:
-                        self._self_fetches += 1
+                        self._shared.self_fetches += 1
                 info = self._self_info
                 assert info is not None  # fetched, or shared from a fetch that succeeded
         return info
@@ -226,65 +223,3 @@ class Client(BaseClient):
                                  retry_after=answer.pause)
             self._cond.notify_all()
 
-
-class BrandClient:
-    """A :class:`Client` bound to one brand: the same operations without ``brand=``."""
-
-    def __init__(self, client: Client, brand_id: int) -> None:
-        if isinstance(brand_id, bool) or not isinstance(brand_id, int):
-            raise TypeError(f"brand must be an integer brand id, got {brand_id!r}")
-        self.client = client
-        self.brand_id = brand_id
-
-    def __repr__(self) -> str:
-        return f"{self.client!r}.brand({self.brand_id})"
-
-    def awarded_feature_configurations(
-        self, game_id: str | None, currency_code: str | None, *,
-        timeout: TimeoutTypes | NotGiven = NOT_GIVEN,
-    ) -> AwardedFeatureConfigurations:
-        """See :meth:`Client.awarded_feature_configurations`."""
-        return self.client.awarded_feature_configurations(
-            game_id, currency_code, brand=self.brand_id, timeout=timeout)
-
-    def game(self, game_id: str, *, timeout: TimeoutTypes | NotGiven = NOT_GIVEN) -> Game:
-        """See :meth:`Client.game`."""
-        return self.client.game(game_id, brand=self.brand_id, timeout=timeout)
-
-    def create_campaign(self, request: CampaignRequest, *,
-                        timeout: TimeoutTypes | NotGiven = NOT_GIVEN) -> CampaignCreated:
-        """See :meth:`Client.create_campaign`."""
-        return self.client.create_campaign(request, brand=self.brand_id, timeout=timeout)
-
-    def add_participants(self, campaign_id: str, player_ids: Sequence[str], *,
-                         timeout: TimeoutTypes | NotGiven = NOT_GIVEN) -> ParticipantsAdded:
-        """See :meth:`Client.add_participants`."""
-        return self.client.add_participants(campaign_id, player_ids, brand=self.brand_id,
-                                            timeout=timeout)
-
-    def add_participants_batch(self, campaign_id: str, player_ids: Sequence[str], *,
-                               max_ids: int = spec.BATCH_PARTICIPANT_MAX_IDS,
-                               timeout: TimeoutTypes | NotGiven = NOT_GIVEN
-                               ) -> ParticipantsAdded:
-        """See :meth:`Client.add_participants_batch`."""
-        return self.client.add_participants_batch(campaign_id, player_ids, brand=self.brand_id,
-                                                  max_ids=max_ids, timeout=timeout)
-
-    def get_webhook_subscription(self, *, timeout: TimeoutTypes | NotGiven = NOT_GIVEN
-                                 ) -> WebhookSubscriptionInfo:
-        """See :meth:`Client.get_webhook_subscription`."""
-        return self.client.get_webhook_subscription(brand=self.brand_id, timeout=timeout)
-
-    def create_webhook_subscription(self, subscription: WebhookSubscription, *,
-                                    timeout: TimeoutTypes | NotGiven = NOT_GIVEN
-                                    ) -> WebhookSubscriptionInfo:
-        """See :meth:`Client.create_webhook_subscription`."""
-        return self.client.create_webhook_subscription(subscription, brand=self.brand_id,
-                                                       timeout=timeout)
-
-    def update_webhook_subscription(self, subscription: WebhookSubscription, *,
-                                    timeout: TimeoutTypes | NotGiven = NOT_GIVEN
-                                    ) -> WebhookSubscriptionInfo:
-        """See :meth:`Client.update_webhook_subscription`."""
-        return self.client.update_webhook_subscription(subscription, brand=self.brand_id,
-                                                       timeout=timeout)

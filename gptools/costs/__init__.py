@@ -30,14 +30,12 @@ from gptools.costs._money import (
     round_money,
 )
 from gptools.costs._preview import (
-    BrandScoping,
     CatalogueClient,
     CostBook,
     chart_frame,
     cost_book,
     cost_chart,
     preview,
-    scoped,
 )
 from gptools.costs._tables import (
     COLUMNS,
@@ -71,7 +69,6 @@ __all__ = [
     "SOURCE_GAME",
     "SOURCE_STORED",
     "STORED_COLUMNS",
-    "BrandScoping",
     "CatalogueClient",
     "CostBook",
     "CostRow",
@@ -94,7 +91,6 @@ __all__ = [
     "read_stored_table",
     "round_money",
     "rows_of",
-    "scoped",
     "table_from_configurations",
     "table_from_game",
     "write_stored_table",

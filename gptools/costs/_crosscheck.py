@@ -12,6 +12,7 @@ from typing import Any
 import pandas as pd
 
 from gptools.costs._tables import CostRow, rows_of
+from gptools.display import html_table
 
 GAME_MISSING = "game missing"
 CURRENCY_MISSING = "currency missing"
@@ -79,7 +80,7 @@ class CrossCheck:
         if self.ok:
             return head
         table = self.differences.rename(columns={"left": self.left, "right": self.right})
-        return head + str(table.to_html(index=False, na_rep=""))
+        return head + html_table(table)
 
 
 class _Diffs:

@@ -7,7 +7,7 @@ import weakref
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol
 
 import pandas as pd
 from matplotlib.axes import Axes
@@ -30,32 +30,16 @@ DEFAULT_MAX_WORKERS = 8
 
 
 class CatalogueClient(Protocol):
-    """What a preview needs: :class:`gptools.client.Client` or one brand's view of it."""
+    """What a preview needs: :class:`gptools.client.Client` (or ``client.brand(ID)``).
+    ``brand=None`` means the client's own brand, if it has one."""
 
-    def game(self, game_id: str) -> Game:
+    def game(self, game_id: str, *, brand: int | None = None) -> Game:
         """``GET /api/v1/game``."""
 
     def awarded_feature_configurations(
-        self, game_id: str, currency_code: str
+        self, game_id: str, currency_code: str, *, brand: int | None = None
     ) -> AwardedFeatureConfigurations:
         """``GET /api/v1/awarded-feature-configurations``."""
-
-
-@runtime_checkable
-class BrandScoping(Protocol):
-    """A client that gives a brand-scoped view (:meth:`gptools.client.Client.brand`)."""
-
-    def brand(self, brand_id: int) -> Any:
-        """The view of ``brand_id``: the same methods, the brand in every path."""
-
-
-def scoped(client: Any, brand: int | None) -> Any:
-    """``client`` itself when ``brand`` is ``None``, else its view of ``brand``."""
-    if brand is None:
-        return client
-    if not isinstance(client, BrandScoping):
-        raise TypeError(f"{type(client).__name__} has no brand(); pass a brand's view instead")
-    return client.brand(brand)
 
 
 class CostBook:
@@ -63,6 +47,7 @@ class CostBook:
 
     Each game answer and each (game, currency) configuration answer is fetched once;
     fetches run on up to ``max_workers`` threads while the client keeps the rate limits.
+    ``brand`` is passed to every call (``None``: the client's own brand, if any).
     ``requests`` counts the answers fetched (not served from the cache).
     """
 
@@ -78,7 +63,6 @@ class CostBook:
             raise ValueError(f"max_workers must be at least 1, got {max_workers}")
         self.client = client
         self.brand = brand
-        self._api: CatalogueClient = scoped(client, brand)
         self.max_workers = max_workers
         self.exponents = dict(exponents or {})
         self.requests = 0
@@ -87,10 +71,10 @@ class CostBook:
         self._lock = threading.Lock()
 
     def _fetch_game(self, game_id: str) -> Game:
-        return self._api.game(game_id)
+        return self.client.game(game_id, brand=self.brand)
 
     def _fetch_configs(self, key: tuple[str, str]) -> AwardedFeatureConfigurations:
-        return self._api.awarded_feature_configurations(key[0], key[1])
+        return self.client.awarded_feature_configurations(key[0], key[1], brand=self.brand)
 
     def _fill(self, cache: dict[Any, Any], keys: Sequence[Any], fetch: Any) -> None:
         with self._lock:
@@ -244,12 +228,15 @@ def cost_chart(
             ax.scatter([x] * len(values), values, color=color, s=14, label=label)
             label = None  # one legend entry per game
     ax.set_xticks(range(len(currencies)), currencies)
+    title = "Available awarded-feature costs per currency"
     if rates is None:
         ax.set_yscale("log")
         ax.set_ylabel("feature cost (own currency, log scale)")
     else:
-        ax.set_ylabel(f"feature cost in {reporting_currency or 'reporting currency'}")
+        target = reporting_currency or "the reporting currency"
+        ax.set_ylabel(f"feature cost in {target}")
+        title += f", converted to {target} at the given rates"
     ax.set_xlabel("currency")
-    ax.set_title("Available awarded-feature costs per currency")
+    ax.set_title(title)
     ax.legend(title="game", fontsize="small", loc="center left", bbox_to_anchor=(1.0, 0.5))
     return fig

@@ -49,7 +49,7 @@ from typing import Any, Final, Literal
 from tqdm.auto import tqdm
 
 from gptools import spec
-from gptools.client import BrandClient, Client
+from gptools.client import Client, backoff_delay
 from gptools.errors import (
     ApiError,
     BrandRequiredError,
@@ -72,7 +72,8 @@ DEFAULT_CONCURRENCY: Final = 16
 #: How many times one chunk is sent before the loader gives up on it for this run (each
 #: send is itself retried by the client: ``Client(max_retries=...)``).
 DEFAULT_MAX_ATTEMPTS: Final = 8
-#: Backoff between the loader's own re-sends of a chunk: base, doubling, capped (seconds).
+#: Backoff between the loader's own re-sends of a chunk: base, doubling, capped (seconds;
+#: the client's formula, :func:`gptools.client.backoff_delay`).
 RESEND_BASE: Final = 0.5
 RESEND_CAP: Final = 15.0
 #: The participant endpoints a load can use: one addition per ``playerIds`` list, or the
@@ -160,7 +161,7 @@ class _RunStats:
 
 
 def load_participants(
-    client: Client | BrandClient,
+    client: Client,
     campaign_id: str,
     source: SourceLike,
     *,
@@ -184,12 +185,14 @@ def load_participants(
 
     ``source``: a CSV/TSV/Excel file path, a DataFrame, a Series or any iterable of ids
     (see :func:`open_source` for ``column``, ``encoding``, ``delimiter``, ``sheet``).
-    ``brand`` names the brand (or pass ``client.brand(ID)``). ``journal`` is the SQLite
+    ``brand`` names the brand (or pass ``client.brand(ID)``; a ``brand`` that differs from
+    the client's own raises :class:`ValueError`). ``journal`` is the SQLite
     file that makes the load resumable (default: :func:`default_journal_path`); running the
     same load again with the same journal sends only what was not acknowledged. ``rejects``
-    is a CSV file to write the rejected rows to. ``endpoint`` picks the participant
-    endpoint: ``"single"`` (the documented ``.../participant``, the default) or ``"batch"``,
-    the batch endpoint the document recommends for large lists (path assumed:
+    is a CSV file to write the rejected rows to (not written when the list has no rows).
+    ``endpoint`` picks the participant endpoint: ``"single"`` (the documented
+    ``.../participant``, the default) or ``"batch"``, the batch endpoint the document
+    recommends for large lists (path assumed:
     ``spec.ENDPOINT_BATCH_PARTICIPANT_TEMPLATE``); both go through the same journal,
     bisection and rate tiers. ``chunk_size`` ids per request (default per endpoint:
     ``spec.PARTICIPANT_MAX_IDS`` or ``spec.BATCH_PARTICIPANT_MAX_IDS``, assumed), the
@@ -211,11 +214,9 @@ def load_participants(
     could reach the server within the client's retry budget, and
     :class:`LoadInterrupted` on Ctrl-C.
     """
-    if isinstance(client, BrandClient):
-        if brand is not None and brand != client.brand_id:
-            raise ValueError(f"brand={brand} conflicts with the client's brand {client.brand_id}")
-        brand = client.brand_id
-        client = client.client
+    # Named in the journal's identity: the same load whether the brand came from the
+    # client or from brand=.
+    brand = client.effective_brand(brand)
     if endpoint not in ENDPOINTS:
         raise ValueError(f"endpoint must be one of {', '.join(ENDPOINTS)}, got {endpoint!r}")
     if chunk_size is None:
@@ -309,7 +310,8 @@ def _summarise(
         not_attempted=counts.not_attempted,
         rejected_by_reason=counts.rejected_by_reason,
         source_details=details,
-        rejects_file=rejects,
+        # An empty list gets no rejects file: a header-only file would read as a result.
+        rejects_file=rejects if counts.rows else None,
         loaded_this_run=stats.loaded,
         resumed=resumed,
         unknown_resent=book.unknown_at_open,
@@ -562,8 +564,7 @@ class _Sender:
                 self.stats.failed_chunks += 1
             return
         if delay is None:
-            delay = min(RESEND_CAP, RESEND_BASE * 2 ** (work.attempts - 1))
-            delay *= 1.0 - 0.25 * self.rng.random()
+            delay = backoff_delay(work.attempts - 1, self.rng, base=RESEND_BASE, cap=RESEND_CAP)
         work.not_before = time.monotonic() + delay
         retry.append(work)
 

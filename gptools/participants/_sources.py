@@ -22,6 +22,7 @@ import os
 import re
 import sys
 import tempfile
+import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -59,8 +60,28 @@ EXCEL_SUFFIXES: frozenset[str] = frozenset({".xlsx", ".xlsm", ".xltx", ".xltm"})
 _BLOCK = 1 << 20
 _SAMPLE_CHARS = 64 * 1024
 _SAMPLE_LINES = 200
-#: Bytes that Windows-1252 leaves undefined: a file holding one is read as Latin-1.
+#: Bytes that Windows-1252 leaves undefined: a file that is not UTF-8 and holds one decodes
+#: only as Latin-1 (where they are control characters), so it is not taken for text.
 _CP1252_HOLES = re.compile(rb"[\x81\x8d\x8f\x90\x9d]")
+#: The first bytes of common binary formats, and what to call them in the refusal.
+_BINARY_SIGNATURES: tuple[tuple[bytes, str], ...] = (
+    (b"\x89PNG\r\n\x1a\n", "a PNG image"),
+    (b"\xff\xd8\xff", "a JPEG image"),
+    (b"GIF87a", "a GIF image"),
+    (b"GIF89a", "a GIF image"),
+    (b"%PDF-", "a PDF document"),
+    (b"PK\x03\x04", "a ZIP archive; an Excel workbook needs its .xlsx name"),
+    (b"PK\x05\x06", "an empty ZIP archive"),
+    (b"\x1f\x8b", "gzip-compressed data; decompress it first"),
+    (b"\xfd7zXZ\x00", "xz-compressed data; decompress it first"),
+    (b"7z\xbc\xaf\x27\x1c", "a 7-Zip archive"),
+    (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", "an old Office file; save it as .xlsx or CSV"),
+    (b"\x7fELF", "an executable"),
+)
+#: Above this share of control characters (tab, CR and LF aside) in its first characters,
+#: a decoded file is not a list of ids but binary data that happened to decode.
+_MAX_CONTROL_SHARE = 0.10
+_TEXT_CONTROLS = frozenset("\t\r\n")
 # A field no delimiter can split: single-column files keep commas and tabs inside ids.
 _NO_DELIMITER = "\x00"
 
@@ -201,7 +222,7 @@ def _csv_rows(text: IO[str], src: _TextFileSource) -> Iterator[PlayerRow]:
     except UnicodeDecodeError as exc:
         raise PlayerListError(
             f"{src.path}, near line {start}: not valid {src.encoding} ({exc.reason}); "
-            "name the encoding with encoding=... (--encoding)"
+            "name the encoding with encoding=..."
         ) from exc
 
 
@@ -385,17 +406,26 @@ def _open_file(
         raise PlayerListError(f"{path}: is a directory, not a player list")
     if path.suffix.lower() == ".xls":
         raise PlayerListError(f"{path}: old .xls workbooks are not supported; save as .xlsx or CSV")
-    detected, fingerprint = _scan(path)
+    scan = _scan(path)
     options = json.dumps([column, encoding, delimiter, sheet])
-    fingerprint = hashlib.sha256(f"{fingerprint}\n{options}".encode()).hexdigest()
+    fingerprint = hashlib.sha256(f"{scan.fingerprint}\n{options}".encode()).hexdigest()
     if path.suffix.lower() in EXCEL_SUFFIXES:
         return _open_excel(path, column, sheet, fingerprint)
-    enc = encoding or detected
+    enc = encoding or scan.encoding or "latin-1"
     try:
-        codecs.lookup(enc)
+        wide = codecs.lookup(enc).name.startswith(("utf-16", "utf-32"))
     except LookupError:
         raise PlayerListError(f"{path}: unknown encoding {enc!r}") from None
+    if scan.signature is not None:
+        raise _not_text(path, scan.signature)
+    if scan.nul and not wide:
+        raise _not_text(path, "it holds NUL bytes")
+    if encoding is None and scan.encoding is None:
+        raise _not_text(path, "it is neither UTF-8, UTF-16 nor Windows-1252 (bytes such as "
+                              "0x81 or 0x9D are undefined there); if it really is Latin-1 "
+                              "text, name the encoding with encoding=...")
     sample = _sample_lines(path, enc)
+    _check_text(path, sample)
     delim = delimiter if delimiter is not None else _sniff_delimiter(sample, path)
     if len(delim) != 1:
         raise PlayerListError(f"{path}: the delimiter must be one character, got {delim!r}")
@@ -409,7 +439,7 @@ def _open_file(
         if delim != _NO_DELIMITER and max((len(r) for r in _records(sample, delim)), default=1) > 1:
             raise PlayerListError(
                 f"{path}, line 1: no player-id column in the header row {first}; known names are "
-                f"{list(PLAYER_ID_HEADERS)} (any case); name it with column=... (--column)"
+                f"{list(PLAYER_ID_HEADERS)} (any case); name it with column=..."
             )
         index = 0
     if delim != _NO_DELIMITER and max((len(r) for r in _records(sample, delim)), default=1) == 1:
@@ -417,7 +447,7 @@ def _open_file(
     details = {
         "kind": "text",
         "encoding": enc,
-        "delimiter": "none (one column)" if delim == _NO_DELIMITER else repr(delim),
+        "delimiter": "none (one column)" if delim == _NO_DELIMITER else delim,
         "column": str(first[index]) if header else f"field {index + 1}",
         "header": "yes" if header else "no",
     }
@@ -445,7 +475,7 @@ def _open_excel(path: Path, column: str | int | None, sheet: str | int | None, f
         if widest > 1:
             raise PlayerListError(
                 f"{path} (sheet {title!r}), row 1: no player-id column in the header row {first}; "
-                f"known names are {list(PLAYER_ID_HEADERS)}; name it with column=... (--column)"
+                f"known names are {list(PLAYER_ID_HEADERS)}; name it with column=..."
             )
         index = 0
     details = {
@@ -457,17 +487,29 @@ def _open_excel(path: Path, column: str | int | None, sheet: str | int | None, f
     return _ExcelSource(f"{path} (sheet {title!r})", fp, details, path, sheet, index, header)
 
 
-def _scan(path: Path) -> tuple[str, str]:
-    """One streaming pass: the encoding and the SHA-256 of the bytes.
+class _Scan(NamedTuple):
+    """What one pass over a file's bytes found."""
+
+    encoding: str | None  # None: not UTF-8, UTF-16 nor Windows-1252 (Latin-1 would decode it)
+    fingerprint: str
+    nul: bool  # a NUL byte outside a BOM-less UTF-16 guess
+    signature: str | None  # the binary format the first bytes announce
+
+
+def _scan(path: Path) -> _Scan:
+    """One streaming pass: the encoding, the SHA-256 of the bytes, and signs of binary data.
 
     A byte-order mark decides (UTF-8 or UTF-16); NUL bytes in every other position mean
     UTF-16 without one; otherwise UTF-8 when every byte decodes as UTF-8, else
-    Windows-1252, else Latin-1 (which decodes anything).
+    Windows-1252 unless a byte it leaves undefined occurs (then ``None``: only Latin-1,
+    which decodes anything, would read it).
     """
     digest = hashlib.sha256()
     utf8 = codecs.getincrementaldecoder("utf-8")()
     utf8_ok = cp1252_ok = True
+    nul = False
     encoding: str | None = None
+    signature: str | None = None
     with path.open("rb") as fh:
         first = True
         while block := fh.read(_BLOCK):
@@ -475,7 +517,10 @@ def _scan(path: Path) -> tuple[str, str]:
             if first:
                 first = False
                 encoding = _bom_encoding(block[:4096])
+                signature = next((name for magic, name in _BINARY_SIGNATURES
+                                  if block.startswith(magic)), None)
             if encoding is None:
+                nul = nul or b"\x00" in block
                 if utf8_ok:
                     try:
                         utf8.decode(block)
@@ -489,8 +534,24 @@ def _scan(path: Path) -> tuple[str, str]:
             except UnicodeDecodeError:
                 utf8_ok = False
     if encoding is None:
-        encoding = "utf-8" if utf8_ok else "cp1252" if cp1252_ok else "latin-1"
-    return encoding, digest.hexdigest()
+        encoding = "utf-8" if utf8_ok else "cp1252" if cp1252_ok else None
+    return _Scan(encoding, digest.hexdigest(), nul, signature)
+
+
+def _not_text(path: Path, why: str) -> PlayerListError:
+    return PlayerListError(f"{path}: not a text file of player ids ({why}); nothing was sent")
+
+
+def _check_text(path: Path, sample: list[str]) -> None:
+    """Refuse decoded text that is binary data: a NUL character, or too many controls."""
+    text = "".join(sample)
+    if "\x00" in text:
+        raise _not_text(path, "it holds NUL characters")
+    controls = sum(1 for ch in text
+                   if unicodedata.category(ch) == "Cc" and ch not in _TEXT_CONTROLS)
+    if text and controls > _MAX_CONTROL_SHARE * len(text):
+        raise _not_text(path, f"{controls} of its first {len(text)} characters are control "
+                              "characters")
 
 
 def _bom_encoding(head: bytes) -> str | None:

@@ -135,6 +135,8 @@ class LoadSummary:
             ("chunks", f"{self.chunks_acknowledged:,} of {self.chunks:,} acknowledged "
                        f"(size {self.chunk_size:,})"),
         ]
+        if self.rows == 0:
+            out.insert(0, ("warning", "the list holds no player rows: nothing to load"))
         if self.resumed:
             out.append(("resumed", f"yes; {self.unknown_resent} chunk(s) had no recorded answer "
                                    "and were sent again"))

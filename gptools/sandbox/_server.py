@@ -118,9 +118,10 @@ def run_sandbox(config: SandboxConfig | None = None, *, host: str = "127.0.0.1",
 
 
 def serve_forever(config: SandboxConfig, *, host: str, port: int,
-                  on_started: Callable[[str], None]) -> None:
-    """Serve a sandbox in the foreground until interrupted (Ctrl-C)."""
+                  on_started: Callable[[str], None], sock: socket.socket | None = None) -> None:
+    """Serve a sandbox in the foreground until interrupted (Ctrl-C); on ``sock`` when given
+    (already bound to ``host:port``), else on a socket uvicorn binds."""
     app = create_app(config)
     server = _Server(uvicorn_config(app, host, port),
                      on_started=lambda s: on_started(f"http://{host}:{s.port}"))
-    server.run()
+    server.run(sockets=None if sock is None else [sock])

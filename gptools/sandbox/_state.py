@@ -105,3 +105,42 @@ class SandboxState:
         new = len({p for p in player_ids if p not in counter})
         counter.update(player_ids)
         return new
+
+    # Persistence: what a later process needs to carry on (see gptools.sandbox._persist).
+
+    def snapshot(self) -> dict[str, Any]:
+        """Campaigns, participants, subscriptions and the next campaign number as
+        JSON-ready values (Decimals kept for :func:`gptools.models.dumps_wire`); the request
+        log is left out: it is a record of this process's traffic, not provider data."""
+        with self.lock:
+            return {
+                "next_campaign": self._next_campaign,
+                "campaigns": [
+                    {"campaignId": c.campaign_id, "brandId": c.brand_id,
+                     "requestId": c.request_id, "createdAt": c.created_at.isoformat(),
+                     "body": c.body}
+                    for c in self.campaigns.values()
+                ],
+                "participants": {k: dict(v) for k, v in self._participants.items()},
+                "subscriptions": {str(k): v for k, v in self.subscriptions.items()},
+            }
+
+    def restore(self, snapshot: dict[str, Any]) -> None:
+        """Replace campaigns, participants and subscriptions with a :meth:`snapshot`'s."""
+        with self.lock:
+            self.clear()
+            for c in snapshot.get("campaigns", []):
+                campaign = StoredCampaign(str(c["campaignId"]), int(c["brandId"]),
+                                          c.get("requestId"), dict(c["body"]),
+                                          datetime.fromisoformat(c["createdAt"]))
+                self.campaigns[campaign.campaign_id] = campaign
+                if campaign.request_id is not None:
+                    self._by_request_id[(campaign.brand_id, campaign.request_id)] = (
+                        campaign.campaign_id)
+                self._participants[campaign.campaign_id] = Counter()
+            for campaign_id, counts in snapshot.get("participants", {}).items():
+                self._participants[campaign_id] = Counter(
+                    {str(k): int(v) for k, v in counts.items()})
+            self.subscriptions.update(
+                {int(k): dict(v) for k, v in snapshot.get("subscriptions", {}).items()})
+            self._next_campaign = int(snapshot.get("next_campaign", len(self.campaigns) + 1))

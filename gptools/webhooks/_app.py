@@ -40,6 +40,8 @@ from gptools import spec
 from gptools.models import GameEventNotification, loads_wire
 from gptools.webhooks._auth import ReceiverAuth
 from gptools.webhooks._queue import (
+    DEFAULT_MAX_BATCH,
+    DEFAULT_WAIT_LIMIT,
     Clock,
     GroupCommitWriter,
     Handler,
@@ -106,8 +108,8 @@ class WebhookReceiver:
         max_body_bytes: int = spec.WEBHOOK_MAX_BODY_BYTES,
         handler: Handler | None = None,
         queue_options: dict[str, Any] | None = None,
-        ack_timeout: timedelta = timedelta(milliseconds=800),
-        max_batch: int = 512,
+        ack_timeout: timedelta = DEFAULT_WAIT_LIMIT,
+        max_batch: int = DEFAULT_MAX_BATCH,
         clock: Clock = utc_now,
         faults: FaultHook | None = None,
     ) -> None:

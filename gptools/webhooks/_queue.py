@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
+from gptools._backoff import backoff_delay
 from gptools.models import GameEventNotification, loads_wire
 from gptools.webhooks._store import (
     ActionState,
@@ -46,6 +47,11 @@ def utc_now() -> datetime:
     """The current time, aware UTC (the default clock)."""
     return datetime.now(UTC)
 
+
+#: Items one transaction takes at most, and how long a write waits for its commit (the
+#: provider expects the answer within a second); the receiver's defaults too.
+DEFAULT_MAX_BATCH = 512
+DEFAULT_WAIT_LIMIT = timedelta(milliseconds=800)
 
 #: A submitted write: the item and the future its request awaits.
 _Pending = tuple[WriteItem, "asyncio.Future[bool]"]
@@ -74,11 +80,11 @@ class GroupCommitWriter:
         self,
         store: Store,
         *,
-        max_batch: int = 512,
+        max_batch: int = DEFAULT_MAX_BATCH,
         clock: Clock = utc_now,
         purge_every: timedelta = timedelta(hours=1),
         state: ActionState = "pending",
-        wait_limit: timedelta = timedelta(milliseconds=800),
+        wait_limit: timedelta = DEFAULT_WAIT_LIMIT,
     ) -> None:
         if max_batch < 1:
             raise ValueError(f"max_batch must be at least 1, got {max_batch}")
@@ -316,8 +322,9 @@ class ProcessingQueue:
 
     def delay_after(self, attempt: int) -> timedelta:
         """The wait before the run that follows failed run number ``attempt`` (1-based)."""
-        seconds = self.first_delay.total_seconds() * self.factor ** (attempt - 1)
-        return min(timedelta(seconds=seconds), self.max_delay)
+        return timedelta(seconds=backoff_delay(attempt - 1, base=self.first_delay.total_seconds(),
+                                               cap=self.max_delay.total_seconds(),
+                                               factor=self.factor))
 
     def start(self) -> None:
         """Run the queue in a background thread until :meth:`stop`."""

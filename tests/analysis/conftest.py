@@ -67,6 +67,7 @@ class Truth:
     lost_ids: set[str] = field(default_factory=set)
     pending_ids: set[str] = field(default_factory=set)
     bet_total: Decimal = Decimal(0)
+    bets: dict[tuple[str, str], Decimal] = field(default_factory=dict)
 
 
 @dataclass
@@ -165,6 +166,9 @@ class LogBuilder:
             bet_seen = bet_seen or "bet" in this
         t.actions += 1
         t.bet_total += body["bet"] if bet_seen else 0
+        if bet_seen:
+            key = (body["gameId"], body["currencyCode"])
+            t.bets[key] = t.bets.get(key, Decimal(0)) + body["bet"]
         t.attempts[len(statuses)] += 1
         t.lags.append(lag)
         self.events.append((body["playerId"], at, event_at))

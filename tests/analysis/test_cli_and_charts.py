@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import itertools
 import json
 from pathlib import Path
 
@@ -17,6 +18,8 @@ from gptools.webhooks import analysis as wa
 from tests.analysis.conftest import LogBuilder, random_log
 
 matplotlib.use("Agg")
+
+SAMPLE_LOG = Path(__file__).resolve().parents[2] / "data" / "sample_delivery_log.jsonl"
 
 
 @pytest.fixture(scope="module")
@@ -77,6 +80,38 @@ def test_charts_return_figures(log_path: Path, tmp_path: Path, plot: object) -> 
         fig = plot(analysis)  # type: ignore[operator]
         assert "no " in fig.axes[0].texts[0].get_text()
         matplotlib.pyplot.close(fig)
+
+
+@pytest.mark.parametrize(
+    "plot",
+    [wa.plot_duplicates_and_retries, wa.plot_status_mix, wa.plot_retry_gaps, wa.plot_latency],
+)  # fmt: skip
+def test_legends_never_cover_the_data(log_path: Path, plot: object) -> None:
+    with wa.analyze(log_path) as analysis:
+        fig = plot(analysis)  # type: ignore[operator]
+    ax = fig.axes[0]
+    legend = ax.get_legend()
+    assert legend is not None
+    fig.canvas.draw()
+    box, area = legend.get_window_extent(), ax.get_window_extent()
+    # Outside the plot area (where every bar, line and marker is), and on the figure.
+    assert not box.overlaps(area), (box, area)
+    assert fig.bbox.contains(box.x0, box.y0) and fig.bbox.contains(box.x1, box.y1)
+    matplotlib.pyplot.close(fig)
+
+
+@pytest.mark.parametrize("plot", [wa.plot_duplicates_and_retries, wa.plot_status_mix])
+def test_hour_labels_of_a_week_do_not_run_into_each_other(plot: object) -> None:
+    with wa.analyze(SAMPLE_LOG) as analysis:
+        fig = plot(analysis)  # type: ignore[operator]
+    fig.canvas.draw()
+    labels = [t for t in fig.axes[0].xaxis.get_ticklabels() if t.get_text()]
+    boxes = [t.get_window_extent() for t in labels]
+    assert len(boxes) >= 3
+    # At least about a character of space between neighbours, or they read as one word.
+    gaps = [b.x0 - a.x1 for a, b in itertools.pairwise(boxes)]
+    assert min(gaps) >= 6, [t.get_text() for t in labels]
+    matplotlib.pyplot.close(fig)
 
 
 def test_public_names() -> None:

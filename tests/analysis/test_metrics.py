@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from datetime import datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -128,8 +129,11 @@ def test_drill_downs_add_up(generated: tuple[LogBuilder, DeliveryAnalysis]) -> N
     games = analysis.per_game()
     assert games.actions.sum() == r.actions
     assert games.lost.sum() == r.lost_actions
-    # Bets are exact decimals, summed in the engine.
-    assert sum(games.bet_total.dropna(), Decimal(0)) == b.truth.bet_total
+    # Bets are exact decimals, summed in the engine per game and currency, never across.
+    assert "bet_total" not in games.columns
+    bets = analysis.bets_per_game()
+    assert {(g, c): v for g, c, v in zip(bets.game_id, bets.currency_code, bets.bet_total,
+                                         strict=True)} == b.truth.bets
     assert sum(currencies_total(analysis), Decimal(0)) == b.truth.bet_total
     currencies = analysis.per_currency()
     assert currencies.actions.sum() == r.actions
@@ -137,6 +141,29 @@ def test_drill_downs_add_up(generated: tuple[LogBuilder, DeliveryAnalysis]) -> N
     chain = analysis.chain(chain_id)
     assert list(chain.attempt_no) == list(range(1, len(chain) + 1))
     assert chain.kind.iloc[0] == "first"
+
+
+def test_bets_are_summed_per_currency_at_its_exponent(tmp_path: Path) -> None:
+    b = LogBuilder(seed=7)
+    bets = [("g1", "EUR", "10.5"), ("g1", "EUR", "2.25"), ("g1", "JPY", "1500"),
+            ("g1", "JPY", "300"), ("g1", "KWD", "1.25"), ("g2", "BRL", "0.1"),
+            ("g2", "ZZZ", "7")]
+    for n, (game, currency, bet) in enumerate(bets):
+        b.action([200], at=START + timedelta(minutes=n))
+        b.records[-1]["payload"].update(gameId=game, currencyCode=currency, bet=Decimal(bet))
+    with analyze(b.write_jsonl(tmp_path / "log.jsonl")) as analysis:
+        games = analysis.per_game()
+        assert list(games.game_id) == ["g1", "g2"] and "bet_total" not in games.columns
+        rows = analysis.bets_per_game()
+        shown = {(g, c): str(v) for g, c, v in zip(rows.game_id, rows.currency_code,
+                                                    rows.bet_total, strict=True)}
+        # Each at its currency's exponent; ZZZ (not an ISO code) keeps its own digits.
+        assert shown == {("g1", "EUR"): "12.75", ("g1", "JPY"): "1800", ("g1", "KWD"): "1.250",
+                         ("g2", "BRL"): "0.10", ("g2", "ZZZ"): "7"}
+        assert list(rows.actions) == [2, 2, 1, 1, 1]
+        currencies = analysis.per_currency().set_index("currency_code")
+        assert str(currencies.at["EUR", "bet_total"]) == "12.75"
+        assert str(currencies.at["JPY", "bet_total"]) == "1800"
 
 
 def currencies_total(analysis: DeliveryAnalysis) -> list[Decimal]:
@@ -281,6 +308,9 @@ def test_report_html_and_dict(generated: tuple[LogBuilder, DeliveryAnalysis]) ->
     r = analysis.report
     html = analysis._repr_html_()
     assert f"{r.deliveries:,}" in html and "Warnings" in html
+    # Times to the millisecond in what a person reads (the JSON keeps microseconds).
+    assert re.search(r"\d\d:\d\d:\d\d\.\d{3} UTC", html)
+    assert not re.search(r"\d\d:\d\d:\d\d\.\d{4}", html)
     doc = r.to_dict()
     for key in (
         "deliveries", "actions", "acknowledged_actions", "duplicate_deliveries", "retries",

@@ -28,8 +28,8 @@ FAST_BACKOFF = {"backoff_base": 0.01, "backoff_cap": 0.05}
 
 
 class AsyncTwin:
-    """Wraps an :class:`AsyncClient` (or its brand view): coroutine methods run to completion
-    on ``loop``; everything else passes through."""
+    """Wraps an :class:`AsyncClient`: coroutine methods run to completion on ``loop``; its
+    views (``brand``, ``with_options``) come wrapped too; everything else passes through."""
 
     def __init__(self, target: Any, loop: asyncio.AbstractEventLoop) -> None:
         self.target = target
@@ -37,7 +37,7 @@ class AsyncTwin:
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self.target, name)
-        if name == "brand":
+        if name in ("brand", "with_options"):
             return lambda *a, **k: AsyncTwin(attr(*a, **k), self.loop)
         if inspect.iscoroutinefunction(attr):
             return lambda *a, **k: self.loop.run_until_complete(attr(*a, **k))
@@ -112,22 +112,32 @@ def run_concurrently(client: Any, jobs: Sequence[tuple[str, tuple[Any, ...], dic
                      *, workers: int = 8) -> list[Any]:
     """Run ``(method, args, kwargs)`` jobs on ``client`` concurrently: a thread pool for the
     sync client, tasks on its loop for the async twin. Returns results or exceptions."""
-    if isinstance(client, AsyncTwin):
-        target, loop = client.target, client.loop
+    return run_on_clients([(client, *job) for job in jobs], workers=workers)
+
+
+def run_on_clients(
+    jobs: Sequence[tuple[Any, str, tuple[Any, ...], dict[str, Any]]], *, workers: int = 8
+) -> list[Any]:
+    """Run ``(client, method, args, kwargs)`` jobs concurrently, each on its own client (a
+    client and its views; all sync, or all async twins on one loop). Returns results or
+    exceptions, in the order of ``jobs``."""
+    if jobs and isinstance(jobs[0][0], AsyncTwin):
+        loop = jobs[0][0].loop
 
         async def main() -> list[Any]:
             gate = asyncio.Semaphore(workers * 2)
 
-            async def one(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            async def one(twin: AsyncTwin, name: str, args: tuple[Any, ...],
+                          kwargs: dict[str, Any]) -> Any:
                 async with gate:
-                    return await getattr(target, name)(*args, **kwargs)
+                    return await getattr(twin.target, name)(*args, **kwargs)
 
             return await asyncio.gather(*(one(*job) for job in jobs), return_exceptions=True)
 
         return loop.run_until_complete(main())
 
-    def call(job: tuple[str, tuple[Any, ...], dict[str, Any]]) -> Any:
-        name, args, kwargs = job
+    def call(job: tuple[Any, str, tuple[Any, ...], dict[str, Any]]) -> Any:
+        client, name, args, kwargs = job
         try:
             return getattr(client, name)(*args, **kwargs)
         except Exception as exc:

@@ -11,6 +11,7 @@ import pytest
 
 import gptools.client as client_pkg
 from gptools import spec
+from gptools._backoff import BACKOFF_JITTER
 from gptools.client import (
     RateLimiter,
     Ticket,
@@ -30,7 +31,9 @@ def test_all_is_sorted_and_importable() -> None:
     assert names == sorted(names, key=lambda n: (not n.isupper(), not n[0].isupper(), n))
     for name in names:
         assert getattr(client_pkg, name) is not None
-    assert {"Client", "AsyncClient", "BrandClient", "AsyncBrandClient"} <= set(names)
+    assert {"Client", "AsyncClient"} <= set(names)
+    # A brand is an option of the one client class (client.brand(ID)), not a class.
+    assert not {"BrandClient", "AsyncBrandClient"} & set(names)
 
 
 @pytest.mark.parametrize(
@@ -65,7 +68,7 @@ def test_backoff_is_exponential_capped_and_jittered() -> None:
     delays = [backoff_delay(a, rng, base=0.5, cap=4.0) for a in range(8)]
     for attempt, delay in enumerate(delays):
         ceiling = min(4.0, 0.5 * 2**attempt)
-        assert ceiling * (1 - C.BACKOFF_JITTER) <= delay <= ceiling
+        assert ceiling * (1 - BACKOFF_JITTER) <= delay <= ceiling
     assert delays[0] < delays[1] < delays[2] < delays[3]
     assert max(delays) <= 4.0
     # Seeded: the same sequence again.

@@ -4,8 +4,6 @@ get a rate-limit response, and the server-side windows are never over a tier's l
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from gptools import spec
@@ -21,9 +19,7 @@ def test_1000_participant_requests_at_the_documented_limit(make: MakeClient,
     campaign = c.create_campaign(free_rounds(), brand=201).campaign_id
     jobs = [("add_participants", (campaign, [f"player-{i:04d}"]), {"brand": 201})
             for i in range(1000)]
-    started = time.monotonic()
     results = run_concurrently(c, jobs, workers=8)
-    elapsed = time.monotonic() - started
     failures = [r for r in results if isinstance(r, BaseException)]
     assert failures == []
     assert c.stats.rate_limited == 0
@@ -35,10 +31,9 @@ def test_1000_participant_requests_at_the_documented_limit(make: MakeClient,
     # Measured on the server's arrival stamps (slightly narrower than its 1 s window, since
     # the stamp is taken just before the server's limiter reads its own clock).
     assert busiest_window(tier_times(sb, limit), 0.98) <= limit.per_second
-    # Not timidly below the limit either: 1000 at 130/s is about 7.7 s. The bound is loose
-    # because a busy 2-core machine caps the client itself near 100/s; the benchmark
-    # measures the achieved rate properly.
-    assert elapsed < 1000 / limit.per_second / 0.5
+    # How close to the limit the client gets is a speed goal, measured by
+    # tests/benchmarks/bench_client.py (participant_rate_ratio), not timed here: a busy
+    # machine would make a time bound fail for reasons that are not the client's.
 
 
 MIXED = (

@@ -136,7 +136,7 @@ def test_every_kind_at_once_and_html() -> None:
                       COST_DIFFERS: 1}
     assert list(check.differences["kind"]) == [k for k in KINDS if counts[k]]
     html = check._repr_html_()
-    assert "multiplier changed" in html and "<th>stored</th>" in html
+    assert "multiplier changed" in html and ">stored</th>" in html
 
 
 def test_same_source_names_are_told_apart() -> None:

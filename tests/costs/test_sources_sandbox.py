@@ -128,6 +128,8 @@ def test_chart_returns_a_figure_and_only_chart_columns_are_float(
     rates = {c: Decimal("1") for c in CURRENCIES} | {"JPY": Decimal("0.0061")}
     converted = cost_chart(catalogue_table, rates=rates, reporting_currency="EUR")
     assert converted.axes[0].get_yscale() == "linear"
+    assert converted.axes[0].get_title() != ax.get_title()
+    assert "EUR" in converted.axes[0].get_title()
     frame = chart_frame(catalogue_table, rates=rates)
     assert no_float(frame, allowed=("chart_value",)) == []
     assert frame["chart_value"].dtype == float

@@ -6,13 +6,15 @@ from __future__ import annotations
 import math
 import uuid
 from datetime import UTC, datetime, timedelta
-from functools import cached_property
+from decimal import Decimal
+from functools import cache, cached_property
 from pathlib import Path
 from typing import Any
 
 import ibis
 import ibis.expr.types as ir
 import pandas as pd
+from babel.numbers import get_currency_precision, list_currencies
 
 from gptools import spec
 from gptools.webhooks.analysis import _metrics as m
@@ -241,12 +243,18 @@ class DeliveryAnalysis:
         return self._df(m.per_hour(self.attempts))
 
     def per_game(self) -> pd.DataFrame:
-        """Per game: actions by outcome, retries, duplicates, bets (exact decimals)."""
+        """Per game: actions by outcome, retries, duplicates (bets: :meth:`bets_per_game`)."""
         return self._df(m.per_attribute(self.actions, "game_id"))
 
+    def bets_per_game(self) -> pd.DataFrame:
+        """Per game and currency: actions and the sum of their bets, an exact ``Decimal``
+        at the currency's exponent (bets of different currencies are never added up)."""
+        return _money_at_exponent(self._df(m.bets_per(self.actions, "game_id")))
+
     def per_currency(self) -> pd.DataFrame:
-        """Per currency: actions by outcome, retries, duplicates, bets (exact decimals)."""
-        return self._df(m.per_attribute(self.actions, "currency_code"))
+        """Per currency: actions by outcome, retries, duplicates, and the sum of the bets
+        (an exact ``Decimal`` at the currency's exponent)."""
+        return _money_at_exponent(self._df(m.per_attribute(self.actions, m.CURRENCY)))
 
     def attempts_per_action(self) -> pd.DataFrame:
         """How many actions needed 1, 2, ... attempts (all deliveries of the action)."""
@@ -399,3 +407,27 @@ def _canonical_uuid(text: str) -> str:
     except ValueError as exc:
         raise ValueError(f"action id {text!r} is not a UUID") from exc
 
+
+def _money_at_exponent(df: pd.DataFrame) -> pd.DataFrame:
+    """``bet_total`` of each row shown at its currency's exponent (JPY 0, EUR 2, KWD 3
+    decimals, from Babel) instead of the engine's 9; a sum with more digits than its
+    currency allows (or of an unknown currency) keeps them all, so nothing is rounded away."""
+    df["bet_total"] = [
+        _at_exponent(total, currency)
+        for total, currency in zip(df["bet_total"], df[m.CURRENCY], strict=True)
+    ]
+    return df
+
+
+def _at_exponent(total: Any, currency: Any) -> Any:
+    if not isinstance(total, Decimal) or not isinstance(currency, str) or not total.is_finite():
+        return total
+    places = get_currency_precision(currency) if currency in _iso_currencies() else 0
+    exponent = total.normalize().as_tuple().exponent
+    needed = -exponent if isinstance(exponent, int) else 0
+    return total.quantize(Decimal(1).scaleb(-max(places, needed)))
+
+
+@cache
+def _iso_currencies() -> frozenset[str]:
+    return frozenset(list_currencies())

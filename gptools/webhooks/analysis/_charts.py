@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import matplotlib.dates as mdates
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -33,6 +34,20 @@ def _chart(title: str, xlabel: str, ylabel: str) -> tuple[Figure, Any]:
     return fig, ax
 
 
+def _date_axis(ax: Any) -> None:
+    """Short hour labels (the date once per day), so ticks never run into each other."""
+    locator = mdates.AutoDateLocator()  # type: ignore[no-untyped-call]
+    ax.xaxis.set_major_locator(locator)
+    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))  # type: ignore[no-untyped-call]
+
+
+def _legend(ax: Any, **kwargs: Any) -> None:
+    """The legend right of the plot area, never over the data (the constrained layout
+    makes room for it)."""
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, frameon=False,
+              **kwargs)  # fmt: skip
+
+
 def _empty(ax: Any, what: str) -> None:
     ax.text(0.5, 0.5, f"no {what} in this log", ha="center", va="center",
             transform=ax.transAxes)  # fmt: skip
@@ -49,7 +64,8 @@ def plot_duplicates_and_retries(analysis: DeliveryAnalysis) -> Figure:
         ax.plot(x, hours.first_attempts, label="first attempts", color="0.6", lw=1)
         ax.plot(x, hours.retries, label="retries", color="tab:orange", lw=1.5)
         ax.plot(x, hours.duplicates, label="duplicate deliveries", color="tab:purple", lw=1.5)
-        ax.legend(loc="upper right", frameon=False)
+        _date_axis(ax)
+        _legend(ax)
     return fig
 
 
@@ -67,7 +83,8 @@ def plot_status_mix(analysis: DeliveryAnalysis) -> Figure:
             labels=["2xx", "4xx", "5xx", "other"],
             colors=["tab:green", "tab:red", "tab:orange", "0.7"],
         )  # fmt: skip
-        ax.legend(loc="upper right", frameon=False, ncols=4)
+        _date_axis(ax)
+        _legend(ax, reverse=True)  # top to bottom, as stacked
     return fig
 
 
@@ -92,7 +109,7 @@ def plot_retry_gaps(analysis: DeliveryAnalysis) -> Figure:
             for i, n in enumerate(retries):
                 ax.axvline(fit["base_s"] * factor ** (n - 1), color="tab:red", lw=1, ls="--",
                            label="fitted backoff" if i == 0 else None)  # fmt: skip
-            ax.legend(loc="upper left", frameon=False)
+            _legend(ax)
     return fig
 
 
@@ -124,5 +141,5 @@ def plot_latency(analysis: DeliveryAnalysis) -> Figure:
         ax.set_xscale("log")
         label = f"budget {budget:,.0f} ms ({analysis.report.over_budget:,} at or over)"
         ax.axvline(budget, color="black", lw=1.2, ls="--", label=label)
-        ax.legend(loc="upper right", frameon=False)
+        _legend(ax)
     return fig

@@ -59,6 +59,9 @@ from gptools.webhooks.analysis._readers import PAYLOAD_FIELDS, RAW_COLUMNS
 #: Percentiles reported for latencies, gaps and lags.
 PERCENTILES: tuple[float, ...] = (0.5, 0.9, 0.99)
 
+#: The column naming an action's currency: bets are only ever added within one.
+CURRENCY = "currency_code"
+
 #: Exact decimal type used to add bets up (digits beyond 9 decimals are not expected).
 BET_DECIMAL = dt.Decimal(38, 9)
 
@@ -677,7 +680,10 @@ def per_hour(a: ir.Table) -> ir.Table:
 
 
 def per_attribute(actions: ir.Table, key: str) -> ir.Table:
-    """Per game or currency (``key``): actions by outcome, retries, duplicates, bets."""
+    """Per game or currency (``key``): actions by outcome, retries, duplicates, and per
+    currency the bets added up (money of different currencies is never added together:
+    :func:`bets_per` gives them per game and currency)."""
+    money = {"bet_total": actions.bet.try_cast(BET_DECIMAL).sum()} if key == CURRENCY else {}
     return (
         actions.group_by(key)
         .aggregate(
@@ -687,9 +693,18 @@ def per_attribute(actions: ir.Table, key: str) -> ir.Table:
             pending=(actions.outcome == "pending").sum(),
             retries=actions.retries.sum(),
             duplicates=actions.duplicates.sum(),
-            bet_total=actions.bet.try_cast(BET_DECIMAL).sum(),
+            **money,
         )
         .order_by(key)
+    )
+
+
+def bets_per(actions: ir.Table, key: str) -> ir.Table:
+    """Per ``key`` (a game) and currency: actions and their bets added up, exact."""
+    return (
+        actions.group_by([key, CURRENCY])
+        .aggregate(actions=actions.count(), bet_total=actions.bet.try_cast(BET_DECIMAL).sum())
+        .order_by([key, CURRENCY])
     )
 
 

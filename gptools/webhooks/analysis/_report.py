@@ -7,6 +7,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
+from gptools.display import cell_text
+
 
 @dataclass(frozen=True, slots=True, kw_only=True, repr=False)
 class DeliveryReport:
@@ -112,8 +114,8 @@ class DeliveryReport:
         warn_html = f"<p><b>Warnings</b></p><ul>{warn}</ul>" if warn else "<p>No warnings.</p>"
         return (
             f"<div><p><b>Webhook delivery log</b>: {html.escape(self.source)}"
-            f" ({html.escape(_iso(self.first_received_at) or '-')} to"
-            f" {html.escape(_iso(self.last_received_at) or '-')})</p>"
+            f" ({html.escape(cell_text(self.first_received_at))} to"
+            f" {html.escape(cell_text(self.last_received_at))})</p>"
             f"<table>{rows}</table>{warn_html}</div>"
         )
 
@@ -146,7 +148,7 @@ def _warnings(r: DeliveryReport) -> list[str]:
     if open_pending:
         out.append(
             f"{open_pending:,} actions pending: no 200 yet, the provider may still retry them;"
-            f" the first 7-day window closes at {_iso(r.pending_window_closes_first)}"
+            f" the first 7-day window closes at {cell_text(r.pending_window_closes_first)}"
         )
     if r.pending_actions_expired:
         out.append(

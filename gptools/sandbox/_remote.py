@@ -1,0 +1,81 @@
+"""A sandbox served by another process, read through its inspection paths.
+
+``gptools run-notebooks`` starts one sandbox and hands its address to every notebook
+kernel; in the kernel, :class:`RemoteSandbox` gives the same read-only view of accounts,
+campaigns and participants that a :class:`~gptools.sandbox.RunningSandbox` gives in
+process. It talks plain HTTP (httpx), never through :mod:`gptools.client`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import httpx
+
+from gptools.sandbox._accounts import SandboxAccount
+from gptools.sandbox._inspect import PREFIX
+from gptools.sandbox._state import StoredCampaign
+
+_TIMEOUT_S = 10.0
+
+
+def _get(base_url: str, path: str) -> Any:
+    answer = httpx.get(f"{base_url}{PREFIX}{path}", timeout=_TIMEOUT_S)
+    answer.raise_for_status()
+    return answer.json()
+
+
+@dataclass(frozen=True)
+class RemoteState:
+    """The campaigns and participants of a sandbox in another process (read on access)."""
+
+    base_url: str
+
+    @property
+    def campaigns(self) -> dict[str, StoredCampaign]:
+        """Campaign id -> the stored campaign, as the sandbox has them now."""
+        return {
+            c["campaignId"]: StoredCampaign(c["campaignId"], c["brandId"], c["requestId"],
+                                            c["body"], datetime.fromisoformat(c["createdAt"]))
+            for c in _get(self.base_url, "/campaigns")
+        }
+
+    def participants(self, campaign_id: str) -> dict[str, int]:
+        """Player id -> how many times it was added (empty for an unknown campaign)."""
+        answer = httpx.get(f"{self.base_url}{PREFIX}/campaigns/{campaign_id}/participants",
+                           timeout=_TIMEOUT_S)
+        if answer.status_code == 404:
+            return {}
+        answer.raise_for_status()
+        return {str(k): int(v) for k, v in answer.json().items()}
+
+
+@dataclass(frozen=True)
+class RemoteSandbox:
+    """A sandbox another process serves at ``base_url``: its demo accounts and state."""
+
+    base_url: str
+    accounts: Mapping[str, SandboxAccount] = field(default_factory=dict)
+
+    @classmethod
+    def at(cls, base_url: str) -> RemoteSandbox:
+        """The sandbox at ``base_url``; reads its accounts (raises if nothing answers)."""
+        base_url = base_url.rstrip("/")
+        accounts = {
+            a["key"]: SandboxAccount(a["key"], a["username"], a["password"],
+                                     a["principalType"], tuple(a["brandIds"]))
+            for a in _get(base_url, "/accounts")
+        }
+        return cls(base_url, accounts)
+
+    @property
+    def state(self) -> RemoteState:
+        """Campaigns and participants, read over HTTP."""
+        return RemoteState(self.base_url)
+
+    def reset(self) -> None:
+        """Forget requests, campaigns, participants, subscriptions, faults and rate windows."""
+        httpx.post(f"{self.base_url}{PREFIX}/reset", timeout=_TIMEOUT_S).raise_for_status()
