@@ -46,14 +46,20 @@ class ConfigurationError(GptoolsError):
 class TransportError(GptoolsError):
     """No HTTP answer came: the connection failed or dropped, or a time-out passed.
 
-    ``retries`` is how many times the request was retried before giving up.
+    ``retries`` is how many times the request was retried before giving up; ``sent`` is
+    False when no attempt reached the server (the connection could not be had: refused,
+    connect time-out), and the message then names the address
+    (``cannot connect to http://127.0.0.1:1: connection refused``).
     """
 
-    def __init__(self, message: str, *, method: str, url: str, retries: int = 0) -> None:
+    def __init__(self, message: str, *, method: str, url: str, retries: int = 0,
+                 sent: bool = True) -> None:
         super().__init__(message)
+        self.message = message
         self.method = method
         self.url = url
         self.retries = retries
+        self.sent = sent
 
     def __str__(self) -> str:
         return f"{self.args[0]} ({self.method} {self.url}; {self.retries} retries)"

@@ -7,10 +7,13 @@ use ``fresh_sandbox`` instead when a test must not see state left by earlier tes
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import importlib
+import socket
+import time
+from collections.abc import Callable, Iterator, Sequence
 
 import pytest
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 
 from gptools.sandbox import RunningSandbox, SandboxConfig, run_sandbox
 
@@ -46,3 +49,53 @@ def cli_runner(fresh_sandbox: RunningSandbox, monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setenv("GP_USERNAME", acct.username)
     monkeypatch.setenv("GP_PASSWORD", acct.password)
     return CliRunner()
+
+
+#: How long a command may take to give up on an address that refuses every connection,
+#: with the default retry budget (issue 13: "by default under 10 s").
+CONNECT_FAILURE_BUDGET_S = 10.0
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+    return port
+
+
+@pytest.fixture
+def unreachable(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory,
+                ) -> Callable[[Sequence[str]], Result]:
+    """``run(args)``: the CLI invoked with GP_BASE_URL at a closed loopback port; checks the
+    contract of a wrong address (issue 13 item 5) and returns the result: exit 1 within the
+    retry budget, one line on stderr naming the address, no advice to resume."""
+    url = f"http://127.0.0.1:{closed_port()}"
+    monkeypatch.setenv("GP_BASE_URL", url)
+    monkeypatch.setenv("GP_USERNAME", "someone")
+    monkeypatch.setenv("GP_PASSWORD", "secret-x")
+    for var in ("GP_MAX_RETRIES", "GP_TIMEOUT"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("GPTOOLS_JOURNAL_DIR", str(tmp_path_factory.mktemp("journals")))
+
+    def run(args: Sequence[str]) -> Result:
+        from gptools.cli import cli
+
+        # The budget is the retry budget: the commands' lazy imports (pandas, ...) take
+        # seconds of their own on a busy machine, so they are done before the clock starts.
+        for module in ("gptools.campaigns", "gptools.costs", "gptools.participants",
+                       "gptools.session"):
+            importlib.import_module(module)
+        started = time.monotonic()
+        result = CliRunner().invoke(cli, list(args))
+        elapsed = time.monotonic() - started
+        assert result.exit_code == 1, result.output
+        # The progress bar (when shown) may precede it; the message is one line, the last.
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        assert lines[-1] == f"Error: cannot connect to {url}: connection refused", lines
+        assert sum("Error" in line for line in lines) == 1, lines
+        assert "resume" not in result.output
+        assert elapsed < CONNECT_FAILURE_BUDGET_S
+        return result
+
+    return run

@@ -13,7 +13,7 @@ import click
 
 from gptools import spec
 from gptools.cli._main import cli_errors as _contract_errors
-from gptools.cli._main import fail
+from gptools.cli._main import client_options, fail
 from gptools.errors import GameNotFoundError
 
 #: How a receiver authenticates deliveries (``webhooks serve``, ``sandbox deliver``).
@@ -35,8 +35,9 @@ def cli_errors() -> Iterator[None]:
         yield
 
 
-def connect_client(**client_options: Any) -> Any:
-    """The session client; ``client_options`` go to the client (time-out, retries, ...).
+def connect_client(**options: Any) -> Any:
+    """The session client, with the top-level command's ``--max-retries`` and ``--timeout``
+    (:func:`~gptools.cli._main.client_options`); ``options`` override them.
 
     Without ``GP_BASE_URL`` the embedded sandbox starts from the state the previous command
     left (see :mod:`gptools.sandbox`), so a campaign created by one command exists for the
@@ -51,7 +52,7 @@ def connect_client(**client_options: Any) -> Any:
                 start_embedded_sandbox(state_dir=default_state_dir())
             except SandboxStateError as exc:
                 fail(str(exc))
-        return connect(**client_options)
+        return connect(**{**client_options(), **options})
 
 
 def resolve_brand(client: Any, brand: int | None) -> int | None:

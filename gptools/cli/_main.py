@@ -19,6 +19,7 @@ from gptools.errors import (
     ConfigurationError,
     GptoolsError,
     InvalidRequestError,
+    TransportError,
 )
 
 EXIT_FAILURE = 1
@@ -122,13 +123,47 @@ def cli_errors(*bad_input: type[BaseException]) -> Iterator[None]:
     except (BrandRequiredError, BrandNotAllowedError) as exc:
         text = cli_text(str(exc))
         fail(text if "--brand" in text else f"{text}. Name one with --brand.", bad_input=True)
+    except TransportError as exc:
+        # Never reached the server: the one line that names the address says it all.
+        fail(exc.message if not exc.sent else str(exc))
     except (ApiError, GptoolsError) as exc:
         fail(str(exc))
 
 
+def _timeout_option(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
+    """``--timeout``: seconds for every phase, or ``connect,read`` (as ``GP_TIMEOUT``)."""
+    from gptools.client._settings import parse_timeout
+
+    if value is None:
+        return None
+    try:
+        return parse_timeout(value, name="--timeout")
+    except ConfigurationError as exc:
+        raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
+
+
+#: The client settings the top-level command takes (before any subcommand).
+CLIENT_OPTIONS = ("max_retries", "timeout")
+
+
+def client_options() -> dict[str, Any]:
+    """The client keyword arguments given to the top-level command (``--max-retries``,
+    ``--timeout``); what is not given there comes from the environment or ``.env``."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return {}
+    given = ctx.find_root().params
+    return {name: given[name] for name in CLIENT_OPTIONS if given.get(name) is not None}
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="gptools")
-def cli() -> None:
+@click.option("--max-retries", type=click.IntRange(min=0), default=None,
+              help="Retries after a request's first attempt [default: GP_MAX_RETRIES, else 3].")
+@click.option("--timeout", default=None, callback=_timeout_option,
+              metavar="SECONDS|CONNECT,READ",
+              help="HTTP time-out: seconds, or connect,read [default: GP_TIMEOUT, else 5,30].")
+def cli(max_retries: int | None, timeout: Any) -> None:
     """gptools: campaigns, feature costs, participants and webhooks for the GP public API."""
 
 

@@ -34,6 +34,8 @@ from gptools.client._base import (
 )
 from gptools.client._ratelimit import Ticket
 from gptools.client._settings import TimeoutTypes
+from gptools.client._transport import default_async_transport
+from gptools.errors import GptoolsError
 from gptools.models import (
     AwardedFeatureConfigurations,
     CampaignCreated,
@@ -54,9 +56,11 @@ class AsyncClient(BaseClient):
     def _setup(self, transport: httpx.BaseTransport | httpx.AsyncBaseTransport | None) -> None:
         if transport is not None and not isinstance(transport, httpx.AsyncBaseTransport):
             raise TypeError("AsyncClient needs an httpx.AsyncBaseTransport; use Client for sync")
+        # aiohttp by default (issue 13): httpx's own async pool slows down as concurrency
+        # grows; httpx.AsyncHTTPTransport() is one argument away.
         self._http = httpx.AsyncClient(base_url=self.settings.base_url, auth=self._auth(),
                                        timeout=self.timeout, headers=dict(DEFAULT_HEADERS),
-                                       transport=transport)
+                                       transport=transport or default_async_transport())
         # Pulsed whenever a request finishes, to wake the tasks waiting for a
         # place in a rate window. All bookkeeping runs on the loop's thread between awaits,
         # so it needs no lock.
@@ -89,10 +93,19 @@ class AsyncClient(BaseClient):
         if info is None or refresh:
             # One fetch even when many tasks start at once: they would all count
             # against the same rate tier.
+            seen = self._shared.self_fetches
             async with self._self_lock:
-                if self._self_info is None or refresh:
-                    self._self_info = await self._request(self._build_self(), timeout)
+                if self._must_fetch_self(seen, refresh):
+                    self._shared.self_error = None
+                    try:
+                        self._self_info = await self._request(self._build_self(), timeout)
+                    except GptoolsError as exc:
+                        self._shared.self_error = exc
+                        raise
+                    finally:
+                        self._shared.self_fetches += 1
                 info = self._self_info
+                assert info is not None  # fetched, or shared from a fetch that succeeded
         return info
 
     async def awarded_feature_configurations(

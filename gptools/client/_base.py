@@ -10,6 +10,7 @@ request is sent and how a wait is waited.
 from __future__ import annotations
 
 import copy
+import errno
 import logging
 import math
 import random
@@ -31,7 +32,6 @@ from gptools._backoff import backoff_delay
 from gptools.client import _constants as C
 from gptools.client._ratelimit import RateLimiter
 from gptools.client._settings import (
-    DEFAULT_TIMEOUT,
     ClientSettings,
     TimeoutTypes,
     as_timeout,
@@ -41,6 +41,7 @@ from gptools.errors import (
     ApiError,
     BrandNotAllowedError,
     BrandRequiredError,
+    GptoolsError,
     TransportError,
     is_rate_limited,
 )
@@ -153,6 +154,11 @@ class _Shared:
     stats: ClientStats = ClientStats()
     self_info: SelfInfo | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
+    #: ``GET /self`` fetches finished so far and the error of the last one: callers that
+    #: waited for a fetch share its outcome, so eight threads starting together against a
+    #: dead address fail once (one retry budget), not eight times in a row.
+    self_fetches: int = 0
+    self_error: GptoolsError | None = None
 
 
 # --------------------------------------------------------------------------------------
@@ -236,9 +242,11 @@ def _aware(when: datetime) -> datetime:
 #: The keyword options and behaviour shared by :class:`Client` and :class:`AsyncClient`;
 #: each appends it to its own first line, so the two docstrings cannot drift apart.
 CLIENT_DOC = """\
-``base_url``, ``username`` and ``password`` default to ``GP_BASE_URL``, ``GP_USERNAME``
-and ``GP_PASSWORD`` from the environment, else from ``env_file`` (``.env``; ``None``
-skips it). The password is kept as a :class:`~pydantic.SecretStr`.
+``base_url``, ``username``, ``password``, ``max_retries`` and ``timeout`` default to
+``GP_BASE_URL``, ``GP_USERNAME``, ``GP_PASSWORD``, ``GP_MAX_RETRIES`` and ``GP_TIMEOUT``
+(seconds, or ``connect,read``) from the environment, else from ``env_file`` (``.env``;
+``None`` skips it), else (the last two) the defaults. The password is kept as a
+:class:`~pydantic.SecretStr`.
 
 Keyword options: ``timeout`` (seconds, a ``(connect, read)`` pair or an
 :class:`httpx.Timeout`; never ``None``), ``max_retries``, ``legacy_campaign_path``
@@ -250,9 +258,10 @@ reproducible jitter), ``batch_participant_path``, ``webhook_subscription_path``,
 ``{"startDate": "validFrom"}``), ``participant_retries`` (repeat a participant addition
 after a lost answer or a 5xx; default ``spec.PARTICIPANT_ADDITION_IDEMPOTENT``, assumed:
 re-adding is harmless) and
-``transport`` (an :class:`httpx.BaseTransport`), ``brand`` (the brand every call acts
-on, as :meth:`brand` gives). Defaults live in :mod:`gptools.client._constants` and
-:mod:`gptools.spec`.
+``transport`` (an :class:`httpx.BaseTransport`; for :class:`AsyncClient` an
+:class:`httpx.AsyncBaseTransport`, aiohttp's by default, ``httpx.AsyncHTTPTransport()`` for
+httpx's own), ``brand`` (the brand every call acts on, as :meth:`brand` gives). Defaults
+live in :mod:`gptools.client._constants` and :mod:`gptools.spec`.
 
 The account's principal type is learned from ``GET /self`` on first use and cached; it
 decides the path form and the local brand checks. Every method takes ``brand=`` and
@@ -271,8 +280,8 @@ class BaseClient:
         username: str | None = None,
         password: str | SecretStr | None = None,
         *,
-        timeout: TimeoutTypes = DEFAULT_TIMEOUT,
-        max_retries: int = C.DEFAULT_MAX_RETRIES,
+        timeout: TimeoutTypes | NotGiven = NOT_GIVEN,
+        max_retries: int | NotGiven = NOT_GIVEN,
         legacy_campaign_path: bool = False,
         rate_tiers: Sequence[spec.RateTier] = spec.RATE_TIERS,
         rate_limit_status: int = spec.RATE_LIMIT_STATUS,
@@ -288,9 +297,15 @@ class BaseClient:
         transport: httpx.BaseTransport | httpx.AsyncBaseTransport | None = None,
         brand: int | None = None,
     ) -> None:
-        self.settings = ClientSettings.resolve(base_url, username, password, env_file=env_file)
-        self.timeout = as_timeout(timeout)
-        self.max_retries = _checked_max_retries(max_retries)
+        if timeout is None:
+            as_timeout(timeout)  # refused with its message: None is not "not given" here
+        self.settings = ClientSettings.resolve(
+            base_url, username, password, env_file=env_file,
+            max_retries=(None if isinstance(max_retries, NotGiven)
+                         else _checked_max_retries(max_retries)),
+            timeout=None if isinstance(timeout, NotGiven) else timeout)
+        self.timeout = self.settings.timeout
+        self.max_retries = self.settings.max_retries
         #: The brand every call acts on (``None``: each call's ``brand=``, see :meth:`brand`).
         self.brand_id = None if brand is None else _checked_brand(brand)
         self.legacy_campaign_path = legacy_campaign_path
@@ -319,6 +334,17 @@ class BaseClient:
     def _setup(self, transport: httpx.BaseTransport | httpx.AsyncBaseTransport | None) -> None:
         """Create the HTTP client and the wait primitives (sync or async)."""
         raise NotImplementedError
+
+    def _must_fetch_self(self, seen: int, refresh: bool) -> bool:
+        """Under the ``GET /self`` lock: whether this caller fetches. ``seen`` is the fetch
+        count before it waited; a fetch that finished meanwhile is shared (its error is
+        raised again, its answer used, even for ``refresh``)."""
+        shared = self._shared
+        if shared.self_fetches != seen:
+            if shared.self_error is not None:
+                raise shared.self_error
+            return shared.self_info is None
+        return shared.self_info is None or refresh
 
     def __repr__(self) -> str:
         brand = "" if self.brand_id is None else f", brand={self.brand_id}"
@@ -617,15 +643,17 @@ class BaseClient:
         """A :class:`Retry` after a connection error or time-out; raises the final error."""
         self._count("transport_errors")
         reached = not isinstance(exc, _NOT_SENT)
+        reason = _describe(exc) if reached else (
+            f"cannot connect to {self.settings.base_url}: {connect_failure(exc)}")
         if attempt >= self.max_retries or not should_retry(
             None, rate_limited=False, idempotent=call.idempotent, reached=reached
         ):
             raise TransportError(
-                _describe(exc), method=call.method, url=self.url_of(call.path, call.params),
-                retries=attempt,
+                reason, method=call.method, url=self.url_of(call.path, call.params),
+                retries=attempt, sent=reached,
             ) from exc
         delay = self._backoff(attempt)
-        self._log_retry(call, _describe(exc), attempt, delay)
+        self._log_retry(call, reason, attempt, delay)
         return Retry(delay)
 
     def _backoff(self, attempt: int) -> float:
@@ -699,6 +727,29 @@ def _brand_list(info: SelfInfo) -> str:
     if not info.allowed_brands:
         return "none"
     return ", ".join(f"{b.id} ({b.name})" for b in info.allowed_brands)
+
+
+def connect_failure(exc: BaseException) -> str:
+    """Why a connection could not be had, in a few words ("connection refused"), the same
+    on every transport: read from the operating system's error under ``exc``."""
+    if isinstance(exc, httpx.PoolTimeout):
+        return "no free connection in time (pool time-out)"
+    if isinstance(exc, httpx.ConnectTimeout):
+        return "no connection in time (connect time-out)"
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    os_error: OSError | None = None
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, ConnectionRefusedError) or (
+                isinstance(cause, OSError) and cause.errno == errno.ECONNREFUSED):
+            return "connection refused"
+        if isinstance(cause, OSError) and cause.strerror:
+            os_error = cause
+        cause = cause.__cause__ or cause.__context__
+    if os_error is not None and os_error.strerror:
+        return os_error.strerror[:1].lower() + os_error.strerror[1:]
+    return _describe(exc) if isinstance(exc, httpx.TransportError) else str(exc)
 
 
 def _describe(exc: httpx.TransportError) -> str:

@@ -42,6 +42,10 @@ RATE_INFLIGHT_RECHECK: Final = 0.05
 ENV_BASE_URL: Final = "GP_BASE_URL"
 ENV_USERNAME: Final = "GP_USERNAME"
 ENV_PASSWORD: Final = "GP_PASSWORD"  # noqa: S105 (a variable name, not a password)
+#: Retries after a call's first attempt (``max_retries``): a whole number, 0 or more.
+ENV_MAX_RETRIES: Final = "GP_MAX_RETRIES"
+#: The HTTP time-out (``timeout``): seconds for every phase, or ``connect,read``.
+ENV_TIMEOUT: Final = "GP_TIMEOUT"
 
 #: The logger every client message goes to. Headers are never logged.
 LOGGER_NAME: Final = "gptools.client"

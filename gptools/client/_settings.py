@@ -1,4 +1,5 @@
-"""Where the client's settings come from: arguments, then the environment, then ``.env``.
+"""Where the client's settings come from: arguments, then the environment, then ``.env``
+(address, credentials, retries and time-out alike).
 
 The password becomes a :class:`~pydantic.SecretStr` as soon as it is read, so nothing
 downstream can print it by accident.
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -55,13 +56,45 @@ def as_timeout(value: TimeoutTypes | None) -> httpx.Timeout:
     return timeout
 
 
+def parse_timeout(text: str, *, name: str = C.ENV_TIMEOUT) -> httpx.Timeout:
+    """``GP_TIMEOUT`` text as a time-out: ``"10"`` (seconds, every phase) or ``"2,30"``
+    (connect, read). ``name`` says where the text came from in the error."""
+    parts = [p.strip() for p in text.split(",")]
+    try:
+        seconds = [float(p) for p in parts]
+    except ValueError:
+        seconds = []
+    if len(seconds) not in (1, 2):
+        raise ConfigurationError(
+            f"{name} must be seconds or connect,read seconds (e.g. 10 or 2,30), got {text!r}")
+    value: TimeoutTypes = seconds[0] if len(seconds) == 1 else (seconds[0], seconds[1])
+    try:
+        return as_timeout(value)
+    except ConfigurationError as exc:
+        raise ConfigurationError(f"{name}={text!r}: {exc}") from None
+
+
+def parse_max_retries(text: str, *, name: str = C.ENV_MAX_RETRIES) -> int:
+    """``GP_MAX_RETRIES`` text as a number of retries (a whole number, 0 or more)."""
+    try:
+        retries = int(text.strip())
+    except ValueError:
+        retries = -1
+    if retries < 0:
+        raise ConfigurationError(
+            f"{name} must be a whole number of retries, 0 or more, got {text!r}")
+    return retries
+
+
 @dataclass(frozen=True, slots=True)
 class ClientSettings:
-    """The resolved connection settings of a client. ``password`` never shows in a repr."""
+    """The resolved settings of a client. ``password`` never shows in a repr."""
 
     base_url: str
     username: str
     password: SecretStr
+    max_retries: int = C.DEFAULT_MAX_RETRIES
+    timeout: httpx.Timeout = field(default_factory=lambda: DEFAULT_TIMEOUT)
 
     @classmethod
     def resolve(
@@ -70,13 +103,18 @@ class ClientSettings:
         username: str | None,
         password: str | SecretStr | None,
         *,
+        max_retries: int | None = None,
+        timeout: TimeoutTypes | None = None,
         env_file: str | Path | None = ".env",
         environ: Mapping[str, str] | None = None,
     ) -> ClientSettings:
         """Take each setting from its argument, else the environment, else ``env_file``.
 
-        ``env_file=None`` skips the file. Raises :class:`~gptools.errors.ConfigurationError`
-        naming what is missing and where it was looked for.
+        ``max_retries`` and ``timeout`` (``GP_MAX_RETRIES``, ``GP_TIMEOUT``: seconds or
+        ``connect,read``) fall back to the defaults when set nowhere; ``None`` means "not
+        given" for every argument here. ``env_file=None`` skips the file. Raises
+        :class:`~gptools.errors.ConfigurationError` naming what is missing or wrong and
+        where it was looked for.
         """
         env = os.environ if environ is None else environ
         file_values: Mapping[str, str | None] = {}
@@ -122,7 +160,19 @@ class ClientSettings:
             raise ConfigurationError(
                 "base URL must not carry credentials; give username= and password= instead"
             )
-        return cls(base_url=url.rstrip("/"), username=user, password=secret)
+        if max_retries is None:
+            text = pick(None, C.ENV_MAX_RETRIES)
+            max_retries = (C.DEFAULT_MAX_RETRIES if not text
+                           else parse_max_retries(text))
+        elif isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+            raise ConfigurationError(f"max_retries must be 0 or more, got {max_retries!r}")
+        if timeout is None:
+            text = pick(None, C.ENV_TIMEOUT)
+            resolved = DEFAULT_TIMEOUT if not text else parse_timeout(text)
+        else:
+            resolved = as_timeout(timeout)
+        return cls(base_url=url.rstrip("/"), username=user, password=secret,
+                   max_retries=max_retries, timeout=resolved)
 
 
 def safe_url(url: str | httpx.URL) -> str:

@@ -30,6 +30,7 @@ from gptools.client._base import (
 )
 from gptools.client._ratelimit import Ticket
 from gptools.client._settings import TimeoutTypes
+from gptools.errors import GptoolsError
 from gptools.models import (
     AwardedFeatureConfigurations,
     CampaignCreated,
@@ -82,10 +83,19 @@ class Client(BaseClient):
         if info is None or refresh:
             # One fetch even when many threads start at once: they would all count
             # against the same rate tier.
+            seen = self._shared.self_fetches
             with self._self_lock:
-                if self._self_info is None or refresh:
-                    self._self_info = self._request(self._build_self(), timeout)
+                if self._must_fetch_self(seen, refresh):
+                    self._shared.self_error = None
+                    try:
+                        self._self_info = self._request(self._build_self(), timeout)
+                    except GptoolsError as exc:
+                        self._shared.self_error = exc
+                        raise
+                    finally:
+                        self._shared.self_fetches += 1
                 info = self._self_info
+                assert info is not None  # fetched, or shared from a fetch that succeeded
         return info
 
     def awarded_feature_configurations(

@@ -19,6 +19,9 @@ How a load runs:
    - the rate-limit answer, 5xx, 408/425, time-outs and dropped connections (once the
      client's own retries are spent) send the chunk again after a backoff, up to
      ``max_attempts`` times; then it is left for the next run;
+   - a connection that could not be had (``TransportError.sent`` false) before any request
+     of the run reached the server raises at once: a wrong address or a server that is
+     down, with nothing to resume; once one has got through it is a blip, sent again;
    - a refusal *about the ids* (``id_refusals``: the validation refusal) splits the chunk
      in halves until the refused ids stand alone; each is then rejected with the server's
      message while the rest of the chunk loads;
@@ -206,7 +209,9 @@ def load_participants(
     (:class:`JournalBusyError` while another run uses the journal), the client's
     :class:`~gptools.errors.ApiError` subclasses when the server refuses the account, brand
     or campaign (:class:`~gptools.errors.InvalidRequestError` for an unknown campaign, after
-    one request), :class:`LoadStopped` for another refusal that is not about the ids, and
+    one request), :class:`LoadStopped` for another refusal that is not about the ids,
+    :class:`~gptools.errors.TransportError` (``sent=False``) when no request of the run
+    could reach the server within the client's retry budget, and
     :class:`LoadInterrupted` on Ctrl-C.
     """
     # Named in the journal's identity: the same load whether the brand came from the
@@ -328,7 +333,7 @@ def _summarise(
 class _Fatal(Exception):
     """The load cannot go on; carries the client's error (``stop``: see :class:`LoadStopped`)."""
 
-    def __init__(self, error: ApiError, *, stop: bool = False) -> None:
+    def __init__(self, error: ApiError | TransportError, *, stop: bool = False) -> None:
         super().__init__(str(error))
         self.error = error
         self.stop = stop
@@ -397,6 +402,10 @@ class _Sender:
         self._limit = 1.0
         self._probing = True
         self._seen_rate_limited = self._start.rate_limited
+        # Whether any request of this run got to the server. Until one has, a connection
+        # that cannot be had means a wrong address or a server that is down, not a blip:
+        # the load stops at once instead of re-sending for a minute.
+        self._reached = False
 
     def client_retries(self) -> int:
         """Retries the client made during this run."""
@@ -463,6 +472,7 @@ class _Sender:
         if fatal is not None:
             if not fatal.stop:
                 raise fatal.error
+            assert isinstance(fatal.error, ApiError)  # only a refusal stops the load
             self.stopped = fatal.error
 
     def _timeout(self, retry: deque[_Work]) -> float:
@@ -504,6 +514,12 @@ class _Sender:
         try:
             future.result()
         except (ApiError, TransportError) as exc:
+            if isinstance(exc, TransportError) and not exc.sent and not self._reached:
+                # Every attempt of the client (its retry budget) failed to connect, and no
+                # request has ever got through: nothing to resume yet, say where it tried.
+                self.stats.last_error = str(exc)
+                raise _Fatal(exc) from exc
+            self._reached = self._reached or exc.sent
             meaning = verdict(exc, self.id_refusals)
             if meaning == RESEND:
                 delay = None
@@ -518,6 +534,7 @@ class _Sender:
             self._probing = False
             return self._refused(work, exc, retry)
         self._probing = False
+        self._reached = True
         self._limit = min(float(self.concurrency), self._limit + 1.0)
         self.book.record(work.chunk_no, loaded=[seq for seq, _ in work.ids])
         self.stats.loaded += len(work.ids)

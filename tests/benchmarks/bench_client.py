@@ -5,6 +5,8 @@
     130/s per-user limit (goal >= 0.95) and the rate-limit responses the server gave
     (goal 0). The rate is (n - 1) / (last completion - first completion) with
     n = 8 × 130 + 1, which is exactly the limit for an ideal client, bursty or smooth.
+(a, async) The same through one ``AsyncClient`` (default transport, aiohttp) from 8 tasks:
+    ``async_participant_rate_ratio`` (goal >= 0.95) and ``async_rate_limited`` (goal 0).
 (b) The same GET through the client and through raw httpx (rate limits off in the
     sandbox; the client's limiter still runs, with figures too high to bind), interleaved
     request by request; the median per-round time ratio client / raw (goal <= 1.3).
@@ -15,6 +17,7 @@ charged to the client's interpreter. Run: ``.venv/bin/python tests/benchmarks/be
 
 from __future__ import annotations
 
+import asyncio
 import re
 import statistics
 import subprocess
@@ -30,7 +33,7 @@ from pathlib import Path
 import httpx
 
 from gptools import spec
-from gptools.client import Client
+from gptools.client import AsyncClient, Client
 from gptools.models import CampaignRequest
 from gptools.sandbox import CATALOGUE, DEMO_ACCOUNTS
 
@@ -38,6 +41,7 @@ GPTOOLS = str(Path(sys.executable).with_name("gptools"))
 LIMIT = next(t for t in spec.RATE_TIERS if t.name == "user_participant").per_second
 N_PARTICIPANT = 8 * LIMIT + 1
 ROUNDS, PER_ROUND = 7, 500
+ASYNC_TASKS = 8
 ACCOUNT = DEMO_ACCOUNTS["partner"]
 BRAND = 201
 GAME = CATALOGUE[0]
@@ -68,13 +72,27 @@ def served(*extra: str) -> Iterator[str]:
             proc.stdout.close()
 
 
+def _campaign_request() -> CampaignRequest:
+    return CampaignRequest(
+        type=spec.FREE_ROUNDS_CAMPAIGN_TYPE, name="bench", bet_number=1,
+        game_ids=[GAME.game_id], bet=GAME.bet_sizes["EUR"][0], currency_code="EUR",
+        start_date=datetime(2026, 3, 1), end_date=datetime(2026, 3, 8),
+        time_zone="Europe/Malta")
+
+
+def _refused(base_url: str) -> int:
+    """Rate-limit answers the sandbox gave to participant additions (all of them recorded)."""
+    records = httpx.get(f"{base_url}/_sandbox/requests", timeout=30).json()
+    posted = [r for r in records if r["path"].endswith("/participant")]
+    if len(posted) < N_PARTICIPANT:
+        raise RuntimeError(f"the sandbox recorded {len(posted)} participant requests, "
+                           f"expected at least {N_PARTICIPANT}")
+    return sum(1 for r in posted if r["status"] == spec.RATE_LIMIT_STATUS)
+
+
 def participant_rate(base_url: str) -> tuple[float, int]:
     with Client(base_url, ACCOUNT.username, ACCOUNT.password, env_file=None) as client:
-        campaign = client.create_campaign(CampaignRequest(
-            type=spec.FREE_ROUNDS_CAMPAIGN_TYPE, name="bench", bet_number=1,
-            game_ids=[GAME.game_id], bet=GAME.bet_sizes["EUR"][0], currency_code="EUR",
-            start_date=datetime(2026, 3, 1), end_date=datetime(2026, 3, 8),
-            time_zone="Europe/Malta"), brand=BRAND).campaign_id
+        campaign = client.create_campaign(_campaign_request(), brand=BRAND).campaign_id
 
         def add(i: int) -> float:
             client.add_participants(campaign, [f"bench-{i:05d}"], brand=BRAND)
@@ -85,13 +103,34 @@ def participant_rate(base_url: str) -> tuple[float, int]:
         rate = (N_PARTICIPANT - 1) / (done[-1] - done[0])
         print(f"(a) {N_PARTICIPANT} participant requests: {rate:.1f}/s against {LIMIT}/s; "
               f"client stats {client.stats}")
-    records = httpx.get(f"{base_url}/_sandbox/requests", timeout=30).json()
-    posted = [r for r in records if r["path"].endswith("/participant")]
-    if len(posted) < N_PARTICIPANT:
-        raise RuntimeError(f"the sandbox recorded {len(posted)} participant requests, "
-                           f"expected at least {N_PARTICIPANT}")
-    refused = sum(1 for r in posted if r["status"] == spec.RATE_LIMIT_STATUS)
-    return rate / LIMIT, refused
+    return rate / LIMIT, _refused(base_url)
+
+
+def async_participant_rate(base_url: str) -> tuple[float, int]:
+    """(a) again through ``AsyncClient`` (default transport) with ``ASYNC_TASKS`` tasks."""
+
+    async def main() -> list[float]:
+        async with AsyncClient(base_url, ACCOUNT.username, ACCOUNT.password,
+                               env_file=None) as client:
+            campaign = (await client.create_campaign(_campaign_request(),
+                                                     brand=BRAND)).campaign_id
+            left = iter(range(N_PARTICIPANT))
+            done: list[float] = []
+
+            async def task() -> None:
+                for i in left:
+                    await client.add_participants(campaign, [f"bench-{i:05d}"], brand=BRAND)
+                    done.append(time.monotonic())
+
+            await asyncio.gather(*(task() for _ in range(ASYNC_TASKS)))
+            print(f"(a, async) client stats {client.stats}")
+            return sorted(done)
+
+    done = asyncio.run(main())
+    rate = (N_PARTICIPANT - 1) / (done[-1] - done[0])
+    print(f"(a, async) {N_PARTICIPANT} participant requests from {ASYNC_TASKS} tasks: "
+          f"{rate:.1f}/s against {LIMIT}/s")
+    return rate / LIMIT, _refused(base_url)
 
 
 def overhead(base_url: str) -> float:
@@ -135,10 +174,13 @@ def overhead(base_url: str) -> float:
 def main() -> None:
     with served() as url:
         rate_ratio, refused = participant_rate(url)
+    with served() as url:
+        async_ratio, async_refused = async_participant_rate(url)
     with served("--no-rate-limits") as url:
         overhead_ratio = overhead(url)
     print(f"RESULT participant_rate_ratio={rate_ratio:.3f} rate_limited={refused} "
-          f"overhead_ratio={overhead_ratio:.3f}")
+          f"overhead_ratio={overhead_ratio:.3f} async_participant_rate_ratio={async_ratio:.3f} "
+          f"async_rate_limited={async_refused}")
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -77,3 +78,8 @@ def test_bad_input_exits_2(cli_runner: CliRunner, args: list[str], message: str)
     assert result.exit_code == 2, result.output
     assert message in result.output
     assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("command", ["plan", "apply"])
+def test_a_wrong_address_fails_fast_and_says_so(unreachable: Any, command: str) -> None:
+    unreachable(["campaigns", command, EXAMPLE, "--now", NOW, "--json"])

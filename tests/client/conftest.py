@@ -1,8 +1,10 @@
 """Fixtures of the client tests: a real sandbox on loopback and sync/async client twins.
 
-Every case runs twice, once with :class:`Client` and once with :class:`AsyncClient`. The
-async twin runs each coroutine on one private event loop (the client belongs to the loop
-it first ran on), so a test body reads the same for both.
+Every case runs three times: with :class:`Client`, and with :class:`AsyncClient` on each
+transport (its default, aiohttp, and httpx's own ``httpx.AsyncHTTPTransport``), so every
+rule of the client is checked on both transports. The async twin runs each coroutine on
+one private event loop (the client belongs to the loop it first ran on), so a test body
+reads the same for all.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
 
+import httpx
 import pytest
 
 from gptools import spec
@@ -51,10 +54,22 @@ def sb(fresh_sandbox: RunningSandbox) -> RunningSandbox:
     return fresh_sandbox
 
 
-@pytest.fixture(params=["sync", "async"])
+#: The async kinds: AsyncClient on its default transport (aiohttp) and on httpx's own.
+ASYNC_KINDS = ("async-aiohttp", "async-httpx")
+
+
+@pytest.fixture(params=["sync", *ASYNC_KINDS])
 def kind(request: pytest.FixtureRequest) -> str:
-    """Which client the test runs with."""
+    """Which client the test runs with (and, for AsyncClient, on which transport)."""
     return str(request.param)
+
+
+def async_options(kind: str) -> dict[str, Any]:
+    """The AsyncClient keyword arguments of an async ``kind``: no transport (the default,
+    aiohttp) or httpx's own."""
+    if kind == "async-httpx":
+        return {"transport": httpx.AsyncHTTPTransport()}
+    return {}
 
 
 @pytest.fixture
@@ -84,7 +99,7 @@ def make(kind: str, sb: RunningSandbox, loop: asyncio.AbstractEventLoop) -> Iter
         if kind == "sync":
             client: Any = Client(**kwargs)
         else:
-            client = AsyncTwin(AsyncClient(**kwargs), loop)
+            client = AsyncTwin(AsyncClient(**{**async_options(kind), **kwargs}), loop)
         made.append(client)
         return client
 

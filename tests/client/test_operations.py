@@ -22,7 +22,7 @@ from gptools.client import AsyncClient, Client
 from gptools.models import CampaignRequest, WebhookSubscription
 from gptools.sandbox import CATALOGUE, FaultRule, RunningSandbox
 from gptools.sandbox._catalogue import feature_costs
-from tests.client.conftest import FAST_BACKOFF, MakeClient
+from tests.client.conftest import FAST_BACKOFF, MakeClient, async_options
 
 GAME = next(g for g in CATALOGUE if g.buy_features and "KWD" in g.bet_sizes)
 
@@ -356,7 +356,7 @@ def test_non_json_error_body_is_kept(kind: str, proxy_url: str,
             c.game("g")
     else:
         async def main() -> None:
-            async with AsyncClient(**options) as c:
+            async with AsyncClient(**options, **async_options(kind)) as c:
                 await c.game("g")
 
         with pytest.raises(errors.ServerError) as caught:
@@ -435,7 +435,7 @@ def test_three_lines_from_the_environment(kind: str, sb: RunningSandbox,
         client.close()
     else:
         async def cell() -> list[int]:
-            async with AsyncClient(env_file=None) as ac:
+            async with AsyncClient(env_file=None, **async_options(kind)) as ac:
                 return [b.id for b in (await ac.self()).allowed_brands]
 
         brands = loop.run_until_complete(cell())

@@ -17,7 +17,7 @@ from gptools import errors, spec
 from gptools.client import Client
 from gptools.models import loads_wire
 from gptools.sandbox import FaultRule, RunningSandbox, SandboxConfig, run_sandbox
-from tests.client.conftest import MakeClient
+from tests.client.conftest import MakeClient, run_concurrently
 from tests.client.test_operations import GAME, free_rounds
 
 GAME_PATH = "/api/v1/brands/201/game"
@@ -109,8 +109,22 @@ def test_connection_refused_is_retried(make: MakeClient, sb: RunningSandbox) -> 
     with pytest.raises(errors.TransportError) as caught:
         c.self()
     assert caught.value.retries == 2
-    assert "ConnectError" in str(caught.value)
+    assert str(caught.value).startswith(f"cannot connect to {c.base_url}: connection refused")
+    assert caught.value.sent is False
     assert c.stats.transport_errors == 3
+
+
+def test_callers_waiting_for_a_failed_self_share_its_error(make: MakeClient) -> None:
+    """Eight calls started together against a dead address cost one retry budget, not eight
+    in a row: the ones that waited for the GET /self fetch get its error."""
+    c = make("partner", base_url=f"http://127.0.0.1:{_closed_port()}", max_retries=2)
+    results = run_concurrently(c, [("game", (GAME.game_id,), {"brand": 201})] * 8)
+    assert all(isinstance(r, errors.TransportError) and r.sent is False for r in results)
+    assert c.stats.requests == 3 and c.stats.transport_errors == 3
+    # A later call tries again (the failure is shared, never cached).
+    with pytest.raises(errors.TransportError):
+        c.self()
+    assert c.stats.requests == 6
 
 
 @pytest.mark.parametrize(
@@ -402,3 +416,32 @@ def test_overridden_rate_limit_status_works_end_to_end(make: MakeClient,
         WebhookSubscription(authentication_type="NONE"))
     assert created.retries == 1
     assert 201 in sb.state.subscriptions
+
+
+# --------------------------------------------------------------------------------------
+# Every transport tells "never sent" from "sent, answer lost" alike (issue 13 item 1)
+# --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("rule", [FaultRule("POST /webhook-subscription", drop=True, count=1),
+                                  FaultRule("POST /webhook-subscription", latency_s=1.0,
+                                            count=1)],
+                         ids=["dropped", "read-timeout"])
+def test_a_request_that_reached_the_server_is_sent_on_every_transport(
+        make: MakeClient, sb: RunningSandbox, rule: FaultRule) -> None:
+    """A dropped connection or a read time-out happened after the request left: a creation
+    is not repeated, and the error says it was sent. (httpx-aiohttp alone maps both to
+    ConnectTimeout, which would read as "never sent" and repeat the creation.)"""
+    from gptools.models import WebhookSubscription
+    c = make("partner", timeout=(2.0, 0.3))
+    c.self()
+    sb.faults.add(rule)
+    with pytest.raises(errors.TransportError) as caught:
+        c.create_webhook_subscription(WebhookSubscription(authentication_type="NONE"), brand=201)
+    assert caught.value.sent is True and caught.value.retries == 0
+    assert not str(caught.value).startswith("cannot connect")
+    deadline = time.monotonic() + 10
+    while len([r for r in sb.state.requests if r.method == "POST"]) < 1 \
+            and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert len([r for r in sb.state.requests if r.method == "POST"]) == 1

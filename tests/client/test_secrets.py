@@ -96,3 +96,51 @@ def test_secrets_never_leak(make: MakeClient, sb: RunningSandbox,
     texts.append(caplog.text)
     leaks = [(s, t) for t in texts for s in secrets if s in t]
     assert leaks == []
+
+
+# --------------------------------------------------------------------------------------
+# GP_MAX_RETRIES and GP_TIMEOUT (issue 13 item 4)
+# --------------------------------------------------------------------------------------
+
+
+def test_retries_and_timeout_precedence(tmp_path: Path) -> None:
+    env_file = tmp_path / ".env"
+    env_file.write_text("GP_MAX_RETRIES=7\nGP_TIMEOUT=2,40\n")
+    base = ("https://gp.example", "u", "p")
+    s = ClientSettings.resolve(*base, env_file=env_file, environ={})
+    assert s.max_retries == 7
+    assert (s.timeout.connect, s.timeout.read) == (2.0, 40.0)
+    s = ClientSettings.resolve(*base, env_file=env_file,
+                               environ={"GP_MAX_RETRIES": "0", "GP_TIMEOUT": "12.5"})
+    assert s.max_retries == 0
+    assert (s.timeout.connect, s.timeout.read, s.timeout.pool) == (12.5, 12.5, 12.5)
+    s = ClientSettings.resolve(*base, max_retries=1, timeout=(1, 2), env_file=env_file,
+                               environ={"GP_MAX_RETRIES": "0", "GP_TIMEOUT": "12.5"})
+    assert (s.max_retries, s.timeout.connect, s.timeout.read) == (1, 1.0, 2.0)
+    s = ClientSettings.resolve(*base, env_file=None, environ={})
+    assert (s.max_retries, s.timeout.connect, s.timeout.read) == (3, 5.0, 30.0)
+
+
+@pytest.mark.parametrize(("var", "value", "says"), [
+    ("GP_MAX_RETRIES", "-1", "GP_MAX_RETRIES must be a whole number"),
+    ("GP_MAX_RETRIES", "three", "GP_MAX_RETRIES must be a whole number"),
+    ("GP_TIMEOUT", "fast", "GP_TIMEOUT must be seconds or connect,read"),
+    ("GP_TIMEOUT", "1,2,3", "GP_TIMEOUT must be seconds or connect,read"),
+    ("GP_TIMEOUT", "0", "GP_TIMEOUT='0': connect timeout must be a positive"),
+])
+def test_bad_retries_or_timeout_say_which_variable(var: str, value: str, says: str) -> None:
+    with pytest.raises(errors.ConfigurationError) as caught:
+        ClientSettings.resolve("https://gp.example", "u", "p", env_file=None,
+                               environ={var: value})
+    assert str(caught.value).startswith(says)
+
+
+@pytest.mark.parametrize("klass", [Client, AsyncClient])
+def test_clients_take_retries_and_timeout_from_the_environment(
+        klass: type[Client] | type[AsyncClient], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GP_MAX_RETRIES", "5")
+    monkeypatch.setenv("GP_TIMEOUT", "1.5,9")
+    client = klass("https://gp.example", "u", "p", env_file=None)
+    assert client.max_retries == 5
+    assert (client.timeout.connect, client.timeout.read) == (1.5, 9.0)
+    assert klass("https://gp.example", "u", "p", env_file=None, max_retries=0).max_retries == 0

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
 from gptools.cli import cli
+from gptools.sandbox import FaultRule, RunningSandbox
 
 
 def test_preview_json_is_one_document_with_exact_costs(cli_runner: CliRunner) -> None:
@@ -50,3 +52,24 @@ def test_bad_input_exits_2_with_a_message(
     assert message in result.output
     assert result.stdout == ""  # no half document on stdout
     assert "Traceback" not in result.output
+
+
+def test_a_wrong_address_fails_fast_and_says_so(unreachable: Any) -> None:
+    unreachable(["costs", "preview", "--game", "neon-fruits", "--currency", "EUR", "--json"])
+
+
+def test_max_retries_and_timeout_before_the_subcommand_reach_the_client(
+        cli_runner: CliRunner, fresh_sandbox: RunningSandbox) -> None:
+    args = ["costs", "preview", "--game", "neon-fruits", "--currency", "EUR", "--brand", "201",
+            "--json"]
+    fresh_sandbox.faults.add(FaultRule("other", status=503, count=1))
+    failed = cli_runner.invoke(cli, ["--max-retries", "0", *args])
+    assert failed.exit_code == 1 and "HTTP 503" in failed.stderr
+    fresh_sandbox.faults.add(FaultRule("other", status=503, count=1))
+    again = cli_runner.invoke(cli, args)
+    assert again.exit_code == 0, again.output  # the default retries get through
+    fresh_sandbox.faults.add(FaultRule("other", latency_s=1.0, count=1))
+    slow = cli_runner.invoke(cli, ["--max-retries", "0", "--timeout", "5,0.2", *args])
+    assert slow.exit_code == 1 and "ReadTimeout" in slow.stderr
+    bad = cli_runner.invoke(cli, ["--timeout", "soon", *args])
+    assert bad.exit_code == 2 and "--timeout must be seconds or connect,read" in bad.stderr

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -76,3 +77,13 @@ def test_bad_input_exits_2(env: dict[str, str], campaign: str, tmp_path: Path) -
     code, out, _ = _load(env, str(two), "--campaign", campaign, "--brand", str(BRAND),
                          "--column", "login", "--json")
     assert code == 0 and json.loads(out)["loaded"] == 1
+
+
+def test_a_wrong_address_fails_fast_and_says_so(unreachable: Any) -> None:
+    """Nothing reached the server: the load stops after the client's retry budget instead of
+    re-sending the first chunk for a minute, and does not advise resuming."""
+    unreachable(["participants", "load", str(MESSY), "--campaign", "CMP-1", "--brand",
+                 str(BRAND)])
+    unreachable(["--max-retries", "0", "--timeout", "2,30", "participants", "load", str(MESSY),
+                 "--campaign",
+                 "CMP-1", "--brand", str(BRAND), "--json"])
