@@ -39,6 +39,7 @@ from typing import Any, Literal
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 from gptools import spec
+from gptools.errors import GptoolsError
 
 logger = logging.getLogger("gptools.webhooks")
 #: The columns of ``delivery_log``, in order (the contract of docs/design.md).
@@ -57,7 +58,7 @@ LOG_COLUMNS: tuple[str, ...] = (
 ActionState = Literal["pending", "done", "dead"]
 
 
-class StoreError(Exception):
+class StoreError(GptoolsError):
     """The store could not be opened, read or written (the cause is chained)."""
 
 
