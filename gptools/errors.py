@@ -22,6 +22,14 @@
             ├── UnknownServerError          500 UNKNOWN_ERROR
             └── GatewayTimeoutError         504 TIMEOUT
 
+Every other exception gptools defines derives from :class:`GptoolsError` too (settings
+errors from :class:`ConfigurationError`, for example ``webhooks.AuthConfigError``), so
+``except GptoolsError`` catches whatever the package raises on purpose; classes that were a
+``ValueError`` or ``RuntimeError`` remain one as well. The one exception is
+``participants.LoadInterrupted``: it is a ``KeyboardInterrupt``, and deriving it from
+``Exception`` would let an ``except Exception`` swallow a Ctrl-C.
+``tests/test_errors_root.py`` imports every module of the package and checks all of this.
+
 :func:`error_class` picks the class: the rate-limit answer first (:func:`is_rate_limited`,
 the one definition the client's retries and rate limiter use too), then the documented code,
 then the status. An undocumented code falls back to its status class (or :class:`ApiError`)

@@ -29,19 +29,19 @@ EXIT_ADDRESS_IN_USE = 3
 EXIT_INTERRUPTED = 130
 
 
-class BadInput(click.ClickException):
+class BadInput(click.ClickException, GptoolsError):
     """Bad input from the user: a clear message and exit code 2, never a traceback."""
 
     exit_code = EXIT_BAD_INPUT
 
 
-class Failure(click.ClickException):
+class Failure(click.ClickException, GptoolsError):
     """The work failed (server refused, I/O failed): a clear message and exit code 1."""
 
     exit_code = EXIT_FAILURE
 
 
-class AddressInUse(click.ClickException):
+class AddressInUse(click.ClickException, GptoolsError):
     """A server cannot listen on its address: a clear message and exit code 3."""
 
     exit_code = EXIT_ADDRESS_IN_USE
@@ -118,6 +118,8 @@ def cli_errors(*bad_input: type[BaseException]) -> Iterator[None]:
         ConfigurationError, InvalidRequestError, *bad_input)
     try:
         yield
+    except click.ClickException:
+        raise  # already the contract's message and exit code (BadInput is a GptoolsError too)
     except expected as exc:
         fail(str(exc), bad_input=True)
     except (BrandRequiredError, BrandNotAllowedError) as exc:

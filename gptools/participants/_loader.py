@@ -330,7 +330,7 @@ def _summarise(
     )
 
 
-class _Fatal(Exception):
+class _Fatal(GptoolsError):
     """The load cannot go on; carries the client's error (``stop``: see :class:`LoadStopped`)."""
 
     def __init__(self, error: ApiError | TransportError, *, stop: bool = False) -> None:

@@ -30,6 +30,7 @@ from starlette.routing import BaseRoute
 from starlette.types import Message, Receive, Scope, Send
 
 from gptools import spec
+from gptools.errors import GptoolsError
 from gptools.models import dumps_wire
 from gptools.sandbox._accounts import BRANDS, Authenticator, SandboxAccount
 from gptools.sandbox._catalogue import CATALOGUE, GAMES, feature_costs
@@ -53,7 +54,7 @@ _JSON_HEADERS = ((b"content-type", b"application/json"),)
 _PARTICIPANT = re.compile(r"^/(?:freeround/)?campaign/([^/]+)/participant(/batch)?$")
 
 
-class _DropConnection(Exception):
+class _DropConnection(GptoolsError):
     """A fault rule asks to close the connection without an answer."""
 
 

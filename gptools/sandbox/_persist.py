@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
+from gptools.errors import GptoolsError
 from gptools.models import dumps_wire, loads_wire
 from gptools.sandbox._state import SandboxState
 
@@ -30,7 +31,7 @@ LOCK_FILE = "state.lock"
 _FORMAT_VERSION = 1
 
 
-class SandboxStateError(ValueError):
+class SandboxStateError(GptoolsError, ValueError):
     """The persisted state file cannot be read; names the file and the way out."""
 
 

@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
+from gptools.errors import GptoolsError
 
-class Refusal(Exception):
+
+class Refusal(GptoolsError):
     """Raised by a handler to answer with the documented error body."""
 
     def __init__(self, status: int, code: str, message: str,

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from pydantic import SecretStr
 
+from gptools.errors import ConfigurationError
 from gptools.models import WebhookAuthType
 
 #: Environment variables the CLI reads secrets from (never from arguments).
@@ -23,8 +24,9 @@ ENV_USERNAME = "GP_WEBHOOK_USERNAME"
 ENV_PASSWORD = "GP_WEBHOOK_PASSWORD"  # noqa: S105  (a variable name, not a password)
 
 
-class AuthConfigError(ValueError):
-    """The receiver's authentication settings are incomplete."""
+class AuthConfigError(ConfigurationError, ValueError):
+    """The receiver's authentication settings are incomplete (a ValueError too, as it
+    always was)."""
 
 
 @dataclass(frozen=True, slots=True)

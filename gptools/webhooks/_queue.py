@@ -35,6 +35,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from gptools._backoff import backoff_delay
+from gptools.errors import GptoolsError
 from gptools.models import GameEventNotification, loads_wire
 from gptools.webhooks._store import (
     ActionState,
@@ -610,7 +611,7 @@ class Maintenance:
         return not self._stop.wait(self.every.total_seconds())
 
 
-class HandlerTimeout(Exception):
+class HandlerTimeout(GptoolsError):
     """A handler run took longer than the queue's ``handler_timeout``."""
 
 

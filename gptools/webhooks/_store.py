@@ -39,6 +39,7 @@ from typing import Any, Literal
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 from gptools import spec
+from gptools.errors import GptoolsError
 
 logger = logging.getLogger("gptools.webhooks")
 #: The columns of ``delivery_log``, in order (the contract of docs/design.md).
@@ -57,7 +58,7 @@ LOG_COLUMNS: tuple[str, ...] = (
 ActionState = Literal["pending", "done", "dead"]
 
 
-class StoreError(Exception):
+class StoreError(GptoolsError):
     """The store could not be opened, read or written (the cause is chained)."""
 
 
@@ -161,15 +162,6 @@ class QueueCounts:
     dead: int = 0
 
 
-@dataclass(slots=True)
-class _Dialect:
-    name: Literal["sqlite", "postgresql"]
-    placeholder: str
-    ddl: tuple[str, ...]
-    begin: str
-    claim_lock: str = ""
-
-
 #: Only pending actions are ever looked up by due time, so only they are indexed: most
 #: actions are done at once and then cost the index nothing. (The first version indexed
 #: every row on (state, next_attempt_at); it is replaced on start-up.)
@@ -241,9 +233,6 @@ _PG_DDL = (
     *_QUEUE_INDEX_DDL,
 )
 
-_SQLITE = _Dialect("sqlite", "?", _SQLITE_DDL, "BEGIN IMMEDIATE")
-_PG = _Dialect("postgresql", "%s", _PG_DDL, "BEGIN", claim_lock=" FOR UPDATE SKIP LOCKED")
-
 _INSERT_LOG = (
     f"INSERT INTO delivery_log ({', '.join(LOG_COLUMNS)})"
     f" VALUES ({', '.join('?' for _ in LOG_COLUMNS)})"
@@ -277,9 +266,184 @@ def _pg_ts(moment: datetime) -> datetime:
     return moment.astimezone(UTC)
 
 
-def _as_utc(value: str | datetime) -> datetime:
-    """A timestamp column's value (text in SQLite, timestamptz in PostgreSQL), aware UTC."""
-    return parse_utc(value) if isinstance(value, str) else value.astimezone(UTC)
+class _ActionInserts:
+    """The action rows of one write transaction: :meth:`add` inserts one unless its key
+    exists (stored earlier, or added earlier in the transaction) and says whether it was
+    new; :meth:`flush` sends whatever :meth:`add` held back."""
+
+    def add(self, row: tuple[Any, ...]) -> bool:
+        """Insert ``row`` (action_id, first_received_at, body, next_attempt_at, state)
+        unless its action id exists; True when it did not."""
+        raise NotImplementedError
+
+    def flush(self) -> None:
+        """Send the rows held back (none by default)."""
+
+
+class _SQLiteActionInserts(_ActionInserts):
+    """BEGIN IMMEDIATE holds the database's only write lock, so the keys read once here
+    cannot change before the inserts, and every new row goes in with one executemany."""
+
+    def __init__(self, cur: Any, items: Sequence[WriteItem]) -> None:
+        self.cur = cur
+        self.rows: list[tuple[Any, ...]] = []
+        ids = [item.log.action_id for item in items if item.accept]
+        # One fixed statement whatever the batch size: the ids travel as a JSON array.
+        self.seen: set[str | None] = (
+            {row[0] for row in cur.execute(_SQLITE_EXISTING, (json.dumps(ids),)).fetchall()}
+            if ids else set()
+        )
+
+    def add(self, row: tuple[Any, ...]) -> bool:
+        if row[0] in self.seen:
+            return False
+        self.seen.add(row[0])
+        self.rows.append(row)
+        return True
+
+    def flush(self) -> None:
+        if self.rows:
+            self.cur.executemany(_SQLITE_INSERT_ACTION, self.rows)
+
+
+class _PostgresActionInserts(_ActionInserts):
+    """PostgreSQL has concurrent writers: each insert asks the unique index itself
+    (ON CONFLICT DO NOTHING)."""
+
+    def __init__(self, cur: Any) -> None:
+        self.cur = cur
+
+    def add(self, row: tuple[Any, ...]) -> bool:
+        self.cur.execute(_PG_INSERT_ACTION, row)
+        return bool(self.cur.rowcount == 1)
+
+
+class _Dialect:
+    """What differs between SQLite and PostgreSQL, in one place: the store's code path
+    asks its dialect and never branches on the engine. The store writes its SQL with
+    ``?`` placeholders (:meth:`sql` adapts them) and its times as aware datetimes
+    (:meth:`ts` and :meth:`from_ts` convert them for the columns)."""
+
+    #: The statement that opens a write transaction.
+    begin: str
+    #: The tables and indexes, created in this order.
+    ddl: tuple[str, ...]
+    #: Added to the processing queue's claim, so that concurrent claimers skip a row
+    #: another one holds.
+    claim_lock: str = ""
+    #: Rows deleted per purge step, each step one write transaction.
+    purge_step: int
+    #: The column that addresses a row, for the purge's delete.
+    row_address: str
+
+    def sql(self, sql: str) -> str:
+        """``sql`` with the engine's placeholders."""
+        return sql
+
+    @staticmethod
+    def ts(moment: datetime) -> Any:
+        """An aware datetime as a timestamp column's value."""
+        raise NotImplementedError
+
+    @staticmethod
+    def from_ts(value: Any) -> datetime:
+        """A timestamp column's value as an aware UTC datetime."""
+        raise NotImplementedError
+
+    def create_schema(self, execute: Callable[[str], Any]) -> None:
+        """Create the tables and indexes inside the open transaction."""
+        for ddl in self.ddl:
+            execute(ddl)
+
+    def broken(self, raw: Any) -> bool:
+        """Whether the connection itself is gone, so that only a new one can go on."""
+        return False
+
+    def transaction_id(self, cur: Any) -> int | None:
+        """The open transaction's id, for asking after a COMMIT whose answer was lost
+        (None: the engine's commits are never in doubt)."""
+        return None
+
+    def action_inserts(self, cur: Any, items: Sequence[WriteItem]) -> _ActionInserts:
+        """How the action rows of ``items`` go in, each inserted once."""
+        raise NotImplementedError
+
+    def delete_at(self, table: str, where: str, found: list[Any]) -> tuple[str, Any]:
+        """The statement that deletes the rows at the addresses ``found`` that still match
+        ``where``, and its first parameter (``where``'s own parameters follow)."""
+        raise NotImplementedError
+
+
+class _SQLiteDialect(_Dialect):
+    """SQLite: ``?`` placeholders, times as format_utc's text, one writer at a time."""
+
+    begin = "BEGIN IMMEDIATE"
+    ddl = _SQLITE_DDL
+    #: SQLite has one write lock for the whole file: small steps, so that a delivery waits
+    #: for one step at most (tests/benchmarks/bench_purge.py).
+    purge_step = 200
+    row_address = "rowid"
+    ts = staticmethod(_sqlite_ts)
+
+    @staticmethod
+    def from_ts(value: Any) -> datetime:
+        return parse_utc(value)  # timestamps are format_utc's text
+
+    def create_schema(self, execute: Callable[[str], Any]) -> None:
+        super().create_schema(execute)
+        columns = {r[1] for r in execute("PRAGMA table_info(webhook_actions)")}
+        if "lease_owner" not in columns:  # a store made before leases had owners
+            execute("ALTER TABLE webhook_actions ADD COLUMN lease_owner TEXT")
+
+    def action_inserts(self, cur: Any, items: Sequence[WriteItem]) -> _ActionInserts:
+        return _SQLiteActionInserts(cur, items)
+
+    def delete_at(self, table: str, where: str, found: list[Any]) -> tuple[str, Any]:
+        return (f"DELETE FROM {table} WHERE rowid IN (SELECT value FROM json_each(?))"
+                f" AND {where}", json.dumps(found))
+
+
+class _PostgresDialect(_Dialect):
+    """PostgreSQL through psycopg: ``%s`` placeholders, timestamptz, concurrent writers."""
+
+    begin = "BEGIN"
+    ddl = _PG_DDL
+    claim_lock = " FOR UPDATE SKIP LOCKED"
+    #: PostgreSQL's deletes do not block inserts, and each step scans past the rows
+    #: deleted before it: big steps.
+    purge_step = 50_000
+    row_address = "ctid"
+    ts = staticmethod(_pg_ts)
+
+    @staticmethod
+    def from_ts(value: Any) -> datetime:
+        moment: datetime = value  # timestamptz arrives as an aware datetime
+        return moment.astimezone(UTC)
+
+    def sql(self, sql: str) -> str:
+        return sql.replace("?", "%s")
+
+    def create_schema(self, execute: Callable[[str], Any]) -> None:
+        # Concurrent CREATE ... IF NOT EXISTS can still collide; the lock serialises them.
+        execute("SELECT pg_advisory_xact_lock(7262012)")
+        super().create_schema(execute)
+
+    def broken(self, raw: Any) -> bool:
+        return bool(raw.closed or getattr(raw, "broken", False))
+
+    def transaction_id(self, cur: Any) -> int | None:
+        return int(cur.execute("SELECT txid_current()").fetchone()[0])
+
+    def action_inserts(self, cur: Any, items: Sequence[WriteItem]) -> _ActionInserts:
+        return _PostgresActionInserts(cur)
+
+    def delete_at(self, table: str, where: str, found: list[Any]) -> tuple[str, Any]:
+        return (f"DELETE FROM {table} WHERE ctid = ANY(%s::tid[]) AND {where}",
+                [str(t) for t in found])
+
+
+_SQLITE = _SQLiteDialect()
+_PG = _PostgresDialect()
 
 
 class Store:
@@ -557,11 +721,8 @@ class StoreConnection:
         self.last_hold = 0.0
         #: The PostgreSQL transaction id of the write in progress (see CommitUncertain).
         self.xid: int | None = None
-        #: Rows deleted per purge step, each step one write transaction. SQLite has one
-        #: write lock for the whole file: small steps, so that a delivery waits for one
-        #: step at most (tests/benchmarks/bench_purge.py). PostgreSQL's deletes do not
-        #: block inserts, and each step scans past the rows deleted before it: big steps.
-        self.purge_step = 200 if self._d.name == "sqlite" else 50_000
+        #: Rows deleted per purge step, each step one write transaction (see the dialect).
+        self.purge_step = self._d.purge_step
         try:
             self._lock = store._write_lock()
         except OSError as exc:
@@ -571,10 +732,10 @@ class StoreConnection:
     # -- plumbing ---------------------------------------------------------------------
 
     def _sql(self, sql: str) -> str:
-        return sql if self._d.placeholder == "?" else sql.replace("?", "%s")
+        return self._d.sql(sql)
 
     def _ts(self, moment: datetime) -> Any:
-        return _sqlite_ts(moment) if self._d.name == "sqlite" else moment.astimezone(UTC)
+        return self._d.ts(moment)
 
     def _execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
         return self.raw.execute(self._sql(sql), params)
@@ -585,14 +746,7 @@ class StoreConnection:
     def create_schema(self) -> None:
         """Create the tables and indexes if they do not exist (safe to run concurrently)."""
         with self._errors("create the tables"), self._transaction():
-            if self._d.name == "postgresql":
-                self._execute("SELECT pg_advisory_xact_lock(7262012)")
-            for ddl in self._d.ddl:
-                self._execute(ddl)
-            if self._d.name == "sqlite":
-                columns = {r[1] for r in self._execute("PRAGMA table_info(webhook_actions)")}
-                if "lease_owner" not in columns:  # a store made before leases had owners
-                    self._execute("ALTER TABLE webhook_actions ADD COLUMN lease_owner TEXT")
+            self._d.create_schema(self._execute)
 
     def close(self) -> None:
         """Close the connection (never raises: a broken one is closed all the same)."""
@@ -605,9 +759,7 @@ class StoreConnection:
     def broken(self) -> bool:
         """Whether the connection itself is gone (server restarted, network cut), so that
         only a new one can go on; an error of one statement leaves it usable."""
-        if self._d.name == "sqlite":
-            return False
-        return bool(self.raw.closed or getattr(self.raw, "broken", False))
+        return self._d.broken(self.raw)
 
     def commit_status(self, xid: int) -> str | None:
         """PostgreSQL's word on transaction ``xid``: ``committed``, ``aborted``, ``in
@@ -676,43 +828,27 @@ class StoreConnection:
         item is read: the last moment at which the caller may still change the items
         (the writer uses it to log as 503 the requests that timed out while it waited).
         """
-        sqlite = self._d.name == "sqlite"
-        ts_of = _sqlite_ts if sqlite else _pg_ts
+        ts_of = self._d.ts
         keep_body = state == "pending"
         fresh: list[bool] = []
         rows: list[tuple[Any, ...]] = []
-        actions: list[tuple[Any, ...]] = []
         now = time.perf_counter()
         try:
             with self._transaction(durable=durable):
                 if on_begin is not None:
                     on_begin()
                 cur = self.raw.cursor()
-                if not sqlite:
-                    # Should the connection break during COMMIT, this id tells whether
-                    # the rows are in (the answer must say what the log says).
-                    self.xid = int(cur.execute("SELECT txid_current()").fetchone()[0])
-                # SQLite: BEGIN IMMEDIATE holds the database's only write lock, so the keys
-                # read here cannot change before the inserts below, and every action row
-                # goes in with one executemany. PostgreSQL has concurrent writers: there,
-                # each insert asks the unique index itself (ON CONFLICT DO NOTHING).
-                seen = self._existing(cur, items) if sqlite else set()
+                # Should the connection break during COMMIT, this id tells whether
+                # the rows are in (the answer must say what the log says).
+                self.xid = self._d.transaction_id(cur)
+                inserts = self._d.action_inserts(cur, items)
                 for item in items:
                     log = item.log
                     ts = ts_of(log.received_at)
                     new = False
                     if item.accept:
-                        action_id = log.action_id
-                        if sqlite:
-                            new = action_id not in seen
-                            if new:
-                                seen.add(action_id)
-                                actions.append((action_id, ts, log.body if keep_body else "",
-                                                ts, state))
-                        else:
-                            cur.execute(_PG_INSERT_ACTION, (
-                                action_id, ts, log.body if keep_body else "", ts, state))
-                            new = cur.rowcount == 1
+                        new = inserts.add(
+                            (log.action_id, ts, log.body if keep_body else "", ts, state))
                         log.duplicate = not new
                     fresh.append(new)
                     if log.latency_ms is None:
@@ -721,8 +857,7 @@ class StoreConnection:
                     # bools bind as 0/1 in SQLite and as booleans in PostgreSQL.
                     rows.append((ts, log.status, log.latency_ms, log.body, log.action_id,
                                  log.duplicate, log.auth_ok, log.error, log.remote_addr))
-                if actions:
-                    cur.executemany(_SQLITE_INSERT_ACTION, actions)
+                inserts.flush()
                 cur.executemany(self._sql(_INSERT_LOG), rows)
         except CommitUncertain as exc:
             exc.result = fresh
@@ -732,16 +867,6 @@ class StoreConnection:
         except Exception as exc:
             raise StoreError(f"write to {self.store.url} failed: {exc}") from exc
         return fresh
-
-    @staticmethod
-    def _existing(cur: Any, items: Sequence[WriteItem]) -> set[str | None]:
-        """Which accepted items' action ids are already stored (one query per batch)."""
-        ids = [item.log.action_id for item in items if item.accept]
-        if not ids:
-            return set()
-        # One fixed statement whatever the batch size: the ids travel as a JSON array.
-        cur.execute(_SQLITE_EXISTING, (json.dumps(ids),))
-        return {row[0] for row in cur.fetchall()}
 
     # -- processing queue -------------------------------------------------------------
 
@@ -836,7 +961,7 @@ class StoreConnection:
                 "SELECT action_id, first_received_at, attempts, last_error FROM webhook_actions"
                 " WHERE state = 'dead' ORDER BY first_received_at, action_id"
             ).fetchall()
-        return [DeadLetter(str(r[0]), _as_utc(r[1]), int(r[2]), r[3]) for r in rows]
+        return [DeadLetter(str(r[0]), self._d.from_ts(r[1]), int(r[2]), r[3]) for r in rows]
 
     def retry_dead(self, now: datetime, action_ids: Sequence[str] | None = None) -> int:
         """Put dead-lettered actions (all, or those of ``action_ids``) back in the queue,
@@ -880,7 +1005,7 @@ class StoreConnection:
         # The rows of a step are found by a read outside the write lock (in SQLite, a
         # scan can take long when few old rows are left); the delete by row address
         # re-checks the condition, so a row that changed in between is left alone.
-        address = "rowid" if self._d.name == "sqlite" else "ctid"
+        address = self._d.row_address
         find = self._sql(f"SELECT {address} FROM {table} WHERE {where} LIMIT {self.purge_step}")
         rows = steps = 0
         longest = 0.0
@@ -890,13 +1015,8 @@ class StoreConnection:
             if not found:
                 return PurgeResult(rows, steps, longest)
             with self._errors(f"purge {table}"):
-                if self._d.name == "sqlite":
-                    sql = (f"DELETE FROM {table} WHERE rowid IN (SELECT value FROM json_each(?))"
-                           f" AND {where}")
-                    args: tuple[Any, ...] = (json.dumps(found), *params)
-                else:
-                    sql = f"DELETE FROM {table} WHERE ctid = ANY(%s::tid[]) AND {where}"
-                    args = ([str(t) for t in found], *params)
+                sql, at = self._d.delete_at(table, where, found)
+                args: tuple[Any, ...] = (at, *params)
                 with self._transaction(durable=False):
                     rows += int(self.raw.execute(self._sql(sql), args).rowcount)
             longest = max(longest, self.last_hold)
@@ -911,7 +1031,7 @@ class StoreConnection:
         with self._errors("read an export mark"):
             row = self._execute("SELECT exported_through FROM log_export_marks WHERE target = ?",
                                 (target,)).fetchone()
-        return None if row is None else _as_utc(row[0])
+        return None if row is None else self._d.from_ts(row[0])
 
     def set_export_mark(self, target: str, through: datetime) -> None:
         """Record that ``target`` has written every log row received up to ``through``."""
@@ -948,7 +1068,7 @@ class StoreConnection:
         while rows := cur.fetchmany(batch):
             for row in rows:
                 rec = dict(zip(LOG_COLUMNS, row, strict=True))
-                rec["received_at"] = _as_utc(rec["received_at"])
+                rec["received_at"] = self._d.from_ts(rec["received_at"])
                 rec["duplicate"] = bool(rec["duplicate"])
                 rec["auth_ok"] = bool(rec["auth_ok"])
                 yield rec
