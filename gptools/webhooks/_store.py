@@ -256,9 +256,17 @@ _SQLITE_INSERT_ACTION = (
 _SQLITE_EXISTING = (
     "SELECT action_id FROM webhook_actions WHERE action_id IN (SELECT value FROM json_each(?))"
 )
-_PG_INSERT_ACTION = (
+#: A batch's actions in ONE statement (one round trip, not one per action), which also
+#: reads the transaction id: RETURNING names the keys that were new. The rows go in
+#: ordered by key, so two processes' batches lock shared keys in the same order and
+#: cannot deadlock; a key repeated in the batch is inserted at its first occurrence.
+_PG_INSERT_ACTIONS = (
+    "WITH inserted AS ("
     "INSERT INTO webhook_actions (action_id, first_received_at, body, next_attempt_at, state)"
-    " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (action_id) DO NOTHING"
+    " SELECT a, t, b, t, %s"
+    " FROM unnest(%s::text[], %s::timestamptz[], %s::text[]) WITH ORDINALITY AS batch(a, t, b, n)"
+    " ORDER BY a, n ON CONFLICT (action_id) DO NOTHING RETURNING action_id)"
+    " SELECT txid_current(), ARRAY(SELECT action_id FROM inserted)"
 )
 
 
@@ -688,15 +696,13 @@ class StoreConnection:
                 if on_begin is not None:
                     on_begin()
                 cur = self.raw.cursor()
-                if not sqlite:
-                    # Should the connection break during COMMIT, this id tells whether
-                    # the rows are in (the answer must say what the log says).
-                    self.xid = int(cur.execute("SELECT txid_current()").fetchone()[0])
                 # SQLite: BEGIN IMMEDIATE holds the database's only write lock, so the keys
                 # read here cannot change before the inserts below, and every action row
                 # goes in with one executemany. PostgreSQL has concurrent writers: there,
-                # each insert asks the unique index itself (ON CONFLICT DO NOTHING).
-                seen = self._existing(cur, items) if sqlite else set()
+                # the inserts ask the unique index themselves (ON CONFLICT DO NOTHING), all
+                # in one statement; ``seen`` is then the keys it inserted.
+                seen = self._existing(cur, items) if sqlite else self._pg_insert(
+                    cur, items, keep_body=keep_body, state=state)
                 for item in items:
                     log = item.log
                     ts = ts_of(log.received_at)
@@ -710,9 +716,8 @@ class StoreConnection:
                                 actions.append((action_id, ts, log.body if keep_body else "",
                                                 ts, state))
                         else:
-                            cur.execute(_PG_INSERT_ACTION, (
-                                action_id, ts, log.body if keep_body else "", ts, state))
-                            new = cur.rowcount == 1
+                            new = action_id in seen
+                            seen.discard(action_id)  # a repeat later in the batch is not new
                         log.duplicate = not new
                     fresh.append(new)
                     if log.latency_ms is None:
@@ -732,6 +737,20 @@ class StoreConnection:
         except Exception as exc:
             raise StoreError(f"write to {self.store.url} failed: {exc}") from exc
         return fresh
+
+    def _pg_insert(self, cur: Any, items: Sequence[WriteItem], *, keep_body: bool,
+                   state: ActionState) -> set[str | None]:
+        """Insert the accepted items' actions (PostgreSQL); return the keys that were new.
+        Leaves the transaction's id in ``xid``: should the connection break during
+        COMMIT, it tells whether the rows are in (the answer must say what the log says)."""
+        accepted = [item.log for item in items if item.accept]
+        xid, inserted = cur.execute(_PG_INSERT_ACTIONS, (
+            state, [log.action_id for log in accepted],
+            [_pg_ts(log.received_at) for log in accepted],
+            [log.body if keep_body else "" for log in accepted],
+        )).fetchone()
+        self.xid = int(xid)
+        return set(inserted)
 
     @staticmethod
     def _existing(cur: Any, items: Sequence[WriteItem]) -> set[str | None]:
