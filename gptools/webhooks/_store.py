@@ -245,9 +245,17 @@ _SQLITE_INSERT_ACTION = (
 _SQLITE_EXISTING = (
     "SELECT action_id FROM webhook_actions WHERE action_id IN (SELECT value FROM json_each(?))"
 )
-_PG_INSERT_ACTION = (
+#: A batch's actions in ONE statement (one round trip, not one per action), which also
+#: reads the transaction id: RETURNING names the keys that were new. The rows go in
+#: ordered by key, so two processes' batches lock shared keys in the same order and
+#: cannot deadlock; a key repeated in the batch is inserted at its first occurrence.
+_PG_INSERT_ACTIONS = (
+    "WITH inserted AS ("
     "INSERT INTO webhook_actions (action_id, first_received_at, body, next_attempt_at, state)"
-    " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (action_id) DO NOTHING"
+    " SELECT a, t, b, t, %s"
+    " FROM unnest(%s::text[], %s::timestamptz[], %s::text[]) WITH ORDINALITY AS batch(a, t, b, n)"
+    " ORDER BY a, n ON CONFLICT (action_id) DO NOTHING RETURNING action_id)"
+    " SELECT txid_current(), ARRAY(SELECT action_id FROM inserted)"
 )
 
 
@@ -269,7 +277,10 @@ def _pg_ts(moment: datetime) -> datetime:
 class _ActionInserts:
     """The action rows of one write transaction: :meth:`add` inserts one unless its key
     exists (stored earlier, or added earlier in the transaction) and says whether it was
-    new; :meth:`flush` sends whatever :meth:`add` held back."""
+    new; :meth:`flush` sends whatever :meth:`add` held back. ``xid`` is the transaction's
+    id where a COMMIT can be in doubt (None where it cannot)."""
+
+    xid: int | None = None
 
     def add(self, row: tuple[Any, ...]) -> bool:
         """Insert ``row`` (action_id, first_received_at, body, next_attempt_at, state)
@@ -307,15 +318,25 @@ class _SQLiteActionInserts(_ActionInserts):
 
 
 class _PostgresActionInserts(_ActionInserts):
-    """PostgreSQL has concurrent writers: each insert asks the unique index itself
-    (ON CONFLICT DO NOTHING)."""
+    """PostgreSQL has concurrent writers: the inserts ask the unique index themselves
+    (ON CONFLICT DO NOTHING), all of a batch in one statement sent here, which also reads
+    the transaction id; :meth:`add` then only says whether the key was one it inserted."""
 
-    def __init__(self, cur: Any) -> None:
-        self.cur = cur
+    def __init__(self, cur: Any, items: Sequence[WriteItem], *, keep_body: bool,
+                 state: ActionState) -> None:
+        accepted = [item.log for item in items if item.accept]
+        xid, inserted = cur.execute(_PG_INSERT_ACTIONS, (
+            state, [log.action_id for log in accepted],
+            [_pg_ts(log.received_at) for log in accepted],
+            [log.body if keep_body else "" for log in accepted],
+        )).fetchone()
+        self.xid = int(xid)
+        self.inserted: set[str | None] = set(inserted)
 
     def add(self, row: tuple[Any, ...]) -> bool:
-        self.cur.execute(_PG_INSERT_ACTION, row)
-        return bool(self.cur.rowcount == 1)
+        new = row[0] in self.inserted
+        self.inserted.discard(row[0])  # a repeat later in the batch is not new
+        return new
 
 
 class _Dialect:
@@ -359,13 +380,10 @@ class _Dialect:
         """Whether the connection itself is gone, so that only a new one can go on."""
         return False
 
-    def transaction_id(self, cur: Any) -> int | None:
-        """The open transaction's id, for asking after a COMMIT whose answer was lost
-        (None: the engine's commits are never in doubt)."""
-        return None
-
-    def action_inserts(self, cur: Any, items: Sequence[WriteItem]) -> _ActionInserts:
-        """How the action rows of ``items`` go in, each inserted once."""
+    def action_inserts(self, cur: Any, items: Sequence[WriteItem], *, keep_body: bool,
+                       state: ActionState) -> _ActionInserts:
+        """How the action rows of ``items`` go in, each inserted once (in ``state``, with
+        its body when ``keep_body``)."""
         raise NotImplementedError
 
     def delete_at(self, table: str, where: str, found: list[Any]) -> tuple[str, Any]:
@@ -395,7 +413,8 @@ class _SQLiteDialect(_Dialect):
         if "lease_owner" not in columns:  # a store made before leases had owners
             execute("ALTER TABLE webhook_actions ADD COLUMN lease_owner TEXT")
 
-    def action_inserts(self, cur: Any, items: Sequence[WriteItem]) -> _ActionInserts:
+    def action_inserts(self, cur: Any, items: Sequence[WriteItem], *, keep_body: bool,
+                       state: ActionState) -> _ActionInserts:
         return _SQLiteActionInserts(cur, items)
 
     def delete_at(self, table: str, where: str, found: list[Any]) -> tuple[str, Any]:
@@ -431,11 +450,9 @@ class _PostgresDialect(_Dialect):
     def broken(self, raw: Any) -> bool:
         return bool(raw.closed or getattr(raw, "broken", False))
 
-    def transaction_id(self, cur: Any) -> int | None:
-        return int(cur.execute("SELECT txid_current()").fetchone()[0])
-
-    def action_inserts(self, cur: Any, items: Sequence[WriteItem]) -> _ActionInserts:
-        return _PostgresActionInserts(cur)
+    def action_inserts(self, cur: Any, items: Sequence[WriteItem], *, keep_body: bool,
+                       state: ActionState) -> _ActionInserts:
+        return _PostgresActionInserts(cur, items, keep_body=keep_body, state=state)
 
     def delete_at(self, table: str, where: str, found: list[Any]) -> tuple[str, Any]:
         return (f"DELETE FROM {table} WHERE ctid = ANY(%s::tid[]) AND {where}",
@@ -838,10 +855,10 @@ class StoreConnection:
                 if on_begin is not None:
                     on_begin()
                 cur = self.raw.cursor()
+                inserts = self._d.action_inserts(cur, items, keep_body=keep_body, state=state)
                 # Should the connection break during COMMIT, this id tells whether
                 # the rows are in (the answer must say what the log says).
-                self.xid = self._d.transaction_id(cur)
-                inserts = self._d.action_inserts(cur, items)
+                self.xid = inserts.xid
                 for item in items:
                     log = item.log
                     ts = ts_of(log.received_at)

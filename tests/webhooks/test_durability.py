@@ -207,3 +207,39 @@ def test_graceful_shutdown_drains_in_flight_requests(
         assert len(conn.action_ids()) == results.count(200)
     finally:
         conn.close()
+
+
+def test_a_postgres_batch_marks_repeats_and_stored_keys_as_duplicates(pg_url: str) -> None:
+    """The PostgreSQL store writes a batch's actions in one statement: the first
+    occurrence of a new key is new; a key stored before, or repeated later in the batch,
+    is a duplicate; refused items store no action; the body is kept only for pending."""
+    from datetime import UTC, datetime
+
+    from gptools.webhooks import LogEntry
+    from gptools.webhooks._store import WriteItem
+
+    at = datetime(2026, 3, 2, 10, 15, tzinfo=UTC)
+    old, a, b = (str(uuid.UUID(int=i, version=4)) for i in (1, 2, 3))
+
+    def item(action_id: str, *, accept: bool = True) -> WriteItem:
+        status = 200 if accept else 401
+        return WriteItem(LogEntry(at, status, wire(event(action_id)).decode(), action_id,
+                                  latency_ms=1.0, auth_ok=accept), accept=accept)
+
+    conn = open_store(pg_url).connect()
+    try:
+        conn.create_schema()
+        assert conn.write_batch([item(old)]) == [True]
+        # b before a: the statement sorts by key, the answers keep the batch's order.
+        batch = [item(b), item(a), item(old), item(b), item(a, accept=False)]
+        assert conn.write_batch(batch, state="done") == [True, True, False, False, False]
+        assert conn.write_batch([item(b, accept=False)]) == [False]  # nothing accepted
+        assert conn.action_ids() == {old, a, b}
+        rows = list(conn.iter_log())
+        assert Counter((r["action_id"], r["status"], r["duplicate"]) for r in rows) == Counter([
+            (old, 200, False), (b, 200, False), (a, 200, False), (old, 200, True),
+            (b, 200, True), (a, 401, False), (b, 401, False)])
+        bodies = dict(conn.raw.execute("SELECT action_id, body FROM webhook_actions"))
+        assert bodies[old].startswith("{") and bodies[a] == bodies[b] == ""
+    finally:
+        conn.close()

@@ -296,8 +296,9 @@ def test_a_commit_that_loses_its_connection_is_answered_as_it_ended(pg_url: str)
     writing = threading.Thread(target=write)
     writing.start()
     deadline = time.monotonic() + 20
-    while other.raw.execute("SELECT query FROM pg_stat_activity WHERE pid = %s",
-                            (pid,)).fetchone()[0] != "COMMIT":
+    # Active: an idle session still shows its last statement, the schema's own COMMIT.
+    while other.raw.execute("SELECT query FROM pg_stat_activity WHERE pid = %s"
+                            " AND state = 'active'", (pid,)).fetchone() != ("COMMIT",):
         assert time.monotonic() < deadline
         time.sleep(0.01)
     other.raw.execute("SELECT pg_terminate_backend(%s)", (pid,))  # the server side goes away
