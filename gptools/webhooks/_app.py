@@ -375,7 +375,8 @@ class WebhookReceiver:
 _FIELDS = frozenset(
     ("roundId", "gameId", "playerId", "timestamp", "bet", "currencyCode", "events", "actionId")
 )
-_CANONICAL_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+#: The one actionId rule (spec.ACTION_ID_PATTERN, as spec.canonical_action_id applies it).
+_CANONICAL_UUID = re.compile(spec.ACTION_ID_PATTERN)
 _PLAIN_TIMESTAMP = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}")
 
 
@@ -384,7 +385,8 @@ def _fast_action_id(body: bytes) -> str | None:
 
     A strict subset of :class:`~gptools.models.GameEventNotification`'s rules, about half
     its cost: exactly the eight fields, no escape sequences, plain ASCII-digit timestamp
-    with microseconds, lowercase canonical UUID. Whatever it does not vouch for goes to
+    with microseconds, canonical UUID (``spec.ACTION_ID_PATTERN``, either case; returned
+    lower-case, as stored). Whatever it does not vouch for goes to
     the model, which alone decides (and explains) a refusal; so the two can only differ
     in speed. ``tests/webhooks/test_fast_check.py`` holds it to that.
     """
@@ -420,7 +422,7 @@ def _fast_action_id(body: bytes) -> str | None:
         datetime.fromisoformat(timestamp)  # the model's range check (month 13, ...)
     except ValueError:
         return None
-    return action_id
+    return action_id.lower()
 
 
 def _parse(
@@ -455,7 +457,17 @@ def _parse(
             for err in exc.errors(include_url=False, include_input=False)
         ]
         names = ", ".join(f["field"] for f in fields)
+        if any(_is_bad_action_id(err) for err in exc.errors(include_url=False)):
+            # The delivery's identity is unreadable (braces, urn:uuid:, no dashes, ...):
+            # a bad request, like unreadable JSON, not merely a bad field.
+            return None, 400, (f"actionId must be a UUID in the canonical 8-4-4-4-12 "
+                               f"hexadecimal form ({names})"), fields
         return None, 422, f"not a valid game event notification ({names})", fields
+
+
+def _is_bad_action_id(error: Any) -> bool:
+    """Whether a validation error is a present but non-canonical ``actionId``."""
+    return tuple(error["loc"]) == ("actionId",) and error["type"] != "missing"
 
 
 async def _respond(
