@@ -1,13 +1,15 @@
 """``gptools webhooks serve|export|dead-letters`` and ``gptools sandbox deliver``.
 
 Secrets come from environment variables only (``GP_WEBHOOK_API_KEY``, or
-``GP_WEBHOOK_USERNAME`` and ``GP_WEBHOOK_PASSWORD``), never from arguments: arguments show
-up in ``ps`` and in shell history.
+``GP_WEBHOOK_USERNAME`` and ``GP_WEBHOOK_PASSWORD``, and ``GP_WEBHOOK_SSL_KEYFILE_PASSWORD``),
+never from arguments: arguments show up in ``ps`` and in shell history. Paths (the TLS
+certificate and key) come from arguments or their ``GP_WEBHOOK_SSL_*`` variables.
 """
 
 from __future__ import annotations
 
 import os
+import ssl
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -18,6 +20,8 @@ from gptools.cli._main import emit, fail, listening_socket, sandbox, say, webhoo
 
 _AUTH_CHOICE = click.Choice(["bearer", "basic", "none"], case_sensitive=False)
 _WORKER_HEALTHCHECK_S = 60
+_PEM_FILE = click.Path(exists=True, dir_okay=False, readable=True)
+ENV_SSL_KEY_PASSWORD = "GP_WEBHOOK_SSL_KEYFILE_PASSWORD"  # noqa: S105 (a variable name)
 _STORE_HELP = "sqlite:///PATH (default sqlite:///webhooks.sqlite3) or postgresql://USER@HOST/DB"
 
 
@@ -37,8 +41,15 @@ _STORE_HELP = "sqlite:///PATH (default sqlite:///webhooks.sqlite3) or postgresql
               show_default=True, help="Bodies larger than this are answered 413.")
 @click.option("--handler", default=None, metavar="MODULE:FUNCTION",
               help="Run this function for every new action, after the acknowledgement.")
+@click.option("--ssl-certfile", type=_PEM_FILE, default=None, envvar="GP_WEBHOOK_SSL_CERTFILE",
+              help="Serve HTTPS with this PEM certificate (chain); with --ssl-keyfile. "
+                   "[env GP_WEBHOOK_SSL_CERTFILE]")
+@click.option("--ssl-keyfile", type=_PEM_FILE, default=None, envvar="GP_WEBHOOK_SSL_KEYFILE",
+              help="The certificate's PEM private key; an encrypted key's password from "
+                   f"{ENV_SSL_KEY_PASSWORD}. [env GP_WEBHOOK_SSL_KEYFILE]")
 def serve(auth_kind: str, store_url: str, host: str, port: int, workers: int, path: str,
-          max_body_bytes: int, handler: str | None) -> None:
+          max_body_bytes: int, handler: str | None, ssl_certfile: str | None,
+          ssl_keyfile: str | None) -> None:
     """Receive game-event webhooks until Ctrl-C/SIGTERM (in-flight requests are drained)."""
     import uvicorn
 
@@ -62,6 +73,19 @@ def serve(auth_kind: str, store_url: str, host: str, port: int, workers: int, pa
         fail(str(exc), bad_input=True)
     if not path.startswith("/"):
         fail(f"--path must start with '/', got {path!r}", bad_input=True)
+    key_password = os.environ.get(ENV_SSL_KEY_PASSWORD)
+    if (ssl_certfile is None) != (ssl_keyfile is None):
+        fail("--ssl-certfile and --ssl-keyfile go together (HTTPS needs both)", bad_input=True)
+    if ssl_certfile is not None:
+        try:
+            # Loaded once here, so a wrong file or password is one line, not a traceback
+            # from every worker.
+            ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(
+                ssl_certfile, ssl_keyfile, key_password)
+        except (ssl.SSLError, OSError) as exc:
+            fail(f"cannot use the TLS certificate {ssl_certfile} with key {ssl_keyfile}: "
+                 f"{exc}", bad_input=True)
+    scheme = "https" if ssl_certfile else "http"
     try:
         # Create the tables once here, so the workers do not race to create them.
         store.connect().close()
@@ -75,9 +99,10 @@ def serve(auth_kind: str, store_url: str, host: str, port: int, workers: int, pa
     # (exit 3 instead); uvicorn binds again right after, with SO_REUSEADDR as here.
     with listening_socket(host, port) as probe:
         port = probe.getsockname()[1]
-    say(f"receiving webhooks on http://{host}:{port}{path} (auth {auth_kind.upper()}, "
+    base = f"{scheme}://{host}:{port}"
+    say(f"receiving webhooks on {base}{path} (auth {auth_kind.upper()}, "
         f"store {store.url}, {workers} worker{'s' if workers > 1 else ''}); "
-        f"health: http://{host}:{port}/healthz, readiness: http://{host}:{port}/readyz")
+        f"health: {base}/healthz, readiness: {base}/readyz")
     uvicorn.run(
         "gptools.webhooks._app:receiver_from_env", factory=True, host=host, port=port,
         workers=workers, http="httptools", loop="uvloop", lifespan="on", access_log=False,
@@ -85,6 +110,7 @@ def serve(auth_kind: str, store_url: str, host: str, port: int, workers: int, pa
         # uvicorn kills a worker that does not answer its health ping within 5 s; a worker
         # still importing on a busy machine takes longer, and was killed over and over.
         timeout_worker_healthcheck=_WORKER_HEALTHCHECK_S,
+        ssl_certfile=ssl_certfile, ssl_keyfile=ssl_keyfile, ssl_keyfile_password=key_password,
     )
 
 
@@ -163,9 +189,12 @@ def dead_letters(store_url: str, retry: bool, as_json: bool) -> None:
               help="Simulated seconds per real second (e.g. 100800: 7 days in 6 s); "
                    "default: jump straight to each due time.")
 @click.option("--concurrency", type=click.IntRange(1, 256), default=8, show_default=True)
+@click.option("--ca-bundle", type=_PEM_FILE, default=None,
+              help="Verify an https:// receiver against this CA bundle (PEM) instead of "
+                   "the system's certificate authorities.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def deliver(url: str, count: int, auth_kind: str, seed: int, time_scale: float | None,
-            concurrency: int, as_json: bool) -> None:
+            concurrency: int, ca_bundle: str | None, as_json: bool) -> None:
     """Make the sandbox deliver COUNT generated game events to a receiver, with the
     provider's retries (5xx and time-outs retried with backoff for 7 simulated days)."""
     from gptools.sandbox._dispatcher import (
@@ -184,6 +213,12 @@ def deliver(url: str, count: int, auth_kind: str, seed: int, time_scale: float |
         fail(str(exc), bad_input=True)
     if not url.startswith(("http://", "https://")):
         fail(f"--url must be an http(s) URL, got {url!r}", bad_input=True)
+    if ca_bundle is not None:
+        try:
+            ssl.create_default_context(cafile=ca_bundle)
+        except (ssl.SSLError, OSError) as exc:
+            fail(f"--ca-bundle {ca_bundle} is not a PEM bundle of CA certificates: {exc}",
+                 bad_input=True)
     subscription: dict[str, object] = {"callbackUrl": url, "authenticationType": auth.kind}
     if auth.api_key is not None:
         subscription["apiKey"] = auth.api_key
@@ -202,7 +237,7 @@ def deliver(url: str, count: int, auth_kind: str, seed: int, time_scale: float |
     clock: SimClock = (ScaledClock(start, time_scale) if time_scale is not None
                        else VirtualClock(start))
     with WebhookDispatcher(clock=clock, target=DeliveryTarget.from_subscription(subscription),
-                           concurrency=concurrency) as dispatcher:
+                           concurrency=concurrency, ca_bundle=ca_bundle) as dispatcher:
         for event in events:
             dispatcher.enqueue(event)
         say(f"delivering {count} events to {url} ...")
