@@ -47,21 +47,29 @@ _STORE_HELP = "sqlite:///PATH (default sqlite:///webhooks.sqlite3) or postgresql
 @click.option("--ssl-keyfile", type=_PEM_FILE, default=None, envvar="GP_WEBHOOK_SSL_KEYFILE",
               help="The certificate's PEM private key; an encrypted key's password from "
                    f"{ENV_SSL_KEY_PASSWORD}. [env GP_WEBHOOK_SSL_KEYFILE]")
+@click.option("--metrics-port", type=click.IntRange(0, 65535), default=None,
+              help="Serve Prometheus metrics at /metrics on this port (same host) instead "
+                   "of on the delivery listener.")
 def serve(auth_kind: str, store_url: str, host: str, port: int, workers: int, path: str,
           max_body_bytes: int, handler: str | None, ssl_certfile: str | None,
-          ssl_keyfile: str | None) -> None:
+          ssl_keyfile: str | None, metrics_port: int | None) -> None:
     """Receive game-event webhooks until Ctrl-C/SIGTERM (in-flight requests are drained)."""
+    import shutil
+    import tempfile
+
     import uvicorn
 
     from gptools.webhooks._app import (
         ENV_AUTH,
         ENV_HANDLER,
         ENV_MAX_BODY,
+        ENV_METRICS_PUBLIC,
         ENV_PATH,
         ENV_STORE,
         load_handler,
     )
     from gptools.webhooks._auth import AuthConfigError, ReceiverAuth
+    from gptools.webhooks._metrics import ENV_MULTIPROC_DIR, METRICS_PATH, serve_metrics
     from gptools.webhooks._store import StoreError, open_store
 
     try:
@@ -92,26 +100,44 @@ def serve(auth_kind: str, store_url: str, host: str, port: int, workers: int, pa
     except StoreError as exc:
         fail(str(exc))
     os.environ.update({ENV_STORE: store_url, ENV_AUTH: auth_kind, ENV_PATH: path,
-                       ENV_MAX_BODY: str(max_body_bytes)})
+                       ENV_MAX_BODY: str(max_body_bytes),
+                       ENV_METRICS_PUBLIC: "0" if metrics_port is not None else "1"})
     if handler:
         os.environ[ENV_HANDLER] = handler
     # Bind once before the start-up line, so it never announces an address that is taken
     # (exit 3 instead); uvicorn binds again right after, with SO_REUSEADDR as here.
     with listening_socket(host, port) as probe:
         port = probe.getsockname()[1]
+    # Every process (this one too, with one worker) counts into this directory, a fresh
+    # one per run, so that a scrape sums all workers and never last run's counts. Set
+    # before anything imports prometheus_client, which reads it at import.
+    metrics_dir = tempfile.mkdtemp(prefix="gptools-metrics-")
+    os.environ[ENV_MULTIPROC_DIR] = metrics_dir
+    metrics_line = ""
+    if metrics_port is not None:
+        with listening_socket(host, metrics_port) as probe:
+            metrics_port = probe.getsockname()[1]
+        metrics_server = serve_metrics(host, metrics_port, store)
+        metrics_line = f"; metrics: http://{host}:{metrics_port}{METRICS_PATH}"
     base = f"{scheme}://{host}:{port}"
     say(f"receiving webhooks on {base}{path} (auth {auth_kind.upper()}, "
         f"store {store.url}, {workers} worker{'s' if workers > 1 else ''}); "
-        f"health: {base}/healthz, readiness: {base}/readyz")
-    uvicorn.run(
-        "gptools.webhooks._app:receiver_from_env", factory=True, host=host, port=port,
-        workers=workers, http="httptools", loop="uvloop", lifespan="on", access_log=False,
-        log_level="info", timeout_graceful_shutdown=10,
-        # uvicorn kills a worker that does not answer its health ping within 5 s; a worker
-        # still importing on a busy machine takes longer, and was killed over and over.
-        timeout_worker_healthcheck=_WORKER_HEALTHCHECK_S,
-        ssl_certfile=ssl_certfile, ssl_keyfile=ssl_keyfile, ssl_keyfile_password=key_password,
-    )
+        f"health: {base}/healthz, readiness: {base}/readyz"
+        + (metrics_line or f"; metrics: {base}{METRICS_PATH}"))
+    try:
+        uvicorn.run(
+            "gptools.webhooks._app:receiver_from_env", factory=True, host=host, port=port,
+            workers=workers, http="httptools", loop="uvloop", lifespan="on", access_log=False,
+            log_level="info", timeout_graceful_shutdown=10,
+            # uvicorn kills a worker that does not answer its health ping within 5 s; a worker
+            # still importing on a busy machine takes longer, and was killed over and over.
+            timeout_worker_healthcheck=_WORKER_HEALTHCHECK_S,
+            ssl_certfile=ssl_certfile, ssl_keyfile=ssl_keyfile, ssl_keyfile_password=key_password,
+        )
+    finally:
+        if metrics_port is not None:
+            metrics_server.shutdown()
+        shutil.rmtree(metrics_dir, ignore_errors=True)
 
 
 @webhooks.command("export")

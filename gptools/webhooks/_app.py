@@ -47,6 +47,7 @@ from pydantic import ValidationError
 from gptools import spec
 from gptools.models import GameEventNotification, loads_wire
 from gptools.webhooks._auth import ReceiverAuth
+from gptools.webhooks._metrics import METRICS_PATH, OUTCOMES, DeliveryMetrics, render
 from gptools.webhooks._queue import (
     DEFAULT_MAX_BATCH,
     DEFAULT_WAIT_LIMIT,
@@ -108,6 +109,8 @@ class WebhookReceiver:
     :class:`~gptools.webhooks._queue.ProcessingQueue`. ``ack_timeout`` bounds the wait for
     the durable write: past it the answer is 503 (the provider expects an answer within a
     second and will retry). ``clock`` gives ``received_at``; ``faults`` is a drill hook.
+    ``metrics_public``: answer Prometheus scrapes at ``/metrics`` on this listener (off
+    when ops serve them on a port of their own).
     """
 
     def __init__(
@@ -124,6 +127,7 @@ class WebhookReceiver:
         purge_every: timedelta = timedelta(hours=1),
         clock: Clock = utc_now,
         faults: FaultHook | None = None,
+        metrics_public: bool = True,
     ) -> None:
         if not path.startswith("/"):
             raise ValueError(f"path must start with '/', got {path!r}")
@@ -146,6 +150,12 @@ class WebhookReceiver:
             if handler is not None
             else None
         )
+        self.metrics = DeliveryMetrics()
+        self.metrics_public = metrics_public
+        self.writer.on_commit = self.metrics.committed
+        if self.processing is not None:
+            self.processing.on_failure = self.metrics.handler_failed
+        self._flusher: asyncio.Task[None] | None = None
         self._started = False
 
     # -- lifecycle --------------------------------------------------------------------
@@ -213,11 +223,30 @@ class WebhookReceiver:
                 except Exception as exc:
                     await send({"type": "lifespan.startup.failed", "message": str(exc)})
                     return
+                self._flusher = asyncio.create_task(self._flush_metrics())
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
+                if self._flusher is not None:
+                    self._flusher.cancel()
+                self.metrics.flush()
                 await asyncio.to_thread(self.stop)
                 await send({"type": "lifespan.shutdown.complete"})
                 return
+
+    async def _flush_metrics(self) -> None:
+        # Counts reach prometheus_client in bulk, off the hot path; another process (the
+        # --metrics-port server, a sibling worker) reads them within half a second.
+        while True:
+            await asyncio.sleep(0.5)
+            self.metrics.flush()
+
+    async def _scrape(self, send: Send) -> None:
+        self.metrics.flush()
+        body, content_type = await asyncio.to_thread(render, self.store)
+        await send({"type": "http.response.start", "status": 200, "headers": [
+            (b"content-type", content_type.encode()),
+            (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = time.perf_counter()
@@ -227,6 +256,9 @@ class WebhookReceiver:
             state = self.health()
             ok = state["live"] if path == HEALTH_PATH else state["ready"]
             await _respond(send, 200 if ok else 503, state)
+            return
+        if path == METRICS_PATH and method == "GET" and self.metrics_public:
+            await self._scrape(send)
             return
         if path != self.path and method != "POST":
             await _respond(send, 404, {"error": "not_found", "reason": f"no resource at {path}"})
@@ -300,7 +332,7 @@ class WebhookReceiver:
         try:
             new = await self.writer.write(WriteItem(entry, accept=True))
         except (StoreError, TimeoutError) as exc:
-            await self._unavailable(send, exc)
+            await self._unavailable(send, entry, exc)
             return
         if new and self.processing is not None:
             self.processing.wake()
@@ -309,6 +341,8 @@ class WebhookReceiver:
         await send({"type": "http.response.start", "status": 200,
                     "headers": _OK_HEADERS[len(payload)]})
         await send({"type": "http.response.body", "body": payload})
+        self.metrics.answered(200, "stored" if new else "duplicate",
+                              time.perf_counter() - started)
 
     async def _read_body(self, receive: Receive, declared: bytes | None) -> tuple[bytes, bool]:
         """The request body and False, or what was read and True once it is known to
@@ -355,19 +389,22 @@ class WebhookReceiver:
         try:
             await self.writer.write(WriteItem(entry))
         except (StoreError, TimeoutError) as exc:
-            await self._unavailable(send, exc)
+            await self._unavailable(send, entry, exc)
             return
         document: dict[str, Any] = {"error": error, "reason": reason}
         if fields:
             document["fields"] = fields
         await _respond(send, status, document, extra=extra)
+        self.metrics.answered(status, OUTCOMES.get(error, error),
+                              _since(entry))
 
-    async def _unavailable(self, send: Send, exc: BaseException) -> None:
+    async def _unavailable(self, send: Send, entry: LogEntry, exc: BaseException) -> None:
         why = str(exc) or "the durable write did not finish in time"
         logger.warning("answering 503: %s", why)
         await _respond(send, 503, {"error": "store_unavailable",
                                    "reason": "the delivery could not be stored; retry later"},
                        extra=[(b"retry-after", b"1")])
+        self.metrics.answered(503, "unavailable", _since(entry))
 
 
 #: The wire names of a notification's fields; a body with exactly these keys may take
@@ -470,6 +507,11 @@ def _is_bad_action_id(error: Any) -> bool:
     return tuple(error["loc"]) == ("actionId",) and error["type"] != "missing"
 
 
+def _since(entry: LogEntry) -> float:
+    """Seconds since the request arrived (its entry always has ``started`` here)."""
+    return time.perf_counter() - (entry.started or time.perf_counter())
+
+
 async def _respond(
     send: Send, status: int, document: dict[str, Any],
     *, extra: list[tuple[bytes, bytes]] | None = None,
@@ -492,6 +534,7 @@ ENV_AUTH = "GP_WEBHOOK_AUTH"
 ENV_PATH = "GP_WEBHOOK_PATH"
 ENV_MAX_BODY = "GP_WEBHOOK_MAX_BODY_BYTES"
 ENV_HANDLER = "GP_WEBHOOK_HANDLER"
+ENV_METRICS_PUBLIC = "GP_WEBHOOK_METRICS_PUBLIC"
 DEFAULT_STORE_URL = "sqlite:///webhooks.sqlite3"
 
 
@@ -518,4 +561,5 @@ def receiver_from_env() -> WebhookReceiver:
         path=env.get(ENV_PATH, spec.DEFAULT_WEBHOOK_PATH),
         max_body_bytes=int(env.get(ENV_MAX_BODY, str(spec.WEBHOOK_MAX_BODY_BYTES))),
         handler=load_handler(handler_text) if handler_text else None,
+        metrics_public=env.get(ENV_METRICS_PUBLIC, "1") != "0",
     )
