@@ -8,6 +8,8 @@ certificate and key) come from arguments or their ``GP_WEBHOOK_SSL_*`` variables
 
 from __future__ import annotations
 
+import logging
+import logging.config
 import os
 import ssl
 from datetime import UTC, datetime, timedelta
@@ -50,14 +52,19 @@ _STORE_HELP = "sqlite:///PATH (default sqlite:///webhooks.sqlite3) or postgresql
 @click.option("--metrics-port", type=click.IntRange(0, 65535), default=None,
               help="Serve Prometheus metrics at /metrics on this port (same host) instead "
                    "of on the delivery listener.")
+@click.option("--log-format", type=click.Choice(["text", "json"]), default="text",
+              show_default=True,
+              help="json: one JSON object a line (time, level, event, status, actionId, "
+                   "latency_ms); never a secret or a header.")
 def serve(auth_kind: str, store_url: str, host: str, port: int, workers: int, path: str,
           max_body_bytes: int, handler: str | None, ssl_certfile: str | None,
-          ssl_keyfile: str | None, metrics_port: int | None) -> None:
+          ssl_keyfile: str | None, metrics_port: int | None, log_format: str) -> None:
     """Receive game-event webhooks until Ctrl-C/SIGTERM (in-flight requests are drained)."""
     import shutil
     import tempfile
 
     import uvicorn
+    from uvicorn.config import LOGGING_CONFIG
 
     from gptools.webhooks._app import (
         ENV_AUTH,
@@ -69,6 +76,7 @@ def serve(auth_kind: str, store_url: str, host: str, port: int, workers: int, pa
         load_handler,
     )
     from gptools.webhooks._auth import AuthConfigError, ReceiverAuth
+    from gptools.webhooks._logs import log_config
     from gptools.webhooks._metrics import ENV_MULTIPROC_DIR, METRICS_PATH, serve_metrics
     from gptools.webhooks._store import StoreError, open_store
 
@@ -120,10 +128,17 @@ def serve(auth_kind: str, store_url: str, host: str, port: int, workers: int, pa
         metrics_server = serve_metrics(host, metrics_port, store)
         metrics_line = f"; metrics: http://{host}:{metrics_port}{METRICS_PATH}"
     base = f"{scheme}://{host}:{port}"
-    say(f"receiving webhooks on {base}{path} (auth {auth_kind.upper()}, "
-        f"store {store.url}, {workers} worker{'s' if workers > 1 else ''}); "
-        f"health: {base}/healthz, readiness: {base}/readyz"
-        + (metrics_line or f"; metrics: {base}{METRICS_PATH}"))
+    listening = (f"receiving webhooks on {base}{path} (auth {auth_kind.upper()}, "
+                 f"store {store.url}, {workers} worker{'s' if workers > 1 else ''}); "
+                 f"health: {base}/healthz, readiness: {base}/readyz"
+                 + (metrics_line or f"; metrics: {base}{METRICS_PATH}"))
+    logging_config = log_config(log_format)
+    if logging_config is not None:
+        # Every line JSON, the start-up line too.
+        logging.config.dictConfig(logging_config)
+        logging.getLogger("gptools.webhooks").info(listening, extra={"event": "listening"})
+    else:
+        say(listening)
     try:
         uvicorn.run(
             "gptools.webhooks._app:receiver_from_env", factory=True, host=host, port=port,
@@ -133,6 +148,7 @@ def serve(auth_kind: str, store_url: str, host: str, port: int, workers: int, pa
             # still importing on a busy machine takes longer, and was killed over and over.
             timeout_worker_healthcheck=_WORKER_HEALTHCHECK_S,
             ssl_certfile=ssl_certfile, ssl_keyfile=ssl_keyfile, ssl_keyfile_password=key_password,
+            log_config=logging_config if logging_config is not None else LOGGING_CONFIG,
         )
     finally:
         if metrics_port is not None:

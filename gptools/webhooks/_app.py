@@ -156,6 +156,7 @@ class WebhookReceiver:
         if self.processing is not None:
             self.processing.on_failure = self.metrics.handler_failed
         self._flusher: asyncio.Task[None] | None = None
+        self._log_accepted = False
         self._started = False
 
     # -- lifecycle --------------------------------------------------------------------
@@ -169,6 +170,7 @@ class WebhookReceiver:
                 "webhook receiver accepts deliveries WITHOUT authentication (NONE); "
                 "the provider's document advises against this in production"
             )
+        self._log_accepted = logger.isEnabledFor(logging.DEBUG)
         self.writer.start()
         self.maintenance.start()
         if self.processing is not None:
@@ -341,8 +343,13 @@ class WebhookReceiver:
         await send({"type": "http.response.start", "status": 200,
                     "headers": _OK_HEADERS[len(payload)]})
         await send({"type": "http.response.body", "body": payload})
-        self.metrics.answered(200, "stored" if new else "duplicate",
-                              time.perf_counter() - started)
+        latency = time.perf_counter() - started
+        self.metrics.answered(200, "stored" if new else "duplicate", latency)
+        if self._log_accepted:
+            # DEBUG only: a line per accepted delivery would cost the hot path dearly.
+            logger.debug("delivery %s", "stored" if new else "duplicate", extra={
+                "event": "delivery_stored" if new else "delivery_duplicate", "status": 200,
+                "actionId": action_id, "latency_ms": round(latency * 1000, 3)})
 
     async def _read_body(self, receive: Receive, declared: bytes | None) -> tuple[bytes, bool]:
         """The request body and False, or what was read and True once it is known to
@@ -395,16 +402,23 @@ class WebhookReceiver:
         if fields:
             document["fields"] = fields
         await _respond(send, status, document, extra=extra)
-        self.metrics.answered(status, OUTCOMES.get(error, error),
-                              _since(entry))
+        latency = _since(entry)
+        self.metrics.answered(status, OUTCOMES.get(error, error), latency)
+        # The reason, never the headers or the body (which may hold anything).
+        logger.info("delivery refused: %s", error, extra={
+            "event": "delivery_refused", "status": status, "actionId": entry.action_id,
+            "latency_ms": round(latency * 1000, 3)})
 
     async def _unavailable(self, send: Send, entry: LogEntry, exc: BaseException) -> None:
-        why = str(exc) or "the durable write did not finish in time"
-        logger.warning("answering 503: %s", why)
         await _respond(send, 503, {"error": "store_unavailable",
                                    "reason": "the delivery could not be stored; retry later"},
                        extra=[(b"retry-after", b"1")])
-        self.metrics.answered(503, "unavailable", _since(entry))
+        latency = _since(entry)
+        self.metrics.answered(503, "unavailable", latency)
+        logger.warning("answering 503: %s", str(exc) or "the durable write did not finish "
+                       "in time", extra={"event": "store_unavailable", "status": 503,
+                                         "actionId": entry.action_id,
+                                         "latency_ms": round(latency * 1000, 3)})
 
 
 #: The wire names of a notification's fields; a body with exactly these keys may take
