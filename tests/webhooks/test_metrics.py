@@ -7,15 +7,19 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from gptools.models import GameEventNotification
+from gptools.webhooks import WebhookReceiver
+from gptools.webhooks._auth import ReceiverAuth
 from gptools.webhooks._metrics import OUTCOMES
 from gptools.webhooks._store import open_store
-from tests.webhooks.conftest import ReceiverProcess, event, free_port, wire
+from tests.webhooks.conftest import ReceiverProcess, event, free_port, serve_in_thread, wire
 
 HEADERS = {"authorization": "Bearer test-key", "content-type": "application/json"}
 DEADLINE_S = 30.0
@@ -101,3 +105,31 @@ def test_counters_equal_the_delivery_log(
     assert queue == {"pending": 0, "done": 30, "dead": 0}
     assert samples["gptools_webhook_dead_letters"][0][1] == 0
     assert samples["gptools_webhook_handler_failures_total"][0][1] == 0
+
+
+def _failing_handler(event: GameEventNotification) -> None:
+    raise RuntimeError(f"cannot handle {event.action_id}")
+
+
+def test_handler_failures_and_dead_letters_are_counted(tmp_path: Path) -> None:
+    receiver = WebhookReceiver(
+        f"sqlite:///{tmp_path / 's.db'}", auth=ReceiverAuth.none(), handler=_failing_handler,
+        queue_options={"max_attempts": 2, "first_delay": timedelta(milliseconds=10)})
+    with serve_in_thread(receiver) as srv:
+        def scrape() -> dict[str, list[tuple[dict[str, str], float]]]:
+            return _samples(f"{srv.base_url}/metrics")
+
+        before = scrape()["gptools_webhook_handler_failures_total"][0][1]
+        for i in range(3):
+            r = httpx.post(srv.url, content=wire(event(f"00000000-0000-4000-8000-{i:012x}")),
+                           headers={"content-type": "application/json"})
+            assert r.status_code == 200
+        deadline = time.monotonic() + DEADLINE_S
+        while scrape()["gptools_webhook_dead_letters"][0][1] < 3:
+            assert time.monotonic() < deadline, "the actions were not dead-lettered"
+            time.sleep(0.05)
+        samples = scrape()
+    # Two failed runs per action, each counted once.
+    assert samples["gptools_webhook_handler_failures_total"][0][1] - before == 6
+    queue = {labels["state"]: value for labels, value in samples["gptools_webhook_queue_actions"]}
+    assert queue == {"pending": 0, "done": 0, "dead": 3}
