@@ -57,7 +57,6 @@ def test_spec_and_model_follow_the_rule(spelling: str, accepted: bool) -> None:
 
 
 def test_model_receiver_and_analyser_agree(tmp_path: Path) -> None:
-    pytest.importorskip("duckdb", reason="the analyser needs the [analysis] extra")
     from gptools.webhooks.analysis import analyze
 
     db = tmp_path / "store.sqlite3"
