@@ -133,3 +133,26 @@ def test_handler_failures_and_dead_letters_are_counted(tmp_path: Path) -> None:
     assert samples["gptools_webhook_handler_failures_total"][0][1] - before == 6
     queue = {labels["state"]: value for labels, value in samples["gptools_webhook_queue_actions"]}
     assert queue == {"pending": 0, "done": 0, "dead": 3}
+
+
+def test_bulk_observation_equals_one_observe_each() -> None:
+    from prometheus_client import CollectorRegistry, Histogram
+
+    from gptools.webhooks._metrics import _LATENCY_BUCKETS, _observe_many
+
+    registry = CollectorRegistry()
+    one = Histogram("one_each", "h", buckets=_LATENCY_BUCKETS, registry=registry)
+    bulk = Histogram("in_bulk", "h", buckets=_LATENCY_BUCKETS, registry=registry)
+    # Bounds exactly, between them, below the first and past the last.
+    values = [0.0, 0.0005, *_LATENCY_BUCKETS, 0.003, 0.07, 2.4999, 9.0, 0.001, 0.001]
+    for value in values:
+        one.observe(value)
+    _observe_many(bulk, values)
+
+    def samples(name: str) -> list[tuple[str, dict[str, str], float]]:
+        return [(s.name.replace(name, "h"), s.labels, s.value)
+                for family in registry.collect() if family.name == name
+                for s in family.samples if not s.name.endswith("_created")]
+
+    assert samples("in_bulk") == samples("one_each")
+    assert samples("one_each")  # the comparison saw the samples
