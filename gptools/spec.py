@@ -258,7 +258,8 @@ _ACTION_ID_RE: Final = re.compile(ACTION_ID_PATTERN)
 def canonical_action_id(value: object) -> str:
     """The ``actionId`` in its stored form (lower case), or :class:`ValueError` when it is
     not the canonical 8-4-4-4-12 hexadecimal UUID text."""
-    if not isinstance(value, str) or not _ACTION_ID_RE.match(value):
+    # fullmatch: with match, "$" would also take a trailing newline.
+    if not isinstance(value, str) or not _ACTION_ID_RE.fullmatch(value):
         raise ValueError(
             f"actionId {value!r} is not a UUID in the canonical 8-4-4-4-12 hexadecimal form "
             "(e.g. 3f2b8c1e-4d5a-4e6f-9a7b-1c2d3e4f5a6b)"

@@ -3,6 +3,7 @@ forget its shared state, or make it deliver game events to a receiver."""
 
 from __future__ import annotations
 
+import ssl
 from datetime import UTC, datetime, timedelta
 
 import click
@@ -87,9 +88,13 @@ def reset(as_json: bool) -> None:
               help="Simulated seconds per real second (e.g. 100800: 7 days in 6 s); "
                    "default: jump straight to each due time.")
 @click.option("--concurrency", type=click.IntRange(1, 256), default=8, show_default=True)
+@click.option("--ca-bundle", type=click.Path(exists=True, dir_okay=False, readable=True),
+              default=None,
+              help="Verify an https:// receiver against this CA bundle (PEM) instead of "
+                   "the system's certificate authorities.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def deliver(url: str, count: int, auth_kind: str, seed: int, time_scale: float | None,
-            concurrency: int, as_json: bool) -> None:
+            concurrency: int, ca_bundle: str | None, as_json: bool) -> None:
     """Make the sandbox deliver COUNT generated game events to a receiver, with the
     provider's retries (5xx and time-outs retried with backoff for 7 simulated days)."""
     from gptools.sandbox import (
@@ -108,6 +113,12 @@ def deliver(url: str, count: int, auth_kind: str, seed: int, time_scale: float |
         fail(str(exc), bad_input=True)
     if not url.startswith(("http://", "https://")):
         fail(f"--url must be an http(s) URL, got {url!r}", bad_input=True)
+    if ca_bundle is not None:
+        try:
+            ssl.create_default_context(cafile=ca_bundle)
+        except (ssl.SSLError, OSError) as exc:
+            fail(f"--ca-bundle {ca_bundle} is not a PEM bundle of CA certificates: {exc}",
+                 bad_input=True)
     subscription: dict[str, object] = {"callbackUrl": url, "authenticationType": auth.kind}
     if auth.api_key is not None:
         subscription["apiKey"] = auth.api_key
@@ -126,7 +137,7 @@ def deliver(url: str, count: int, auth_kind: str, seed: int, time_scale: float |
     clock: SimClock = (ScaledClock(start, time_scale) if time_scale is not None
                        else VirtualClock(start))
     with WebhookDispatcher(clock=clock, target=DeliveryTarget.from_subscription(subscription),
-                           concurrency=concurrency) as dispatcher:
+                           concurrency=concurrency, ca_bundle=ca_bundle) as dispatcher:
         for event in events:
             dispatcher.enqueue(event)
         say(f"delivering {count} events to {url} ...")

@@ -1,13 +1,17 @@
 """``gptools webhooks serve|export|dead-letters``.
 
 Secrets come from environment variables only (``GP_WEBHOOK_API_KEY``, or
-``GP_WEBHOOK_USERNAME`` and ``GP_WEBHOOK_PASSWORD``), never from arguments: arguments show
-up in ``ps`` and in shell history.
+``GP_WEBHOOK_USERNAME`` and ``GP_WEBHOOK_PASSWORD``, and ``GP_WEBHOOK_SSL_KEYFILE_PASSWORD``),
+never from arguments: arguments show up in ``ps`` and in shell history. Paths (the TLS
+certificate and key) come from arguments or their ``GP_WEBHOOK_SSL_*`` variables.
 """
 
 from __future__ import annotations
 
+import logging
+import logging.config
 import os
+import ssl
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -18,6 +22,8 @@ from gptools.cli._common import AUTH_CHOICE
 from gptools.cli._main import emit, fail, listening_socket, say, webhooks
 
 _WORKER_HEALTHCHECK_S = 60
+_PEM_FILE = click.Path(exists=True, dir_okay=False, readable=True)
+ENV_SSL_KEY_PASSWORD = "GP_WEBHOOK_SSL_KEYFILE_PASSWORD"  # noqa: S105 (a variable name)
 _STORE_HELP = "sqlite:///PATH (default sqlite:///webhooks.sqlite3) or postgresql://USER@HOST/DB"
 
 
@@ -37,10 +43,28 @@ _STORE_HELP = "sqlite:///PATH (default sqlite:///webhooks.sqlite3) or postgresql
               show_default=True, help="Bodies larger than this are answered 413.")
 @click.option("--handler", default=None, metavar="MODULE:FUNCTION",
               help="Run this function for every new action, after the acknowledgement.")
+@click.option("--ssl-certfile", type=_PEM_FILE, default=None, envvar="GP_WEBHOOK_SSL_CERTFILE",
+              help="Serve HTTPS with this PEM certificate (chain); with --ssl-keyfile. "
+                   "[env GP_WEBHOOK_SSL_CERTFILE]")
+@click.option("--ssl-keyfile", type=_PEM_FILE, default=None, envvar="GP_WEBHOOK_SSL_KEYFILE",
+              help="The certificate's PEM private key; an encrypted key's password from "
+                   f"{ENV_SSL_KEY_PASSWORD}. [env GP_WEBHOOK_SSL_KEYFILE]")
+@click.option("--metrics-port", type=click.IntRange(0, 65535), default=None,
+              help="Serve Prometheus metrics at /metrics on this port (same host) instead "
+                   "of on the delivery listener.")
+@click.option("--log-format", type=click.Choice(["text", "json"]), default="text",
+              show_default=True,
+              help="json: one JSON object a line (time, level, event, status, actionId, "
+                   "latency_ms); never a secret or a header.")
 def serve(auth_kind: str, store_url: str, host: str, port: int, workers: int, path: str,
-          max_body_bytes: int, handler: str | None) -> None:
+          max_body_bytes: int, handler: str | None, ssl_certfile: str | None,
+          ssl_keyfile: str | None, metrics_port: int | None, log_format: str) -> None:
     """Receive game-event webhooks until Ctrl-C/SIGTERM (in-flight requests are drained)."""
+    import shutil
+    import tempfile
+
     import uvicorn
+    from uvicorn.config import LOGGING_CONFIG
 
     from gptools.webhooks import (
         AuthConfigError,
@@ -50,6 +74,8 @@ def serve(auth_kind: str, store_url: str, host: str, port: int, workers: int, pa
         open_store,
         receiver_environment,
     )
+    from gptools.webhooks._logs import log_config
+    from gptools.webhooks._metrics import ENV_MULTIPROC_DIR, METRICS_PATH, serve_metrics
 
     try:
         ReceiverAuth.from_env(auth_kind)
@@ -60,28 +86,69 @@ def serve(auth_kind: str, store_url: str, host: str, port: int, workers: int, pa
         fail(str(exc), bad_input=True)
     if not path.startswith("/"):
         fail(f"--path must start with '/', got {path!r}", bad_input=True)
+    key_password = os.environ.get(ENV_SSL_KEY_PASSWORD)
+    if (ssl_certfile is None) != (ssl_keyfile is None):
+        fail("--ssl-certfile and --ssl-keyfile go together (HTTPS needs both)", bad_input=True)
+    if ssl_certfile is not None:
+        try:
+            # Loaded once here, so a wrong file or password is one line, not a traceback
+            # from every worker.
+            ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(
+                ssl_certfile, ssl_keyfile, key_password)
+        except (ssl.SSLError, OSError) as exc:
+            fail(f"cannot use the TLS certificate {ssl_certfile} with key {ssl_keyfile}: "
+                 f"{exc}", bad_input=True)
+    scheme = "https" if ssl_certfile else "http"
     try:
         # Create the tables once here, so the workers do not race to create them.
         store.connect().close()
     except StoreError as exc:
         fail(str(exc))
     os.environ.update(receiver_environment(store_url, auth_kind, path=path,
-                                          max_body_bytes=max_body_bytes, handler=handler))
+                                          max_body_bytes=max_body_bytes, handler=handler,
+                                          metrics_public=metrics_port is None))
     # Bind once before the start-up line, so it never announces an address that is taken
     # (exit 3 instead); uvicorn binds again right after, with SO_REUSEADDR as here.
     with listening_socket(host, port) as probe:
         port = probe.getsockname()[1]
-    say(f"receiving webhooks on http://{host}:{port}{path} (auth {auth_kind.upper()}, "
-        f"store {store.url}, {workers} worker{'s' if workers > 1 else ''}); "
-        f"health: http://{host}:{port}/healthz, readiness: http://{host}:{port}/readyz")
-    uvicorn.run(
-        "gptools.webhooks:receiver_from_env", factory=True, host=host, port=port,
-        workers=workers, http="httptools", loop="uvloop", lifespan="on", access_log=False,
-        log_level="info", timeout_graceful_shutdown=10,
-        # uvicorn kills a worker that does not answer its health ping within 5 s; a worker
-        # still importing on a busy machine takes longer, and was killed over and over.
-        timeout_worker_healthcheck=_WORKER_HEALTHCHECK_S,
-    )
+    # Every process (this one too, with one worker) counts into this directory, a fresh
+    # one per run, so that a scrape sums all workers and never last run's counts. Set
+    # before anything imports prometheus_client, which reads it at import.
+    metrics_dir = tempfile.mkdtemp(prefix="gptools-metrics-")
+    os.environ[ENV_MULTIPROC_DIR] = metrics_dir
+    metrics_line = ""
+    if metrics_port is not None:
+        with listening_socket(host, metrics_port) as probe:
+            metrics_port = probe.getsockname()[1]
+        metrics_server = serve_metrics(host, metrics_port, store)
+        metrics_line = f"; metrics: http://{host}:{metrics_port}{METRICS_PATH}"
+    base = f"{scheme}://{host}:{port}"
+    listening = (f"receiving webhooks on {base}{path} (auth {auth_kind.upper()}, "
+                 f"store {store.url}, {workers} worker{'s' if workers > 1 else ''}); "
+                 f"health: {base}/healthz, readiness: {base}/readyz"
+                 + (metrics_line or f"; metrics: {base}{METRICS_PATH}"))
+    logging_config = log_config(log_format)
+    if logging_config is not None:
+        # Every line JSON, the start-up line too.
+        logging.config.dictConfig(logging_config)
+        logging.getLogger("gptools.webhooks").info(listening, extra={"event": "listening"})
+    else:
+        say(listening)
+    try:
+        uvicorn.run(
+            "gptools.webhooks:receiver_from_env", factory=True, host=host, port=port,
+            workers=workers, http="httptools", loop="uvloop", lifespan="on", access_log=False,
+            log_level="info", timeout_graceful_shutdown=10,
+            # uvicorn kills a worker that does not answer its health ping within 5 s; a worker
+            # still importing on a busy machine takes longer, and was killed over and over.
+            timeout_worker_healthcheck=_WORKER_HEALTHCHECK_S,
+            ssl_certfile=ssl_certfile, ssl_keyfile=ssl_keyfile, ssl_keyfile_password=key_password,
+            log_config=logging_config if logging_config is not None else LOGGING_CONFIG,
+        )
+    finally:
+        if metrics_port is not None:
+            metrics_server.shutdown()
+        shutil.rmtree(metrics_dir, ignore_errors=True)
 
 
 @webhooks.command("export")

@@ -29,6 +29,8 @@ from __future__ import annotations
 import base64
 import heapq
 import itertools
+import os
+import ssl
 import threading
 import time
 from collections import Counter
@@ -252,6 +254,8 @@ class WebhookDispatcher:
     sandbox's live ``state.subscriptions``) with ``wallet_url`` for the default endpoint.
     ``concurrency`` attempts run at once, taken from those due within ``round_window`` of
     the earliest one. ``transport`` is for an in-process receiver (an ASGI transport).
+    ``ca_bundle`` (a PEM file) is the certificate authority an HTTPS receiver's certificate
+    is verified against, instead of the system's (e.g. a private CA).
     """
 
     def __init__(
@@ -272,6 +276,7 @@ class WebhookDispatcher:
         round_window: timedelta = timedelta(0),
         transport: httpx.BaseTransport | None = None,
         on_attempt: Callable[[Attempt], None] | None = None,
+        ca_bundle: str | os.PathLike[str] | None = None,
     ) -> None:
         if factor < 1:
             raise ValueError(f"factor must be at least 1 (exponential backoff), got {factor}")
@@ -299,6 +304,8 @@ class WebhookDispatcher:
         self._http = httpx.Client(
             timeout=timeout.total_seconds(),
             transport=transport,
+            # Always verified: against the given CA bundle, else the system's store.
+            verify=ssl.create_default_context(cafile=ca_bundle) if ca_bundle else True,
             limits=httpx.Limits(max_connections=concurrency,
                                 max_keepalive_connections=concurrency),
         )

@@ -47,6 +47,7 @@ from pydantic import ValidationError
 from gptools import spec
 from gptools.models import GameEventNotification, loads_wire
 from gptools.webhooks._auth import ReceiverAuth
+from gptools.webhooks._metrics import METRICS_PATH, OUTCOMES, DeliveryMetrics, render
 from gptools.webhooks._queue import (
     DEFAULT_MAX_BATCH,
     DEFAULT_WAIT_LIMIT,
@@ -108,6 +109,8 @@ class WebhookReceiver:
     :class:`~gptools.webhooks._queue.ProcessingQueue`. ``ack_timeout`` bounds the wait for
     the durable write: past it the answer is 503 (the provider expects an answer within a
     second and will retry). ``clock`` gives ``received_at``; ``faults`` is a drill hook.
+    ``metrics_public``: answer Prometheus scrapes at ``/metrics`` on this listener (off
+    when ops serve them on a port of their own).
     """
 
     def __init__(
@@ -124,6 +127,7 @@ class WebhookReceiver:
         purge_every: timedelta = timedelta(hours=1),
         clock: Clock = utc_now,
         faults: FaultHook | None = None,
+        metrics_public: bool = True,
     ) -> None:
         if not path.startswith("/"):
             raise ValueError(f"path must start with '/', got {path!r}")
@@ -146,6 +150,13 @@ class WebhookReceiver:
             if handler is not None
             else None
         )
+        self.metrics = DeliveryMetrics()
+        self.metrics_public = metrics_public
+        self.writer.on_commit = self.metrics.committed
+        if self.processing is not None:
+            self.processing.on_failure = self.metrics.handler_failed
+        self._flusher: asyncio.Task[None] | None = None
+        self._log_accepted = False
         self._started = False
 
     # -- lifecycle --------------------------------------------------------------------
@@ -159,6 +170,7 @@ class WebhookReceiver:
                 "webhook receiver accepts deliveries WITHOUT authentication (NONE); "
                 "the provider's document advises against this in production"
             )
+        self._log_accepted = logger.isEnabledFor(logging.DEBUG)
         self.writer.start()
         self.maintenance.start()
         if self.processing is not None:
@@ -213,11 +225,30 @@ class WebhookReceiver:
                 except Exception as exc:
                     await send({"type": "lifespan.startup.failed", "message": str(exc)})
                     return
+                self._flusher = asyncio.create_task(self._flush_metrics())
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
+                if self._flusher is not None:
+                    self._flusher.cancel()
+                self.metrics.flush()
                 await asyncio.to_thread(self.stop)
                 await send({"type": "lifespan.shutdown.complete"})
                 return
+
+    async def _flush_metrics(self) -> None:
+        # Counts reach prometheus_client in bulk, off the hot path; another process (the
+        # --metrics-port server, a sibling worker) reads them within half a second.
+        while True:
+            await asyncio.sleep(0.5)
+            self.metrics.flush()
+
+    async def _scrape(self, send: Send) -> None:
+        self.metrics.flush()
+        body, content_type = await asyncio.to_thread(render, self.store)
+        await send({"type": "http.response.start", "status": 200, "headers": [
+            (b"content-type", content_type.encode()),
+            (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = time.perf_counter()
@@ -227,6 +258,9 @@ class WebhookReceiver:
             state = self.health()
             ok = state["live"] if path == HEALTH_PATH else state["ready"]
             await _respond(send, 200 if ok else 503, state)
+            return
+        if path == METRICS_PATH and method == "GET" and self.metrics_public:
+            await self._scrape(send)
             return
         if path != self.path and method != "POST":
             await _respond(send, 404, {"error": "not_found", "reason": f"no resource at {path}"})
@@ -300,7 +334,7 @@ class WebhookReceiver:
         try:
             new = await self.writer.write(WriteItem(entry, accept=True))
         except (StoreError, TimeoutError) as exc:
-            await self._unavailable(send, exc)
+            await self._unavailable(send, entry, exc)
             return
         if new and self.processing is not None:
             self.processing.wake()
@@ -309,6 +343,13 @@ class WebhookReceiver:
         await send({"type": "http.response.start", "status": 200,
                     "headers": _OK_HEADERS[len(payload)]})
         await send({"type": "http.response.body", "body": payload})
+        latency = time.perf_counter() - started
+        self.metrics.answered(200, "stored" if new else "duplicate", latency)
+        if self._log_accepted:
+            # DEBUG only: a line per accepted delivery would cost the hot path dearly.
+            logger.debug("delivery %s", "stored" if new else "duplicate", extra={
+                "event": "delivery_stored" if new else "delivery_duplicate", "status": 200,
+                "actionId": action_id, "latency_ms": round(latency * 1000, 3)})
 
     async def _read_body(self, receive: Receive, declared: bytes | None) -> tuple[bytes, bool]:
         """The request body and False, or what was read and True once it is known to
@@ -355,19 +396,29 @@ class WebhookReceiver:
         try:
             await self.writer.write(WriteItem(entry))
         except (StoreError, TimeoutError) as exc:
-            await self._unavailable(send, exc)
+            await self._unavailable(send, entry, exc)
             return
         document: dict[str, Any] = {"error": error, "reason": reason}
         if fields:
             document["fields"] = fields
         await _respond(send, status, document, extra=extra)
+        latency = _since(entry)
+        self.metrics.answered(status, OUTCOMES.get(error, error), latency)
+        # The reason, never the headers or the body (which may hold anything).
+        logger.info("delivery refused: %s", error, extra={
+            "event": "delivery_refused", "status": status, "actionId": entry.action_id,
+            "latency_ms": round(latency * 1000, 3)})
 
-    async def _unavailable(self, send: Send, exc: BaseException) -> None:
-        why = str(exc) or "the durable write did not finish in time"
-        logger.warning("answering 503: %s", why)
+    async def _unavailable(self, send: Send, entry: LogEntry, exc: BaseException) -> None:
         await _respond(send, 503, {"error": "store_unavailable",
                                    "reason": "the delivery could not be stored; retry later"},
                        extra=[(b"retry-after", b"1")])
+        latency = _since(entry)
+        self.metrics.answered(503, "unavailable", latency)
+        logger.warning("answering 503: %s", str(exc) or "the durable write did not finish "
+                       "in time", extra={"event": "store_unavailable", "status": 503,
+                                         "actionId": entry.action_id,
+                                         "latency_ms": round(latency * 1000, 3)})
 
 
 #: The wire names of a notification's fields; a body with exactly these keys may take
@@ -375,7 +426,8 @@ class WebhookReceiver:
 _FIELDS = frozenset(
     ("roundId", "gameId", "playerId", "timestamp", "bet", "currencyCode", "events", "actionId")
 )
-_CANONICAL_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+#: The one actionId rule (spec.ACTION_ID_PATTERN, as spec.canonical_action_id applies it).
+_CANONICAL_UUID = re.compile(spec.ACTION_ID_PATTERN)
 _PLAIN_TIMESTAMP = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}")
 
 
@@ -384,7 +436,8 @@ def _fast_action_id(body: bytes) -> str | None:
 
     A strict subset of :class:`~gptools.models.GameEventNotification`'s rules, about half
     its cost: exactly the eight fields, no escape sequences, plain ASCII-digit timestamp
-    with microseconds, lowercase canonical UUID. Whatever it does not vouch for goes to
+    with microseconds, canonical UUID (``spec.ACTION_ID_PATTERN``, either case; returned
+    lower-case, as stored). Whatever it does not vouch for goes to
     the model, which alone decides (and explains) a refusal; so the two can only differ
     in speed. ``tests/webhooks/test_fast_check.py`` holds it to that.
     """
@@ -420,7 +473,7 @@ def _fast_action_id(body: bytes) -> str | None:
         datetime.fromisoformat(timestamp)  # the model's range check (month 13, ...)
     except ValueError:
         return None
-    return action_id
+    return action_id.lower()
 
 
 def _parse(
@@ -455,7 +508,22 @@ def _parse(
             for err in exc.errors(include_url=False, include_input=False)
         ]
         names = ", ".join(f["field"] for f in fields)
+        if any(_is_bad_action_id(err) for err in exc.errors(include_url=False)):
+            # The delivery's identity is unreadable (braces, urn:uuid:, no dashes, ...):
+            # a bad request, like unreadable JSON, not merely a bad field.
+            return None, 400, (f"actionId must be a UUID in the canonical 8-4-4-4-12 "
+                               f"hexadecimal form ({names})"), fields
         return None, 422, f"not a valid game event notification ({names})", fields
+
+
+def _is_bad_action_id(error: Any) -> bool:
+    """Whether a validation error is a present but non-canonical ``actionId``."""
+    return tuple(error["loc"]) == ("actionId",) and error["type"] != "missing"
+
+
+def _since(entry: LogEntry) -> float:
+    """Seconds since the request arrived (its entry always has ``started`` here)."""
+    return time.perf_counter() - (entry.started or time.perf_counter())
 
 
 async def _respond(
@@ -480,6 +548,7 @@ ENV_AUTH = "GP_WEBHOOK_AUTH"
 ENV_PATH = "GP_WEBHOOK_PATH"
 ENV_MAX_BODY = "GP_WEBHOOK_MAX_BODY_BYTES"
 ENV_HANDLER = "GP_WEBHOOK_HANDLER"
+ENV_METRICS_PUBLIC = "GP_WEBHOOK_METRICS_PUBLIC"
 DEFAULT_STORE_URL = "sqlite:///webhooks.sqlite3"
 
 
@@ -497,11 +566,13 @@ def load_handler(spec_text: str) -> Handler:
 
 def receiver_environment(store_url: str, auth_kind: str, *, path: str = spec.DEFAULT_WEBHOOK_PATH,
                          max_body_bytes: int = spec.WEBHOOK_MAX_BODY_BYTES,
-                         handler: str | None = None) -> dict[str, str]:
+                         handler: str | None = None,
+                         metrics_public: bool = True) -> dict[str, str]:
     """The ``GP_WEBHOOK_*`` variables :func:`receiver_from_env` reads, for these settings
-    (secrets are not among them: each worker reads those from its own environment)."""
+    (secrets are not among them: each worker reads those from its own environment);
+    ``metrics_public`` false keeps ``/metrics`` off the delivery listener."""
     env = {ENV_STORE: store_url, ENV_AUTH: auth_kind, ENV_PATH: path,
-           ENV_MAX_BODY: str(max_body_bytes)}
+           ENV_MAX_BODY: str(max_body_bytes), ENV_METRICS_PUBLIC: "1" if metrics_public else "0"}
     if handler:
         env[ENV_HANDLER] = handler
     return env
@@ -518,4 +589,5 @@ def receiver_from_env() -> WebhookReceiver:
         path=env.get(ENV_PATH, spec.DEFAULT_WEBHOOK_PATH),
         max_body_bytes=int(env.get(ENV_MAX_BODY, str(spec.WEBHOOK_MAX_BODY_BYTES))),
         handler=load_handler(handler_text) if handler_text else None,
+        metrics_public=env.get(ENV_METRICS_PUBLIC, "1") != "0",
     )

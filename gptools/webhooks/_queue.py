@@ -306,6 +306,8 @@ class GroupCommitWriter:
         self._resolve_seconds = resolve_limit.total_seconds()
         #: How many batches were committed (for tests and diagnostics).
         self.batches = 0
+        #: Called with each committed batch's write-and-commit seconds (the metrics).
+        self.on_commit: Callable[[float], None] | None = None
         self._queue: queue.SimpleQueue[list[_Handover] | None] = queue.SimpleQueue()
         self._gathering: dict[asyncio.AbstractEventLoop, _Handover] = {}
         self._committed: queue.SimpleQueue[
@@ -429,6 +431,7 @@ class GroupCommitWriter:
         return True
 
     def _write(self, batch: list[_Handover]) -> list[bool] | StoreError:
+        began = time.perf_counter()
         items = [item for h in batch for item, _ in h.pending]
         had_connection = self.link.conn is not None
         try:
@@ -456,6 +459,8 @@ class GroupCommitWriter:
         if not self.link.reachable:
             self.link.ok()
         self.batches += 1
+        if self.on_commit is not None:
+            self.on_commit(time.perf_counter() - began)
         return outcome
 
     def _resolve(self, uncertain: CommitUncertain) -> list[bool] | StoreError:
@@ -712,6 +717,8 @@ class ProcessingQueue:
         self._store_failures = 0
         #: Handler threads abandoned after a time-out that have not returned yet.
         self.abandoned: list[threading.Thread] = []
+        #: Called once for each handler run that raised or timed out (the metrics).
+        self.on_failure: Callable[[], None] | None = None
 
     def delay_after(self, attempt: int) -> timedelta:
         """The wait before the run that follows failed run number ``attempt`` (1-based)."""
@@ -814,6 +821,8 @@ class ProcessingQueue:
             event = GameEventNotification.model_validate(loads_wire(action.body))
             self._call_handler(event)
         except Exception as exc:
+            if self.on_failure is not None:
+                self.on_failure()
             error = f"{type(exc).__name__}: {exc}"
             if attempt >= self.max_attempts:
                 logger.error("handler gave up after %d attempts: %s", attempt, error)

@@ -103,11 +103,18 @@ class ReceiverProcess:
     proc: subprocess.Popen[bytes]
     port: int
     log: Path
+    scheme: str = "http"
+    verify: Any = True
+
+    @property
+    def base_url(self) -> str:
+        """Scheme, host and port."""
+        return f"{self.scheme}://127.0.0.1:{self.port}"
 
     @property
     def url(self) -> str:
         """The webhook URL."""
-        return f"http://127.0.0.1:{self.port}{spec.DEFAULT_WEBHOOK_PATH}"
+        return f"{self.base_url}{spec.DEFAULT_WEBHOOK_PATH}"
 
     def wait_ready(self) -> None:
         """Poll /healthz until it answers 200 (or fail with the process's output)."""
@@ -116,7 +123,8 @@ class ReceiverProcess:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"receiver exited: {self.log.read_text()}")
             try:
-                if httpx.get(f"http://127.0.0.1:{self.port}/healthz", timeout=1).status_code == 200:
+                if httpx.get(f"{self.base_url}/healthz", timeout=1,
+                             verify=self.verify).status_code == 200:
                     return
             except httpx.TransportError:
                 pass
@@ -145,7 +153,8 @@ def receiver_process(tmp_path: Path) -> Iterator[Callable[..., ReceiverProcess]]
     started: list[ReceiverProcess] = []
 
     def start(store: str, *, workers: int = 1, auth: str = "bearer",
-              extra_env: dict[str, str] | None = None) -> ReceiverProcess:
+              extra_env: dict[str, str] | None = None, args: tuple[str, ...] = (),
+              scheme: str = "http", verify: Any = True) -> ReceiverProcess:
         port = free_port()
         log = tmp_path / f"receiver-{port}.log"
         env = {**os.environ, "GP_WEBHOOK_API_KEY": "test-key", **(extra_env or {})}
@@ -153,10 +162,10 @@ def receiver_process(tmp_path: Path) -> Iterator[Callable[..., ReceiverProcess]]
             proc = subprocess.Popen(
                 [sys.executable, "-c", "from gptools.cli import main; main()", "webhooks",
                  "serve", "--auth", auth, "--store", store, "--port", str(port),
-                 "--workers", str(workers)],
+                 "--workers", str(workers), *args],
                 stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
             )
-        rp = ReceiverProcess(proc, port, log)
+        rp = ReceiverProcess(proc, port, log, scheme, verify)
         started.append(rp)
         rp.wait_ready()
         return rp

@@ -130,9 +130,13 @@ BAD_BODIES: list[tuple[str, bytes, str | None, int, str]] = [
     ("events-numbers", wire(event(events=[1, 2])), "application/json", 422, "events"),
     ("timestamp-number", wire(event(timestamp=1767225600)), "application/json", 422,
      "timestamp"),
-    ("actionId-not-uuid", wire(event(action_id="not-a-uuid")), "application/json", 422,
+    # A present but non-canonical actionId is a bad request (issue 14): the identity of the
+    # delivery is unreadable. tests/webhooks/test_action_id_rule.py has the spellings.
+    ("actionId-not-uuid", wire(event(action_id="not-a-uuid")), "application/json", 400,
      "actionId"),
-    ("actionId-number", wire(event(actionId=42)), "application/json", 422, "actionId"),
+    ("actionId-number", wire(event(actionId=42)), "application/json", 400, "actionId"),
+    ("actionId-braces", wire(event(action_id="{6a1f7e4e-8c2a-4c1e-9d7b-0b7d2f6e9a10}")),
+     "application/json", 400, "canonical"),
     ("timestamp-Z", wire(event(timestamp="2026-03-02T10:15:30.123456Z")), "application/json",
      422, "timestamp"),
     ("timestamp-offset", wire(event(timestamp="2026-03-02T10:15:30.123+01:00")),
