@@ -67,15 +67,17 @@ def serve(auth_kind: str, store_url: str, host: str, port: int, workers: int, pa
     from uvicorn.config import LOGGING_CONFIG
 
     from gptools.webhooks import (
+        ENV_MULTIPROC_DIR,
+        METRICS_PATH,
         AuthConfigError,
         ReceiverAuth,
         StoreError,
         load_handler,
+        log_config,
         open_store,
         receiver_environment,
+        serve_metrics,
     )
-    from gptools.webhooks._logs import log_config
-    from gptools.webhooks._metrics import ENV_MULTIPROC_DIR, METRICS_PATH, serve_metrics
 
     try:
         ReceiverAuth.from_env(auth_kind)

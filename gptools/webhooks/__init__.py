@@ -8,6 +8,8 @@
   one lease per run, with a time-out and dead letters.
 - :class:`Maintenance`: purges old dedupe keys and log rows, in small steps.
 - :func:`export_log`: the delivery log as JSONL or Parquet.
+- :func:`serve_metrics`, :func:`log_config`: Prometheus metrics on a port of their own,
+  and one JSON object a log line.
 
 The log analyser lives in :mod:`gptools.webhooks.analysis`.
 """
@@ -21,6 +23,8 @@ from gptools.webhooks._app import (
 )
 from gptools.webhooks._auth import AuthConfigError, ReceiverAuth
 from gptools.webhooks._export import ExportResult, export_log, log_record
+from gptools.webhooks._logs import log_config
+from gptools.webhooks._metrics import ENV_MULTIPROC_DIR, METRICS_PATH, serve_metrics
 from gptools.webhooks._queue import GroupCommitWriter, Maintenance, ProcessingQueue
 from gptools.webhooks._store import (
     LOG_COLUMNS,
@@ -38,7 +42,9 @@ from gptools.webhooks._store import (
 )
 
 __all__ = [
+    "ENV_MULTIPROC_DIR",
     "LOG_COLUMNS",
+    "METRICS_PATH",
     "AuthConfigError",
     "DeadLetter",
     "ExportResult",
@@ -59,8 +65,10 @@ __all__ = [
     "export_log",
     "format_utc",
     "load_handler",
+    "log_config",
     "log_record",
     "open_store",
     "receiver_environment",
     "receiver_from_env",
+    "serve_metrics",
 ]
