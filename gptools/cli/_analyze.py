@@ -10,8 +10,6 @@ from typing import Any
 import click
 
 from gptools.cli._main import emit, fail, say, webhooks
-from gptools.webhooks.analysis import DeliveryLogError, analyze
-from gptools.webhooks.analysis._readers import LOG_FORMATS
 
 
 def _parse_now(value: str | None) -> datetime | None:
@@ -61,10 +59,11 @@ def _write_lost(path: Path, lost: list[dict[str, Any]]) -> None:
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(LOG_FORMATS),
     default="auto",
     show_default=True,
-    help="Log format; auto picks by file name or URL.",
+    # A plain string, checked by the analyser: a Choice would import DuckDB for --help,
+    # which the base install (without the [analysis] extra) does not have.
+    help="Log format: jsonl, parquet, sqlite or postgres; auto picks by file name or URL.",
 )
 @click.option(
     "--now",
@@ -86,6 +85,8 @@ def analyze_command(log: str, as_json: bool, fmt: str, now: str | None, table: s
     PostgreSQL URL (postgresql://USER@HOST/DB?schema=NAME).
     """
     moment = _parse_now(now)
+    from gptools.webhooks.analysis import DeliveryLogError, analyze
+
     try:
         with analyze(log, format=fmt, table=table, now=moment) as analysis:  # type: ignore[arg-type]
             report = analysis.report

@@ -15,6 +15,7 @@ import click
 
 from gptools import spec
 from gptools.cli._main import emit, fail, listening_socket, sandbox, say, webhooks
+from gptools.errors import MissingExtraError
 
 _AUTH_CHOICE = click.Choice(["bearer", "basic", "none"], case_sensitive=False)
 _WORKER_HEALTHCHECK_S = 60
@@ -58,6 +59,8 @@ def serve(auth_kind: str, store_url: str, host: str, port: int, workers: int, pa
         store = open_store(store_url)
         if handler:
             load_handler(handler)
+    except MissingExtraError as exc:  # an ImportError too, but not the user's input
+        fail(str(exc))
     except (AuthConfigError, ValueError, ImportError) as exc:
         fail(str(exc), bad_input=True)
     if not path.startswith("/"):

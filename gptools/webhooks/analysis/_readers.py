@@ -37,7 +37,7 @@ import ibis.expr.datatypes as dt
 import ibis.expr.types as ir
 import pyarrow as pa
 
-from gptools.errors import GptoolsError
+from gptools.errors import GptoolsError, import_extra
 
 LogFormat = Literal["auto", "jsonl", "parquet", "sqlite", "postgres"]
 LOG_FORMATS: tuple[str, ...] = get_args(LogFormat)
@@ -470,7 +470,7 @@ def _read_sqlite(
 def _read_postgres(
     con: Any, url: str, mapping: ColumnMapping, table: str
 ) -> tuple[ir.Table, str]:
-    import psycopg
+    psycopg = import_extra("psycopg", "postgres", "Reading a PostgreSQL store")
 
     parts = urlsplit(url)
     query = parse_qs(parts.query)
