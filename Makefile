@@ -50,9 +50,9 @@ bench: $(STAMP)
 	@command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk) || echo "no wrk: benchmarks fall back to httpx"
 	@for b in tests/benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
-## Re-resolve requirements.lock after changing pyproject.toml.
+## Re-resolve requirements.lock after changing pyproject.toml: the base, every extra and dev.
 lock:
-	$(VENV)/bin/uv pip compile -q pyproject.toml --extra dev -o requirements.lock --python-version 3.11
+	$(VENV)/bin/uv pip compile -q pyproject.toml --extra all --extra dev -o requirements.lock --python-version 3.11
 
 clean:
 	rm -rf build $(VENV)

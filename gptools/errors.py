@@ -4,6 +4,7 @@
 
     GptoolsError
     ├── ConfigurationError              bad or missing settings (no base URL, no password)
+    ├── MissingExtraError               a capability whose optional extra is not installed
     ├── TransportError                  no HTTP answer: connection refused/dropped, time-out
     └── ApiError                        the server answered with an error status
         ├── BadRequestError             400
@@ -39,6 +40,9 @@ Messages never contain credentials: the URL is kept without user info.
 
 from __future__ import annotations
 
+import importlib
+from types import ModuleType
+
 from gptools import spec
 from gptools.models import ErrorBody
 
@@ -49,6 +53,47 @@ class GptoolsError(Exception):
 
 class ConfigurationError(GptoolsError):
     """Settings are missing or invalid (for example no base URL or no password)."""
+
+
+#: The optional extras (pyproject.toml) and the top-level modules each one installs that
+#: gptools imports. The base install has none of them.
+EXTRAS: dict[str, tuple[str, ...]] = {
+    "postgres": ("psycopg",),
+    "analysis": ("duckdb", "ibis", "pyarrow"),
+    "excel": ("openpyxl",),
+    "notebooks": ("matplotlib", "ipywidgets", "nbformat", "nbclient", "nbconvert"),
+}
+
+
+class MissingExtraError(GptoolsError, ImportError):
+    """A capability needs an optional extra that is not installed. The message is one line
+    naming it (``pip install 'gptools[analysis]'``); it is also an :class:`ImportError`, so
+    code that guards optional imports the usual way keeps working."""
+
+    def __init__(self, extra: str, capability: str, missing: str) -> None:
+        super().__init__(f"{capability} needs the optional extra [{extra}] ({missing} is not "
+                         f"installed): pip install 'gptools[{extra}]'")
+        self.extra = extra
+        self.capability = capability
+        self.missing = missing
+
+
+def import_extra(module: str, extra: str, capability: str) -> ModuleType:
+    """Import ``module`` from the optional ``extra``, or raise :class:`MissingExtraError`
+    saying which extra ``capability`` needs."""
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        top = (exc.name or module).partition(".")[0]
+        if top not in EXTRAS[extra]:
+            raise  # a broken install of something else: not ours to rename
+        raise MissingExtraError(extra, capability, top) from None
+
+
+def require_extra(extra: str, capability: str) -> None:
+    """Raise :class:`MissingExtraError` unless every module of ``extra`` imports."""
+    for module in EXTRAS[extra]:
+        import_extra(module, extra, capability)
 
 
 class TransportError(GptoolsError):

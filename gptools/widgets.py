@@ -12,9 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import ipywidgets as widgets
 import pandas as pd
 
 from gptools.campaigns import (
@@ -28,6 +27,12 @@ from gptools.campaigns import (
 )
 from gptools.costs import CostRow, rows_of
 from gptools.display import html_table
+from gptools.errors import import_extra
+
+if TYPE_CHECKING:
+    import ipywidgets as widgets
+else:  # the [notebooks] extra: one line naming it when missing
+    widgets = import_extra("ipywidgets", "notebooks", "The campaign planner widgets")
 
 DATE_FORMAT = "%Y-%m-%d %H:%M"
 

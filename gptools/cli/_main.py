@@ -19,6 +19,7 @@ from gptools.errors import (
     ConfigurationError,
     GptoolsError,
     InvalidRequestError,
+    MissingExtraError,
     TransportError,
 )
 
@@ -198,6 +199,10 @@ def main(argv: list[str] | None = None) -> None:
     """Console-script entry point."""
     try:
         cli.main(args=argv, prog_name="gptools", standalone_mode=True)
+    except MissingExtraError as exc:
+        # Wherever a command met it: one line naming the extra, never a traceback.
+        say(f"Error: {exc}")
+        sys.exit(EXIT_FAILURE)
     except KeyboardInterrupt:
         say("interrupted")
         sys.exit(EXIT_INTERRUPTED)

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from gptools.cli._main import cli, emit, fail, say
+from gptools.errors import require_extra
 
 
 @cli.command("run-notebooks")
@@ -17,6 +18,7 @@ from gptools.cli._main import cli, emit, fail, say
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def run_notebooks_cmd(folder: Path, out_dir: Path, as_json: bool) -> None:
     """Execute every notebook against the embedded sandbox and write HTML under OUT."""
+    require_extra("notebooks", "gptools run-notebooks")
     from gptools.notebook_runner import find_notebooks, run_notebook
     from gptools.sandbox import SandboxConfig, run_sandbox
 

@@ -20,6 +20,7 @@ import click
 from gptools import spec
 from gptools.cli._common import AUTH_CHOICE
 from gptools.cli._main import emit, fail, listening_socket, say, webhooks
+from gptools.errors import MissingExtraError
 
 _WORKER_HEALTHCHECK_S = 60
 _PEM_FILE = click.Path(exists=True, dir_okay=False, readable=True)
@@ -84,6 +85,8 @@ def serve(auth_kind: str, store_url: str, host: str, port: int, workers: int, pa
         store = open_store(store_url)
         if handler:
             load_handler(handler)
+    except MissingExtraError as exc:  # an ImportError too, but not the user's input
+        fail(str(exc))
     except (AuthConfigError, ValueError, ImportError) as exc:
         fail(str(exc), bad_input=True)
     if not path.startswith("/"):

@@ -7,11 +7,9 @@ import weakref
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import pandas as pd
-from matplotlib.axes import Axes
-from matplotlib.figure import Figure
 
 from gptools.costs._tables import (
     SOURCE_GAME,
@@ -20,7 +18,12 @@ from gptools.costs._tables import (
     table_from_configurations,
     table_from_game,
 )
+from gptools.errors import import_extra
 from gptools.models import AwardedFeatureConfigurations, Game
+
+if TYPE_CHECKING:  # matplotlib is the [notebooks] extra: imported only to draw
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 Source = Literal["game", "configurations"]
 
@@ -202,13 +205,15 @@ def cost_chart(
     (e.g. from ``plt.subplots``), else on a new :class:`~matplotlib.figure.Figure` that is
     not registered with pyplot.
     """
+    figure_class: type[Figure] = import_extra(
+        "matplotlib.figure", "notebooks", "The cost chart").Figure
     frame = chart_frame(table, rates=rates)
     if ax is None:
-        fig = Figure(figsize=figsize, layout="constrained")
+        fig = figure_class(figsize=figsize, layout="constrained")
         ax = fig.add_subplot()
     else:
         root = ax.get_figure(root=True)
-        if not isinstance(root, Figure):
+        if not isinstance(root, figure_class):
             raise ValueError("ax is not part of a figure")
         fig = root
     currencies = sorted(frame["currency"].unique())

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, NamedTuple, TypeAlias
 
-from gptools.errors import GptoolsError
+from gptools.errors import GptoolsError, import_extra
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -250,7 +250,7 @@ class _ExcelSource(Source):
 
 
 def _open_sheet(path: Path, sheet: str | int | None) -> tuple[Any, Any]:
-    import openpyxl  # imported here: only Excel sources pay for it
+    openpyxl = import_extra("openpyxl", "excel", "Reading Excel player lists")
 
     try:
         book = openpyxl.load_workbook(path, read_only=True, data_only=True)

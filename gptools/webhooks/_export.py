@@ -25,6 +25,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
 
+from gptools.errors import import_extra
 from gptools.models import dumps_wire, loads_wire
 from gptools.webhooks._store import LOG_COLUMNS, Store, format_utc
 
@@ -121,8 +122,8 @@ def export_log(
 
 
 def _write_parquet(rows: Iterable[dict[str, Any]], path: Path, *, chunk: int = 50_000) -> int:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    pa = import_extra("pyarrow", "analysis", "Parquet export")
+    pq = import_extra("pyarrow.parquet", "analysis", "Parquet export")
 
     schema = pa.schema([
         ("received_at", pa.timestamp("us", tz="UTC")),

@@ -39,7 +39,7 @@ from typing import Any, Literal
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 from gptools import spec
-from gptools.errors import GptoolsError
+from gptools.errors import GptoolsError, import_extra, require_extra
 
 logger = logging.getLogger("gptools.webhooks")
 #: The columns of ``delivery_log``, in order (the contract of docs/design.md).
@@ -659,8 +659,7 @@ class PostgresStore(Store):
         return urlunsplit((parts.scheme, host, parts.path, "", ""))
 
     def _raw_connect(self) -> Any:
-        import psycopg
-
+        psycopg = import_extra("psycopg", "postgres", "A PostgreSQL store")
         raw = psycopg.connect(
             self.dsn, autocommit=True,
             connect_timeout=max(1, round(self.connect_timeout.total_seconds())),
@@ -702,6 +701,8 @@ def open_store(url: str, **options: Any) -> Store:
             options["synchronous"] = sync.upper()
         return SQLiteStore(path, **options)
     if url.startswith(("postgresql://", "postgres://")):
+        # Said here, once, rather than by a loop that retries its connection.
+        require_extra("postgres", "A PostgreSQL store")
         parts = urlsplit(url)
         query = parse_qs(parts.query)
         _log_options(query, options)

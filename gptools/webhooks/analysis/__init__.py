@@ -12,20 +12,25 @@ core. Typical use::
         plot_retry_gaps(analysis)  # the observed gaps and the fitted backoff
 """
 
-from gptools.webhooks.analysis._analysis import (
+from gptools.errors import require_extra as _require_extra
+
+# Before the modules below import DuckDB, Ibis and pyarrow: one line naming the extra.
+_require_extra("analysis", "The delivery-log analyser")
+
+from gptools.webhooks.analysis._analysis import (  # noqa: E402
     DEFAULT_SILENCE_THRESHOLD,
     ENGINES,
     DeliveryAnalysis,
     analyze,
 )
-from gptools.webhooks.analysis._charts import (
+from gptools.webhooks.analysis._charts import (  # noqa: E402
     plot_attempts_per_action,
     plot_duplicates_and_retries,
     plot_latency,
     plot_retry_gaps,
     plot_status_mix,
 )
-from gptools.webhooks.analysis._readers import (
+from gptools.webhooks.analysis._readers import (  # noqa: E402
     LOG_FORMATS,
     ColumnMapping,
     DeliveryLog,
@@ -33,7 +38,7 @@ from gptools.webhooks.analysis._readers import (
     LogFormat,
     read_delivery_log,
 )
-from gptools.webhooks.analysis._report import DeliveryReport
+from gptools.webhooks.analysis._report import DeliveryReport  # noqa: E402
 
 __all__ = [
     "DEFAULT_SILENCE_THRESHOLD",

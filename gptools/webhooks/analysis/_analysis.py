@@ -362,7 +362,7 @@ def analyze(
     ...     print(analysis.report.lost_actions)
     """
     if engine not in ENGINES:
-        raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+        raise DeliveryLogError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
     if isinstance(source, DeliveryLog):
         log = source
     elif engine == "spark":

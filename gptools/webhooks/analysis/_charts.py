@@ -6,15 +6,16 @@ a chart of a log of millions of deliveries draws a few hundred points.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import matplotlib.dates as mdates
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-from matplotlib.figure import Figure
 
+from gptools.errors import import_extra
 from gptools.webhooks.analysis._analysis import DeliveryAnalysis
+
+if TYPE_CHECKING:  # matplotlib is the [notebooks] extra: imported only to draw
+    from matplotlib.figure import Figure
 
 FIGSIZE = (9.0, 3.6)
 
@@ -27,6 +28,7 @@ def _hours(col: pd.Series) -> pd.Series:
 
 def _chart(title: str, xlabel: str, ylabel: str) -> tuple[Figure, Any]:
     """A new figure of the common size with its one axes titled and labelled."""
+    plt = import_extra("matplotlib.pyplot", "notebooks", "Delivery-log charts")
     fig, ax = plt.subplots(figsize=FIGSIZE, layout="constrained")
     ax.set_title(title)
     ax.set_xlabel(xlabel)
@@ -36,9 +38,10 @@ def _chart(title: str, xlabel: str, ylabel: str) -> tuple[Figure, Any]:
 
 def _date_axis(ax: Any) -> None:
     """Short hour labels (the date once per day), so ticks never run into each other."""
-    locator = mdates.AutoDateLocator()  # type: ignore[no-untyped-call]
+    mdates = import_extra("matplotlib.dates", "notebooks", "Delivery-log charts")
+    locator = mdates.AutoDateLocator()
     ax.xaxis.set_major_locator(locator)
-    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))  # type: ignore[no-untyped-call]
+    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
 
 
 def _legend(ax: Any, **kwargs: Any) -> None:

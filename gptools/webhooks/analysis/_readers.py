@@ -47,7 +47,7 @@ import ibis.expr.types as ir
 import pandas as pd
 import pyarrow as pa
 
-from gptools.errors import GptoolsError
+from gptools.errors import GptoolsError, import_extra
 from gptools.webhooks.analysis import _dialect_duckdb
 
 LogFormat = Literal["auto", "jsonl", "parquet", "sqlite", "postgres"]
@@ -686,7 +686,7 @@ def _read_sqlite(
 def _read_postgres(
     con: Any, url: str, mapping: ColumnMapping, table: str
 ) -> tuple[ir.Table, str]:
-    import psycopg
+    psycopg = import_extra("psycopg", "postgres", "Reading a PostgreSQL store")
 
     parts = urlsplit(url)
     query = parse_qs(parts.query)
