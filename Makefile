@@ -28,6 +28,7 @@ services:
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check gptools tests
+	$(VENV)/bin/ruff format --check gptools tests
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy

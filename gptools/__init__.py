@@ -196,7 +196,6 @@ _LAZY: dict[str, str] = {
 }
 
 
-
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:

@@ -105,9 +105,13 @@ class ReadableTable:
         widths = [max([len(head), *(len(c) for c in cells)]) for head, _, cells in columns]
         rows = [[head for head, _, _ in columns]]
         rows += [list(r) for r in zip(*(cells for _, _, cells in columns), strict=True)]
-        lines = ["  ".join(text.rjust(w) if numeric else text.ljust(w)
-                           for text, w, (_, numeric, _) in zip(row, widths, columns, strict=True))
-                 .rstrip() for row in rows]
+        lines = [
+            "  ".join(
+                text.rjust(w) if numeric else text.ljust(w)
+                for text, w, (_, numeric, _) in zip(row, widths, columns, strict=True)
+            ).rstrip()
+            for row in rows
+        ]
         if len(rows) == 1:
             lines.append("(no rows)")
         return "\n".join(lines)
@@ -116,16 +120,18 @@ class ReadableTable:
         return str(self)
 
 
-def readable(frame: pd.DataFrame, *, decimals: Mapping[str, int] | None = None,
-             index: bool = False) -> ReadableTable:
+def readable(
+    frame: pd.DataFrame, *, decimals: Mapping[str, int] | None = None, index: bool = False
+) -> ReadableTable:
     """``frame`` for reading: text columns left-aligned, numbers right-aligned, floats
     rounded by unit (``*_ms`` to 0.1, ``*_s`` to 0.001; ``decimals`` names others), times to
     the millisecond, missing values as "–". The frame itself is not changed."""
     return ReadableTable(frame, dict(decimals or {}), index)
 
 
-def html_table(frame: pd.DataFrame, *, decimals: Mapping[str, int] | None = None,
-               index: bool = False) -> str:
+def html_table(
+    frame: pd.DataFrame, *, decimals: Mapping[str, int] | None = None, index: bool = False
+) -> str:
     """An HTML table of ``frame`` with the rules of :func:`readable`, every text escaped."""
     table = ReadableTable(frame, dict(decimals or {}), index)
     columns = table.columns()
@@ -133,11 +139,17 @@ def html_table(frame: pd.DataFrame, *, decimals: Mapping[str, int] | None = None
     def align(numeric: bool) -> str:
         return "right" if numeric else "left"
 
-    head = "".join(f"<th style='text-align:{align(numeric)}'>{html.escape(name)}</th>"
-                   for name, numeric, _ in columns)
+    head = "".join(
+        f"<th style='text-align:{align(numeric)}'>{html.escape(name)}</th>"
+        for name, numeric, _ in columns
+    )
     body = "".join(
-        "<tr>" + "".join(f"<td style='text-align:{align(numeric)}'>{html.escape(text)}</td>"
-                         for text, (_, numeric, _) in zip(row, columns, strict=True)) + "</tr>"
+        "<tr>"
+        + "".join(
+            f"<td style='text-align:{align(numeric)}'>{html.escape(text)}</td>"
+            for text, (_, numeric, _) in zip(row, columns, strict=True)
+        )
+        + "</tr>"
         for row in zip(*(cells for _, _, cells in columns), strict=True)
     )
     return f"<table class='dataframe'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"

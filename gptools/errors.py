@@ -71,8 +71,10 @@ class MissingExtraError(GptoolsError, ImportError):
     code that guards optional imports the usual way keeps working."""
 
     def __init__(self, extra: str, capability: str, missing: str) -> None:
-        super().__init__(f"{capability} needs the optional extra [{extra}] ({missing} is not "
-                         f"installed): pip install 'gptools[{extra}]'")
+        super().__init__(
+            f"{capability} needs the optional extra [{extra}] ({missing} is not "
+            f"installed): pip install 'gptools[{extra}]'"
+        )
         self.extra = extra
         self.capability = capability
         self.missing = missing
@@ -105,8 +107,9 @@ class TransportError(GptoolsError):
     (``cannot connect to http://127.0.0.1:1: connection refused``).
     """
 
-    def __init__(self, message: str, *, method: str, url: str, retries: int = 0,
-                 sent: bool = True) -> None:
+    def __init__(
+        self, message: str, *, method: str, url: str, retries: int = 0, sent: bool = True
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.method = method
@@ -282,8 +285,9 @@ _BY_STATUS: dict[int, type[ApiError]] = {
 }
 
 
-def is_rate_limited(status: int | None, code: str | None, *,
-                    rate_limit_status: int = spec.RATE_LIMIT_STATUS) -> bool:
+def is_rate_limited(
+    status: int | None, code: str | None, *, rate_limit_status: int = spec.RATE_LIMIT_STATUS
+) -> bool:
     """Whether an answer is the rate-limit answer: the (assumed, overridable) rate-limit
     status, or the rate-limit code on any status (a gateway's 503 TOO_MANY_REQUESTS).
 
@@ -294,8 +298,9 @@ def is_rate_limited(status: int | None, code: str | None, *,
     return status == rate_limit_status or code == spec.RATE_LIMIT_CODE
 
 
-def error_class(status: int | None, code: str | None, *,
-                rate_limit_status: int = spec.RATE_LIMIT_STATUS) -> type[ApiError]:
+def error_class(
+    status: int | None, code: str | None, *, rate_limit_status: int = spec.RATE_LIMIT_STATUS
+) -> type[ApiError]:
     """The exception class for a status and code: :class:`RateLimitedError` for the
     rate-limit answer, else the code's own class, else the status's."""
     if is_rate_limited(status, code, rate_limit_status=rate_limit_status):

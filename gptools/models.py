@@ -207,8 +207,10 @@ class Game(ApiModel):
     when the server sends it.
     """
 
-    EXPECTED: ClassVar[str] = ("a game configuration object with 'buyFeatures' (a list) and "
-                               "'betSizes' (currency -> base bets)")
+    EXPECTED: ClassVar[str] = (
+        "a game configuration object with 'buyFeatures' (a list) and "
+        "'betSizes' (currency -> base bets)"
+    )
 
     game_id: str | None = None
     buy_features: list[BuyFeature]
@@ -227,8 +229,7 @@ class AwardedFeatureConfigurations(ApiModel):
     """The answer of ``GET /api/v1/awarded-feature-configurations``; ``content`` is
     required (an answer without it is an error, not "no feature costs")."""
 
-    EXPECTED: ClassVar[str] = ("an object with 'content', a list of {gameId, bet, "
-                               "currencyCode}")
+    EXPECTED: ClassVar[str] = "an object with 'content', a list of {gameId, bet, currencyCode}"
 
     content: list[AwardedFeatureConfiguration]
 
@@ -275,8 +276,9 @@ class CampaignRequest(BaseModel):
     game_ids: list[str] = Field(min_length=spec.GAME_IDS_MIN)
     bet: Decimal = Field(gt=spec.BET_EXCLUSIVE_MIN, allow_inf_nan=False)
     currency_code: str = Field(min_length=1)
-    players: list[str] | None = Field(default=None, alias=spec.CAMPAIGN_PLAYERS_FIELD,
-                                      max_length=spec.CAMPAIGN_PLAYERS_MAX_IDS)
+    players: list[str] | None = Field(
+        default=None, alias=spec.CAMPAIGN_PLAYERS_FIELD, max_length=spec.CAMPAIGN_PLAYERS_MAX_IDS
+    )
     start_date: datetime = Field(alias=spec.CAMPAIGN_START_FIELD)
     end_date: datetime = Field(alias=spec.CAMPAIGN_END_FIELD)
     time_zone: str = Field(alias=spec.CAMPAIGN_TIME_ZONE_FIELD)
@@ -290,8 +292,10 @@ class CampaignRequest(BaseModel):
     @classmethod
     def _naive(cls, value: datetime) -> datetime:
         if value.tzinfo is not None:
-            raise ValueError("campaign dates are wall-clock times: give them without an offset "
-                             "and name the zone in time_zone")
+            raise ValueError(
+                "campaign dates are wall-clock times: give them without an offset "
+                "and name the zone in time_zone"
+            )
         return value
 
     _bet_exact = field_validator("bet", mode="before")(_exact_number)
@@ -454,8 +458,10 @@ class WebhookSubscription(ApiModel):
     @classmethod
     def _not_masked(cls, value: SecretStr | None) -> SecretStr | None:
         if value is not None and _MASKED.match(value.get_secret_value()):
-            raise ValueError("a masked secret ('****', as a subscription answer shows it) "
-                             "cannot be sent back: give the real secret")
+            raise ValueError(
+                "a masked secret ('****', as a subscription answer shows it) "
+                "cannot be sent back: give the real secret"
+            )
         return value
 
     @model_validator(mode="after")
@@ -507,15 +513,20 @@ class WebhookSubscriptionInfo(ApiModel):
                 data.pop(snake, None)
         return data
 
-    def to_subscription(self, *, api_key: str | None = None,
-                        password: str | None = None) -> WebhookSubscription:
+    def to_subscription(
+        self, *, api_key: str | None = None, password: str | None = None
+    ) -> WebhookSubscription:
         """A :class:`WebhookSubscription` with this one's URL, type and username and the
         secrets given here (an answer never carries them)."""
-        return WebhookSubscription.model_validate({
-            "callbackUrl": self.callback_url,
-            "authenticationType": self.authentication_type,
-            "username": self.username, "apiKey": api_key, "password": password,
-        })
+        return WebhookSubscription.model_validate(
+            {
+                "callbackUrl": self.callback_url,
+                "authenticationType": self.authentication_type,
+                "username": self.username,
+                "apiKey": api_key,
+                "password": password,
+            }
+        )
 
 
 # --------------------------------------------------------------------------------------
@@ -557,4 +568,3 @@ class DisplayOptions(BaseModel):
             if getattr(self, field):
                 out.append(label)
         return out
-

@@ -31,7 +31,8 @@ from gptools.errors import GptoolsError
 HTML_MANAGER_VERSION = "1.0.15"
 # npm's ``dist.integrity`` of that version: the tarball is refused if it differs.
 HTML_MANAGER_INTEGRITY = (
-    "sha512-5thBIV6ymNgmPVOHvzx+gGy8ZSKmSazhtGw4/c4xJDVzRhG9PTeQsRjF3FUTopvFi//SABeNz1yp47bCrJ3CQA=="
+    "sha512-5thBIV6ymNgmPVOHvzx+gGy8ZSKmSazhtGw4/c4xJDVzRhG9PTeQsRjF3FUTopvFi//"
+    "SABeNz1yp47bCrJ3CQA=="
 )
 HTML_MANAGER_SCRIPT = "embed.js"
 DEFAULT_REGISTRY = "https://registry.npmjs.org"
@@ -67,39 +68,43 @@ def tarball_url(registry: str | None = None) -> str:
     """The npm registry address of the pinned html-manager tarball (``$NPM_CONFIG_REGISTRY``
     names a mirror, as for npm itself)."""
     base = (registry or os.environ.get("NPM_CONFIG_REGISTRY") or DEFAULT_REGISTRY).rstrip("/")
-    return (f"{base}/@jupyter-widgets/html-manager/-/"
-            f"html-manager-{HTML_MANAGER_VERSION}.tgz")
+    return f"{base}/@jupyter-widgets/html-manager/-/html-manager-{HTML_MANAGER_VERSION}.tgz"
 
 
 def _integrity(data: bytes) -> str:
     return "sha512-" + base64.b64encode(hashlib.sha512(data).digest()).decode("ascii")
 
 
-def unpack_widget_manager(tarball: bytes, dest: Path, *,
-                          integrity: str = HTML_MANAGER_INTEGRITY) -> Path:
+def unpack_widget_manager(
+    tarball: bytes, dest: Path, *, integrity: str = HTML_MANAGER_INTEGRITY
+) -> Path:
     """Check ``tarball`` against ``integrity`` (npm's ``sha512-...``; the pinned one by
     default) and unpack the page's files into
     ``dest`` (renamed into place when complete, so a half-written folder is never used)."""
     if _integrity(tarball) != integrity:
         raise WidgetManagerUnavailable(
             f"html-manager {HTML_MANAGER_VERSION}: the downloaded tarball does not match its "
-            f"pinned integrity")
+            f"pinned integrity"
+        )
     dest.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=".html-manager-", dir=dest.parent))
     try:
         with tarfile.open(fileobj=io.BytesIO(tarball), mode="r:gz") as tar:
             for member in tar.getmembers():
                 path = PurePosixPath(member.name)
-                if (member.isfile() and path.parent == PurePosixPath("package/dist")
-                        and path.name.endswith(_KEEP_SUFFIXES)
-                        and path.name not in _SKIP_NAMES):
+                if (
+                    member.isfile()
+                    and path.parent == PurePosixPath("package/dist")
+                    and path.name.endswith(_KEEP_SUFFIXES)
+                    and path.name not in _SKIP_NAMES
+                ):
                     source = tar.extractfile(member)
                     assert source is not None  # a regular file always has content
                     (work / path.name).write_bytes(source.read())
         if not (work / HTML_MANAGER_SCRIPT).is_file():
             raise WidgetManagerUnavailable(
-                f"html-manager {HTML_MANAGER_VERSION}: no dist/{HTML_MANAGER_SCRIPT} in the "
-                f"tarball")
+                f"html-manager {HTML_MANAGER_VERSION}: no dist/{HTML_MANAGER_SCRIPT} in the tarball"
+            )
         work.chmod(0o755)  # mkdtemp's 0700 would follow the copy into build/
         try:
             work.rename(dest)
@@ -112,8 +117,9 @@ def unpack_widget_manager(tarball: bytes, dest: Path, *,
     return dest
 
 
-def widget_manager(cache_dir: Path | None = None, *, registry: str | None = None,
-                   timeout_s: float = 60.0) -> Path:
+def widget_manager(
+    cache_dir: Path | None = None, *, registry: str | None = None, timeout_s: float = 60.0
+) -> Path:
     """The folder holding the pinned widget manager's bundle, downloaded on first use.
 
     Raises :class:`WidgetManagerUnavailable` when it is not cached and cannot be fetched.
@@ -139,8 +145,9 @@ def offline_exporter() -> HTMLExporter:
     )
 
 
-def write_html(nb: nbformat.NotebookNode, out_dir: Path, name: str, *,
-               widgets_dir: Path | None = None) -> Path:
+def write_html(
+    nb: nbformat.NotebookNode, out_dir: Path, name: str, *, widgets_dir: Path | None = None
+) -> Path:
     """Render ``nb`` to ``out_dir/<name>.html``; a notebook with widgets gets the widget
     manager copied to ``out_dir/_static/`` so the page shows them with no network.
 

@@ -43,8 +43,9 @@ def find_notebooks(folder: Path) -> list[Path]:
     return sorted(p for p in folder.glob("*.ipynb") if not p.name.startswith("."))
 
 
-def run_notebook(path: Path, out_dir: Path, *, timeout_s: int = 600,
-                 sandbox_url: str | None = None) -> NotebookRun:
+def run_notebook(
+    path: Path, out_dir: Path, *, timeout_s: int = 600, sandbox_url: str | None = None
+) -> NotebookRun:
     """Execute one notebook in a fresh kernel (sandbox forced) and write its HTML.
 
     ``sandbox_url`` is a sandbox served by this process for the kernel to use; without

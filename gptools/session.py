@@ -54,8 +54,9 @@ def embedded_sandbox() -> RunningSandbox | RemoteSandbox | None:
     return _sandbox
 
 
-def start_embedded_sandbox(config: SandboxConfig | None = None, *,
-                           state_dir: Path | None = None) -> RunningSandbox | RemoteSandbox:
+def start_embedded_sandbox(
+    config: SandboxConfig | None = None, *, state_dir: Path | None = None
+) -> RunningSandbox | RemoteSandbox:
     """Start the embedded sandbox once per process (later calls return the same one).
 
     It stops when the process exits. ``config`` and ``state_dir`` apply to the first call

@@ -157,8 +157,7 @@ RATE_TIERS: Final[tuple[RateTier, ...]] = (
     RateTier("global_get", "global", 1000, frozenset({"GET"}), None),
     RateTier("user_participant", "per_user_endpoint", 130, _ALL, ENDPOINT_CLASS_PARTICIPANT),
     RateTier("user_campaign", "per_user_endpoint", 60, _ALL, ENDPOINT_CLASS_CAMPAIGN_CREATE),
-    RateTier("user_other", "per_user_endpoint", 60, _ALL, ENDPOINT_CLASS_OTHER,
-             each_endpoint=True),
+    RateTier("user_other", "per_user_endpoint", 60, _ALL, ENDPOINT_CLASS_OTHER, each_endpoint=True),
     RateTier("endpoint_participant", "per_endpoint", 270, _ALL, ENDPOINT_CLASS_PARTICIPANT),
     RateTier("endpoint_campaign", "per_endpoint", 135, _ALL, ENDPOINT_CLASS_CAMPAIGN_CREATE),
 )
@@ -285,8 +284,9 @@ def callback_url_problem(url: object, *, allow_insecure_loopback: bool = False) 
         parts, host = None, None
     if parts is not None and host and url == url.strip():
         scheme = parts.scheme.lower()
-        if scheme == "https" or (allow_insecure_loopback and scheme == "http"
-                                 and host in _LOOPBACK_HOSTS):
+        if scheme == "https" or (
+            allow_insecure_loopback and scheme == "http" and host in _LOOPBACK_HOSTS
+        ):
             return None
     extra = " (or http:// on a loopback host)" if allow_insecure_loopback else ""
     return f"callbackUrl must be an HTTPS URL with a host{extra}, got {url!r}"
@@ -302,8 +302,11 @@ BRAND_ID_MAX: Final = 2**31 - 1  # spec: int32
 
 def is_brand_id(value: object) -> bool:
     """Whether ``value`` is a brand id as the document types it: an integer within int32."""
-    return (isinstance(value, int) and not isinstance(value, bool)
-            and BRAND_ID_MIN <= value <= BRAND_ID_MAX)
+    return (
+        isinstance(value, int)
+        and not isinstance(value, bool)
+        and BRAND_ID_MIN <= value <= BRAND_ID_MAX
+    )
 
 
 def time_zone_problem(name: object) -> str | None:
@@ -389,8 +392,15 @@ PARTICIPANT_EXISTS_CODE: Final = "PARTICIPANT_EXISTS"
 CAMPAIGN_PLAYERS_MAX_IDS: Final = 10_000
 #: Campaign body fields without which creation is refused (the rest are optional).
 CAMPAIGN_REQUIRED_FIELDS: Final = (
-    "type", "name", "betNumber", "gameIds", "bet", "currencyCode",
-    CAMPAIGN_START_FIELD, CAMPAIGN_END_FIELD, CAMPAIGN_TIME_ZONE_FIELD,
+    "type",
+    "name",
+    "betNumber",
+    "gameIds",
+    "bet",
+    "currencyCode",
+    CAMPAIGN_START_FIELD,
+    CAMPAIGN_END_FIELD,
+    CAMPAIGN_TIME_ZONE_FIELD,
 )
 NAME_MIN_LENGTH: Final = 1
 GAME_IDS_MIN: Final = 1
@@ -420,7 +430,8 @@ TIME_ZONE_FORMAT: Final = "IANA name (e.g. Europe/Malta)"
 
 ASSUMPTIONS: Final[tuple[Assumption, ...]] = (
     Assumption(
-        "IMPLICIT_ALLOWED_PRINCIPALS", "INDIVIDUAL only (INTERNAL: explicit form)",
+        "IMPLICIT_ALLOWED_PRINCIPALS",
+        "INDIVIDUAL only (INTERNAL: explicit form)",
         "INTERNAL appears only in the response enum; its path form is not shown, so it names "
         "its brand like PARTNER",
         "the client sends INTERNAL requests as asked and lets the server decide",
@@ -432,7 +443,8 @@ ASSUMPTIONS: Final[tuple[Assumption, ...]] = (
         "unknown codes still map to errors.ApiError with the code kept",
     ),
     Assumption(
-        "FREE_ROUNDS_CAMPAIGN_TYPE", FREE_ROUNDS_CAMPAIGN_TYPE,
+        "FREE_ROUNDS_CAMPAIGN_TYPE",
+        FREE_ROUNDS_CAMPAIGN_TYPE,
         "only AWARDED_FEATURE is named; the legacy path 'freeround/campaign' suggests this name",
         "CampaignRequest(type=...) accepts any string; Plan(free_rounds_type=...)",
     ),
@@ -443,27 +455,32 @@ ASSUMPTIONS: Final[tuple[Assumption, ...]] = (
         "Client(campaign_field_names={'startDate': ...}); the sandbox reads these constants",
     ),
     Assumption(
-        "CAMPAIGN_DATE_FORMAT", CAMPAIGN_DATE_FORMAT,
+        "CAMPAIGN_DATE_FORMAT",
+        CAMPAIGN_DATE_FORMAT,
         "dates are wall-clock times in the campaign's zone, so no offset is sent",
         "spec.CAMPAIGN_DATE_FORMAT (the model and the sandbox both read it)",
     ),
     Assumption(
-        "CAMPAIGN_PLAYERS_FIELD", "players: array of player-id strings",
+        "CAMPAIGN_PLAYERS_FIELD",
+        "players: array of player-id strings",
         "the shape is shown only for participant addition, which names players by id",
         "Client(campaign_field_names={'players': ...}), or add participants instead",
     ),
     Assumption(
-        "BET_NUMBER_MIN", BET_NUMBER_MIN,
+        "BET_NUMBER_MIN",
+        BET_NUMBER_MIN,
         "only the maximum 1500 is published; a campaign of zero rounds awards nothing",
         "spec.BET_NUMBER_MIN",
     ),
     Assumption(
-        "RATE_LIMIT_STATUS / RATE_LIMIT_CODE", (RATE_LIMIT_STATUS, RATE_LIMIT_CODE),
+        "RATE_LIMIT_STATUS / RATE_LIMIT_CODE",
+        (RATE_LIMIT_STATUS, RATE_LIMIT_CODE),
         "the rate-limit response is not shown; 429 with Retry-After (seconds) is HTTP's norm",
         "Client(rate_limit_status=...), Sandbox(rate_limit_status=...)",
     ),
     Assumption(
-        "RATE_LIMIT_WINDOW", "1 s sliding window per tier",
+        "RATE_LIMIT_WINDOW",
+        "1 s sliding window per tier",
         "limits are 'requests per second' without a window definition",
         "Client(rate_tiers=...), Sandbox(rate_tiers=...)",
     ),
@@ -474,7 +491,8 @@ ASSUMPTIONS: Final[tuple[Assumption, ...]] = (
         "unknown codes still map to errors.ApiError with the code kept",
     ),
     Assumption(
-        "PARTICIPANT_ID_REFUSALS", "(400, 'VALIDATION_ERROR') only",
+        "PARTICIPANT_ID_REFUSALS",
+        "(400, 'VALIDATION_ERROR') only",
         "which answer refuses some player ids (not the request as a whole) is not shown; "
         "only the validation refusal is split down to the ids, any other 4xx stops the load",
         "load_participants(id_refusals={(status, code), ...})",
@@ -486,39 +504,46 @@ ASSUMPTIONS: Final[tuple[Assumption, ...]] = (
         "unknown codes still map to errors.ApiError with the code kept",
     ),
     Assumption(
-        "GAME_NOT_FOUND_STATUS / GAME_NOT_FOUND_CODE", (GAME_NOT_FOUND_STATUS, GAME_NOT_FOUND_CODE),
+        "GAME_NOT_FOUND_STATUS / GAME_NOT_FOUND_CODE",
+        (GAME_NOT_FOUND_STATUS, GAME_NOT_FOUND_CODE),
         "the answer for an unknown gameId is not shown",
         "unknown codes still map to errors.ApiError with the code kept",
     ),
     Assumption(
-        "ENDPOINT_BATCH_PARTICIPANT_TEMPLATE", ENDPOINT_BATCH_PARTICIPANT_TEMPLATE,
+        "ENDPOINT_BATCH_PARTICIPANT_TEMPLATE",
+        ENDPOINT_BATCH_PARTICIPANT_TEMPLATE,
         "the batch endpoint is recommended but its path and payload are not shown; body "
         "{'playerIds': [...]} like the single endpoint",
         "Client(batch_participant_path=...)",
     ),
     Assumption(
-        "BATCH_PARTICIPANT_MAX_IDS", BATCH_PARTICIPANT_MAX_IDS,
+        "BATCH_PARTICIPANT_MAX_IDS",
+        BATCH_PARTICIPANT_MAX_IDS,
         "the batch size limit is not shown; a fifth of the 50,000-row back-office import",
         "Client.add_participants_batch(max_ids=...)",
     ),
     Assumption(
-        "PARTICIPANT_MAX_IDS", PARTICIPANT_MAX_IDS,
+        "PARTICIPANT_MAX_IDS",
+        PARTICIPANT_MAX_IDS,
         "the largest playerIds list in one participant request is not shown",
         "load_participants(chunk_size=...), Sandbox(participant_max_ids=...)",
     ),
     Assumption(
-        "PLAYER_ID_MAX_LENGTH", PLAYER_ID_MAX_LENGTH,
+        "PLAYER_ID_MAX_LENGTH",
+        PLAYER_ID_MAX_LENGTH,
         "the external player id's length limit is not shown",
         "load_participants(max_id_length=...), Sandbox(player_id_max_length=...)",
     ),
     Assumption(
-        "ENDPOINT_WEBHOOK_SUBSCRIPTION", ENDPOINT_WEBHOOK_SUBSCRIPTION,
+        "ENDPOINT_WEBHOOK_SUBSCRIPTION",
+        ENDPOINT_WEBHOOK_SUBSCRIPTION,
         "subscription create/update paths are not shown; GET reads, POST creates, PUT updates, "
         "both path forms, fields callbackUrl/authenticationType/apiKey/username/password",
         "Client(webhook_subscription_path=...)",
     ),
     Assumption(
-        "CAMPAIGN_ID_JSON_TYPE", CAMPAIGN_ID_JSON_TYPE,
+        "CAMPAIGN_ID_JSON_TYPE",
+        CAMPAIGN_ID_JSON_TYPE,
         "the type of campaignId is not shown; a string holds integers too",
         "models.CampaignCreated coerces an integer id to its string",
     ),
@@ -529,40 +554,47 @@ ASSUMPTIONS: Final[tuple[Assumption, ...]] = (
         "Sandbox webhook dispatcher(first_delay=, factor=, max_delay=)",
     ),
     Assumption(
-        "WEBHOOK_SENDER_TIMEOUT", WEBHOOK_SENDER_TIMEOUT,
+        "WEBHOOK_SENDER_TIMEOUT",
+        WEBHOOK_SENDER_TIMEOUT,
         "the provider's time-out on a receiver is not shown; a time-out is retried like a 5xx",
         "Sandbox webhook dispatcher(timeout=...)",
     ),
     Assumption(
-        "WEBHOOK_OTHER_STATUS_RETRIED", WEBHOOK_OTHER_STATUS_RETRIED,
+        "WEBHOOK_OTHER_STATUS_RETRIED",
+        WEBHOOK_OTHER_STATUS_RETRIED,
         "'the behaviour on ... non-2xx/4xx/5xx codes: not shown' (1xx, 3xx); treated as temporary",
         "Sandbox webhook dispatcher(retry_other_status=...)",
     ),
     Assumption(
-        "ENDPOINTS_BY_PRINCIPAL", ENDPOINTS_BY_PRINCIPAL,
+        "ENDPOINTS_BY_PRINCIPAL",
+        ENDPOINTS_BY_PRINCIPAL,
         "which endpoints each user type may call is not shown; all types may call all",
         "the server decides; the client never refuses an endpoint by type",
     ),
     Assumption(
-        "CONFIGURATION_FILTERS_OPTIONAL", CONFIGURATION_FILTERS_OPTIONAL,
+        "CONFIGURATION_FILTERS_OPTIONAL",
+        CONFIGURATION_FILTERS_OPTIONAL,
         "whether gameId/currencyCode are optional is not shown; omitted means no filter "
         "(every configuration; for the game endpoint every game as {'content': [...]})",
         "pass both to be safe against a server that requires them",
     ),
     Assumption(
-        "WEBHOOK_MAX_BODY_BYTES", WEBHOOK_MAX_BODY_BYTES,
+        "WEBHOOK_MAX_BODY_BYTES",
+        WEBHOOK_MAX_BODY_BYTES,
         "the largest notification body is not shown; the eight documented fields fit in "
         "well under 1 KiB, so 64 KiB leaves room for fields the provider may add",
         "WebhookReceiver(max_body_bytes=...), gptools webhooks serve --max-body-bytes",
     ),
     Assumption(
-        "FEATURE_COST_ROUNDING", FEATURE_COST_ROUNDING,
+        "FEATURE_COST_ROUNDING",
+        FEATURE_COST_ROUNDING,
         "the document gives Feature Cost = Base Bet × Price Multiplier without a rounding "
         "rule; a product finer than the currency's minor unit is rounded half up",
         "costs.feature_cost(rounding=...) with any decimal rounding mode",
     ),
     Assumption(
-        "NOT_FOUND_STATUS / NOT_FOUND_CODE", (NOT_FOUND_STATUS, NOT_FOUND_CODE),
+        "NOT_FOUND_STATUS / NOT_FOUND_CODE",
+        (NOT_FOUND_STATUS, NOT_FOUND_CODE),
         "the answer for an unknown path, or for reading/updating a webhook subscription "
         "that was never created, is not shown; 404 is HTTP's norm",
         "unknown codes still map to errors.ApiError (404: errors.NotFoundError)",
@@ -575,7 +607,8 @@ ASSUMPTIONS: Final[tuple[Assumption, ...]] = (
         "unknown codes still map to errors.ApiError (409: errors.ConflictError)",
     ),
     Assumption(
-        "PARTICIPANT_ADDITION_IDEMPOTENT", PARTICIPANT_ADDITION_IDEMPOTENT,
+        "PARTICIPANT_ADDITION_IDEMPOTENT",
+        PARTICIPANT_ADDITION_IDEMPOTENT,
         "whether adding a player who is already a participant is harmless is not shown; we "
         "hold it is (a no-op), so the client repeats an addition after a lost answer or a "
         "5xx, the loader re-sends unknown chunks and apply_plan re-adds on a re-run",
@@ -590,13 +623,15 @@ ASSUMPTIONS: Final[tuple[Assumption, ...]] = (
         "Sandbox(readd_participants_refused=True); unknown codes still map to errors.ApiError",
     ),
     Assumption(
-        "CAMPAIGN_PLAYERS_MAX_IDS", CAMPAIGN_PLAYERS_MAX_IDS,
+        "CAMPAIGN_PLAYERS_MAX_IDS",
+        CAMPAIGN_PLAYERS_MAX_IDS,
         "the largest 'players' list of a campaign body is not shown; the batch limit, so a "
         "list that fits one batch fits the body",
         "CampaignRequest checks it; Sandbox(campaign_players_max_ids=...)",
     ),
     Assumption(
-        "CAMPAIGN_REQUIRED_FIELDS", " ".join(CAMPAIGN_REQUIRED_FIELDS),
+        "CAMPAIGN_REQUIRED_FIELDS",
+        " ".join(CAMPAIGN_REQUIRED_FIELDS),
         "'Required/optional status and types of the campaign body fields: not shown'; these "
         "are required, the rest optional; strings are strings, betNumber an integer, bet a "
         "JSON number, gameIds a list of strings",
@@ -610,85 +645,99 @@ ASSUMPTIONS: Final[tuple[Assumption, ...]] = (
         "CampaignRequest and the sandbox both read these constants",
     ),
     Assumption(
-        "WEBHOOK_AUTH_TYPE_REQUIRED", WEBHOOK_AUTH_TYPE_REQUIRED,
+        "WEBHOOK_AUTH_TYPE_REQUIRED",
+        WEBHOOK_AUTH_TYPE_REQUIRED,
         "the subscription table marks the callback URL 'Optional' but not 'authentication "
         "type', and calls NONE 'not recommended for production': so no default, NONE only "
         "when asked",
         "WebhookSubscription(authentication_type='NONE') states it explicitly",
     ),
     Assumption(
-        "WEBHOOK_ACKNOWLEDGED_STATUSES", f"{WEBHOOK_ACK_STATUS_MIN}..{WEBHOOK_ACK_STATUS_MAX}",
+        "WEBHOOK_ACKNOWLEDGED_STATUSES",
+        f"{WEBHOOK_ACK_STATUS_MIN}..{WEBHOOK_ACK_STATUS_MAX}",
         "the document lists '200 | Processed successfully; acknowledged' and leaves only "
         "'non-2xx/4xx/5xx codes' not shown, so every 2xx acknowledges like 200",
         "spec.is_acknowledgement (the sandbox dispatcher and the analyser both use it)",
     ),
     Assumption(
-        "ACTION_ID_FORMAT", ACTION_ID_FORMAT,
+        "ACTION_ID_FORMAT",
+        ACTION_ID_FORMAT,
         "the payload says 'string, format uuid' without naming a textual variant; the "
         "canonical form is the only one; braces, 'urn:uuid:' and no dashes are refused",
         "spec.canonical_action_id (models, receiver and analyser)",
     ),
     Assumption(
-        "TIMESTAMP_FRACTION_OPTIONAL", TIMESTAMP_FRACTION_OPTIONAL,
+        "TIMESTAMP_FRACTION_OPTIONAL",
+        TIMESTAMP_FRACTION_OPTIONAL,
         "the timestamp is 'date-time with fractional seconds'; a value without a fraction "
         "is accepted as .000000, since refusing it (4xx) would lose the action for good",
         "models.parse_event_timestamp",
     ),
     Assumption(
-        "BRAND_ID_NOT_INT32", BRAND_ID_NOT_INT32,
+        "BRAND_ID_NOT_INT32",
+        BRAND_ID_NOT_INT32,
         "brandId is 'integer, an id from allowedBrands' (Brand id 'integer, int32'); a "
         "path segment that is not such an integer names no brand the account covers",
         "the client refuses it locally (TypeError/ValueError); models.Brand checks int32",
     ),
     Assumption(
-        "GLOBAL_TIERS_COMBINED", GLOBAL_TIERS_COMBINED,
+        "GLOBAL_TIERS_COMBINED",
+        GLOBAL_TIERS_COMBINED,
         "the table has 'All methods (GET, POST, ...) 500' and 'GET methods only 1000' without "
         "saying how they combine; counting a GET in both never exceeds either figure",
         "Client(rate_tiers=...), Sandbox(rate_tiers=...)",
     ),
     Assumption(
-        "ENDPOINT_IDENTITY", ENDPOINT_IDENTITY,
+        "ENDPOINT_IDENTITY",
+        ENDPOINT_IDENTITY,
         "'Per endpoint per user | All other endpoints | 60' does not define an endpoint; "
         "each method and path template gets its own 60/s, both path forms are one endpoint",
         "spec.endpoint_of; RateTier(each_endpoint=...)",
     ),
     Assumption(
-        "BATCH_PARTICIPANT_RATE_CLASS", BATCH_PARTICIPANT_RATE_CLASS,
+        "BATCH_PARTICIPANT_RATE_CLASS",
+        BATCH_PARTICIPANT_RATE_CLASS,
         "the batch endpoint's path is not shown; under the assumed '.../participant/batch' "
         "it counts in the participant tiers (130 per user, 270 per endpoint)",
         "Client(rate_tiers=...), Sandbox(rate_tiers=...)",
     ),
     Assumption(
-        "LEGACY_CAMPAIGN_TYPES", LEGACY_CAMPAIGN_TYPES,
+        "LEGACY_CAMPAIGN_TYPES",
+        LEGACY_CAMPAIGN_TYPES,
         "'/api/v1/freeround/campaign/...' is named for free rounds and kept 'for backward "
         "compatibility'; awarded features use the unified form; both path forms are served",
         "Sandbox(legacy_campaign_types=...); the client refuses AWARDED_FEATURE locally",
     ),
     Assumption(
-        "TIME_ZONE_FORMAT", TIME_ZONE_FORMAT,
+        "TIME_ZONE_FORMAT",
+        TIME_ZONE_FORMAT,
         "dates are 'based on a time zone' without a value format; an IANA name carries DST",
         "spec.time_zone_problem (the model and the sandbox both use it)",
     ),
     Assumption(
-        "FREE_ROUNDS_BET_IS_BASE_BET", FREE_ROUNDS_BET_IS_BASE_BET,
+        "FREE_ROUNDS_BET_IS_BASE_BET",
+        FREE_ROUNDS_BET_IS_BASE_BET,
         "the bet rule is given only 'For a campaign of type AWARDED_FEATURE'; a free round "
         "plays one base bet, so it must be one of the game's betSizes in the currency",
         "Sandbox(free_rounds_bet_is_base_bet=False) accepts any positive bet",
     ),
     Assumption(
-        "BET_MAX_DECIMALS", BET_MAX_DECIMALS,
+        "BET_MAX_DECIMALS",
+        BET_MAX_DECIMALS,
         "'Bet value in major currency units' without a precision; more decimals than the "
         "currency's minor unit (ISO 4217: JPY 0, EUR 2, KWD 3) cannot be paid",
         "costs.feature_cost(exponents=...) for unknown currencies; the sandbox refuses more",
     ),
     Assumption(
-        "PLAYER_ID_FORBIDDEN", PLAYER_ID_FORBIDDEN,
+        "PLAYER_ID_FORBIDDEN",
+        PLAYER_ID_FORBIDDEN,
         "the external player id's format is not shown beyond 'string'; a blank id or a "
         "control character cannot be a real player",
         "load_participants rejects them before sending; the sandbox refuses them",
     ),
     Assumption(
-        "REQUEST_ID_SCOPE", REQUEST_ID_SCOPE,
+        "REQUEST_ID_SCOPE",
+        REQUEST_ID_SCOPE,
         "'requestId ... is the idempotency key of campaign creation' without a scope; every "
         "request acts on one brand, so keys are per brand",
         "the sandbox keys replays by (brand, requestId)",
@@ -701,13 +750,15 @@ ASSUMPTIONS: Final[tuple[Assumption, ...]] = (
         "the client accepts any 2xx",
     ),
     Assumption(
-        "CAMPAIGN_START_IN_FUTURE", CAMPAIGN_START_IN_FUTURE,
+        "CAMPAIGN_START_IN_FUTURE",
+        CAMPAIGN_START_IN_FUTURE,
         "whether a campaign may start in the past is not shown; the planner refuses it, as "
         "rounds already missed cannot be played (the sandbox does not check it)",
         "validate_plan(now=...) judges 'the future' at another time",
     ),
     Assumption(
-        "WALLET_CREDENTIALS", WALLET_CREDENTIALS,
+        "WALLET_CREDENTIALS",
+        WALLET_CREDENTIALS,
         "default-endpoint deliveries use 'the authentication credentials already configured "
         "for the account's wallet'; the wallet interface 'is described elsewhere', so their "
         "kind is not shown",
@@ -724,11 +775,12 @@ def assumption(name: str) -> Assumption:
     raise KeyError(f"no assumption named {name!r}; known: {[a.name for a in ASSUMPTIONS]}")
 
 
-
 def assumptions_markdown() -> str:
     """The README's table of assumptions, rendered from :data:`ASSUMPTIONS`."""
-    rows = ["| assumption | value | why (the document does not show it) | override |",
-            "| --- | --- | --- | --- |"]
+    rows = [
+        "| assumption | value | why (the document does not show it) | override |",
+        "| --- | --- | --- | --- |",
+    ]
     for a in ASSUMPTIONS:
         value = str(a.value).replace("|", "\\|")
         rows.append(f"| `{a.name}` | `{value}` | {a.reason} | {a.override} |")

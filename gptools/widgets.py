@@ -95,13 +95,22 @@ class PlannerResult:
 
 def feature_types(costs: pd.DataFrame, game_id: str) -> list[str]:
     """The buy feature types of ``game_id`` in a cost table with the breakdown."""
-    return sorted({r.buy_feature_type for r in rows_of(costs)
-                   if r.game_id == game_id and r.buy_feature_type is not None})
+    return sorted(
+        {
+            r.buy_feature_type
+            for r in rows_of(costs)
+            if r.game_id == game_id and r.buy_feature_type is not None
+        }
+    )
 
 
 def _ladder(rows: Sequence[CostRow], game: str, feature: str, currency: str) -> list[CostRow]:
-    found = [r for r in rows if (r.game_id, r.buy_feature_type, r.currency)
-             == (game, feature, currency) and r.base_bet is not None]
+    found = [
+        r
+        for r in rows
+        if (r.game_id, r.buy_feature_type, r.currency) == (game, feature, currency)
+        and r.base_bet is not None
+    ]
     return sorted(found, key=lambda r: r.base_bet or Decimal(0))
 
 
@@ -132,40 +141,66 @@ def planner_result(
     for currency in inputs.currencies:
         ladder = _ladder(rows, game, inputs.buy_feature_type, currency)
         if not 0 <= inputs.level < len(ladder):
-            table_rows.append([currency, pd.NA, pd.NA, inputs.bet_number, inputs.players,
-                               pd.NA, pd.NA])
+            table_rows.append(
+                [currency, pd.NA, pd.NA, inputs.bet_number, inputs.players, pd.NA, pd.NA]
+            )
             continue
         chosen = ladder[inputs.level]
         lines[currency] = CurrencyLine(bet=chosen.feature_cost, players=inputs.players)
-        table_rows.append([currency, chosen.base_bet, chosen.feature_cost, inputs.bet_number,
-                           inputs.players, pd.NA, pd.NA])
+        table_rows.append(
+            [
+                currency,
+                chosen.base_bet,
+                chosen.feature_cost,
+                inputs.bet_number,
+                inputs.players,
+                pd.NA,
+                pd.NA,
+            ]
+        )
     try:
         start = datetime.strptime(inputs.start.strip(), DATE_FORMAT)
         end = datetime.strptime(inputs.end.strip(), DATE_FORMAT)
     except ValueError:
         table = pd.DataFrame(table_rows, columns=list(PLANNER_COLUMNS), dtype=object)
-        return PlannerResult(table, None, None,
-                             f"dates must look like 2030-03-01 10:00, got {inputs.start!r} "
-                             f"and {inputs.end!r}")
+        return PlannerResult(
+            table,
+            None,
+            None,
+            f"dates must look like 2030-03-01 10:00, got {inputs.start!r} and {inputs.end!r}",
+        )
     plan = Plan(
-        name=inputs.name, campaign_type=AWARDED_FEATURE, game_ids=inputs.game_ids,
-        currencies=lines, bet_number=inputs.bet_number, start=start, end=end,
-        time_zone=inputs.time_zone, reporting_currency=reporting_currency,
+        name=inputs.name,
+        campaign_type=AWARDED_FEATURE,
+        game_ids=inputs.game_ids,
+        currencies=lines,
+        bet_number=inputs.bet_number,
+        start=start,
+        end=end,
+        time_zone=inputs.time_zone,
+        reporting_currency=reporting_currency,
         exchange_rates=dict(rates or {}),
     )
     planned = review(plan, now=now, costs=costs)
     validation = planned.validation
-    plan_budget = (None if planned.budget is None
-                   else planned.budget.table.set_index("currency"))
+    plan_budget = None if planned.budget is None else planned.budget.table.set_index("currency")
     for row in table_rows:
         if plan_budget is not None and row[0] in plan_budget.index:
             row[5] = plan_budget.at[row[0], "max_exposure"]
             row[6] = plan_budget.at[row[0], "reporting_value"]
     missing = [c for c in inputs.currencies if c not in lines]
     if missing:
-        validation = Validation((*validation.problems, Problem(
-            "currencies", missing, f"base-bet level {inputs.level}",
-            f"no base bet at this level for {inputs.buy_feature_type} of {game}")))
+        validation = Validation(
+            (
+                *validation.problems,
+                Problem(
+                    "currencies",
+                    missing,
+                    f"base-bet level {inputs.level}",
+                    f"no base bet at this level for {inputs.buy_feature_type} of {game}",
+                ),
+            )
+        )
     table = pd.DataFrame(table_rows, columns=list(PLANNER_COLUMNS), dtype=object)
     return PlannerResult(table, plan, validation, review=planned)
 
@@ -185,10 +220,15 @@ class PlannerUI:
         """The current control values as :class:`PlannerInputs`."""
         c = self.controls
         return PlannerInputs(
-            game_ids=tuple(c["games"].value), currencies=tuple(c["currencies"].value),
-            buy_feature_type=c["feature"].value or "", level=int(c["level"].value or 0),
-            bet_number=int(c["bet_number"].value), players=int(c["players"].value),
-            start=c["start"].value, end=c["end"].value, time_zone=c["time_zone"].value,
+            game_ids=tuple(c["games"].value),
+            currencies=tuple(c["currencies"].value),
+            buy_feature_type=c["feature"].value or "",
+            level=int(c["level"].value or 0),
+            bet_number=int(c["bet_number"].value),
+            players=int(c["players"].value),
+            start=c["start"].value,
+            end=c["end"].value,
+            time_zone=c["time_zone"].value,
             name=c["name"].value,
         )
 
@@ -220,8 +260,9 @@ def build_ui(
     c: dict[str, widgets.Widget] = {
         "name": widgets.Text(value="Planned campaign", description="Name"),
         "games": widgets.SelectMultiple(options=games, value=(games[0],), description="Games"),
-        "currencies": widgets.SelectMultiple(options=currencies, value=tuple(currencies[:3]),
-                                             description="Currencies"),
+        "currencies": widgets.SelectMultiple(
+            options=currencies, value=tuple(currencies[:3]), description="Currencies"
+        ),
         "feature": widgets.Dropdown(description="Feature"),
         "level": widgets.Dropdown(description="Base bet"),
         "bet_number": widgets.IntText(value=10, description="betNumber"),
@@ -231,12 +272,32 @@ def build_ui(
         "time_zone": widgets.Text(value=time_zone, description="Time zone"),
     }
     output = widgets.HTML()
-    ui = PlannerUI(widgets.VBox([widgets.HBox([c["games"], c["currencies"]]),
-                                 *[c[k] for k in ("feature", "level", "bet_number", "players",
-                                                  "start", "end", "time_zone", "name")],
-                                 output]), c, output)
+    ui = PlannerUI(
+        widgets.VBox(
+            [
+                widgets.HBox([c["games"], c["currencies"]]),
+                *[
+                    c[k]
+                    for k in (
+                        "feature",
+                        "level",
+                        "bet_number",
+                        "players",
+                        "start",
+                        "end",
+                        "time_zone",
+                        "name",
+                    )
+                ],
+                output,
+            ]
+        ),
+        c,
+        output,
+    )
     ui._compute = lambda inputs: planner_result(
-        costs, inputs, now=now, rates=rates, reporting_currency=reporting_currency)
+        costs, inputs, now=now, rates=rates, reporting_currency=reporting_currency
+    )
 
     busy = False
 
@@ -257,19 +318,23 @@ def build_ui(
             chosen = c["currencies"].value
             first = _ladder(rows, game, feature, chosen[0]) if chosen else []
             count = levels(costs, game, feature, chosen)
-            options = [(f"level {i + 1} ({r.currency} {r.base_bet})", i)
-                       for i, r in enumerate(first[:count])]
+            options = [
+                (f"level {i + 1} ({r.currency} {r.base_bet})", i)
+                for i, r in enumerate(first[:count])
+            ]
             if list(c["level"].options) != options:
                 old = c["level"].value
                 c["level"].options = options
-                c["level"].value = old if old is not None and old < count else (
-                    0 if count else None)
+                c["level"].value = (
+                    old if old is not None and old < count else (0 if count else None)
+                )
         finally:
             busy = False
         ui.refresh()
 
     for name in ("games", "currencies", "feature"):
         c[name].observe(update_choices, names="value")
+
     def refresh(*_: Any) -> None:
         if not busy:
             ui.refresh()

@@ -19,12 +19,12 @@ from gptools.sandbox import RunningSandbox, SandboxConfig, run_sandbox
 
 
 @pytest.fixture(autouse=True)
-def _sandbox_state_dir(tmp_path_factory: pytest.TempPathFactory,
-                       monkeypatch: pytest.MonkeyPatch) -> None:
+def _sandbox_state_dir(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """CLI commands run by a test keep their embedded sandbox's state in a directory of
     that test, never in the user's cache."""
-    monkeypatch.setenv("GPTOOLS_SANDBOX_STATE_DIR",
-                       str(tmp_path_factory.mktemp("sandbox-state")))
+    monkeypatch.setenv("GPTOOLS_SANDBOX_STATE_DIR", str(tmp_path_factory.mktemp("sandbox-state")))
 
 
 @pytest.fixture(scope="session")
@@ -65,8 +65,10 @@ def closed_port() -> int:
 
 
 @pytest.fixture
-def unreachable(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory,
-                ) -> Callable[[Sequence[str]], Result]:
+def unreachable(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Callable[[Sequence[str]], Result]:
     """``run(args)``: the CLI invoked with GP_BASE_URL at a closed loopback port; checks the
     contract of a wrong address (issue 13 item 5) and returns the result: exit 1 within the
     retry budget, one line on stderr naming the address, no advice to resume."""
@@ -83,8 +85,12 @@ def unreachable(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPa
 
         # The budget is the retry budget: the commands' lazy imports (pandas, ...) take
         # seconds of their own on a busy machine, so they are done before the clock starts.
-        for module in ("gptools.campaigns", "gptools.costs", "gptools.participants",
-                       "gptools.session"):
+        for module in (
+            "gptools.campaigns",
+            "gptools.costs",
+            "gptools.participants",
+            "gptools.session",
+        ):
             importlib.import_module(module)
         started = time.monotonic()
         result = CliRunner().invoke(cli, list(args))

@@ -17,7 +17,12 @@ from gptools.webhooks import ProcessingQueue, open_store
 
 def test_exact_without_rng_jittered_with_one() -> None:
     assert [backoff_delay(a, base=1.0, cap=10.0, factor=3.0) for a in range(5)] == [
-        1.0, 3.0, 9.0, 10.0, 10.0]
+        1.0,
+        3.0,
+        9.0,
+        10.0,
+        10.0,
+    ]
     rng = random.Random(3)
     delays = [backoff_delay(a, rng, base=0.5, cap=15.0) for a in range(8)]
     for attempt, delay in enumerate(delays):
@@ -41,10 +46,15 @@ def test_the_client_and_the_loader_use_the_one_formula() -> None:
 
 
 def test_processing_queue_waits_by_the_formula(tmp_path: Path) -> None:
-    q = ProcessingQueue(open_store(f"sqlite:///{tmp_path / 'q.db'}"), lambda ev: None,
-                        first_delay=timedelta(seconds=2), factor=3.0,
-                        max_delay=timedelta(minutes=1))
+    q = ProcessingQueue(
+        open_store(f"sqlite:///{tmp_path / 'q.db'}"),
+        lambda ev: None,
+        first_delay=timedelta(seconds=2),
+        factor=3.0,
+        max_delay=timedelta(minutes=1),
+    )
     assert [q.delay_after(n) for n in range(1, 6)] == [
-        timedelta(seconds=s) for s in (2, 6, 18, 54, 60)]
+        timedelta(seconds=s) for s in (2, 6, 18, 54, 60)
+    ]
     # An action retried for a long time (max_attempts is the caller's) waits the cap.
     assert q.delay_after(10_000) == timedelta(minutes=1)

@@ -28,8 +28,7 @@ PYTHON_FORMS = re.compile(r"\b[a-z_]+=(\.\.\.|ID\b|\{| one of|\))|client\.[a-z_]
 
 
 @pytest.fixture
-def runner(cli_runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-           ) -> CliRunner:
+def runner(cli_runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("GPTOOLS_JOURNAL_DIR", str(tmp_path / "journals"))
     return cli_runner
@@ -44,8 +43,13 @@ def _no_python(text: str) -> None:
 
 
 def test_the_pattern_catches_python_forms() -> None:
-    for text in ("pass format= one of jsonl", "Pass brand=ID or use client.brand(ID)",
-                 "name it with column=...", "e.g. exponents={'XBT': 8}", "(pass costs=)"):
+    for text in (
+        "pass format= one of jsonl",
+        "Pass brand=ID or use client.brand(ID)",
+        "name it with column=...",
+        "e.g. exponents={'XBT': 8}",
+        "(pass costs=)",
+    ):
         assert PYTHON_FORMS.search(text), text
 
 
@@ -57,8 +61,9 @@ def test_format_is_named_as_the_option(runner: CliRunner) -> None:
 
 
 def test_brand_is_named_as_the_option(runner: CliRunner, tmp_path: Path) -> None:
-    result = _run(runner, "participants", "load", str(MESSY), "--campaign", "CMP-000001",
-                  "--no-progress")
+    result = _run(
+        runner, "participants", "load", str(MESSY), "--campaign", "CMP-000001", "--no-progress"
+    )
     assert result.exit_code == 2
     assert "BRAND_REQUIRED" in result.stderr and "--brand" in result.stderr
     _no_python(result.stderr)
@@ -67,33 +72,59 @@ def test_brand_is_named_as_the_option(runner: CliRunner, tmp_path: Path) -> None
 def test_column_and_encoding_are_named_as_options(runner: CliRunner, tmp_path: Path) -> None:
     two = tmp_path / "two.csv"
     two.write_text("login,name\nu-1,A\n", encoding="utf-8")
-    result = _run(runner, "participants", "load", str(two), "--campaign", "CMP-000001",
-                  "--brand", "201", "--no-progress")
+    result = _run(
+        runner,
+        "participants",
+        "load",
+        str(two),
+        "--campaign",
+        "CMP-000001",
+        "--brand",
+        "201",
+        "--no-progress",
+    )
     assert result.exit_code == 2 and "--column" in result.stderr
     _no_python(result.stderr)
     latin = tmp_path / "latin.csv"
     latin.write_bytes(b"playerId\nab\x81c\n" + b"p-1\n" * 20)
-    result = _run(runner, "participants", "load", str(latin), "--campaign", "CMP-000001",
-                  "--brand", "201", "--no-progress")
+    result = _run(
+        runner,
+        "participants",
+        "load",
+        str(latin),
+        "--campaign",
+        "CMP-000001",
+        "--brand",
+        "201",
+        "--no-progress",
+    )
     assert result.exit_code == 2 and "--encoding" in result.stderr
     _no_python(result.stderr)
 
 
 def test_offline_plan_names_the_option(runner: CliRunner) -> None:
-    result = _run(runner, "campaigns", "plan", str(PLAN), "--offline", "--now",
-                  "2029-12-01T00:00:00+00:00")
+    result = _run(
+        runner, "campaigns", "plan", str(PLAN), "--offline", "--now", "2029-12-01T00:00:00+00:00"
+    )
     assert result.exit_code == 0, result.output
     assert "--offline" in result.stdout
     _no_python(result.stdout)
 
 
-def test_unknown_plan_currency_names_no_python_argument(runner: CliRunner,
-                                                        tmp_path: Path) -> None:
+def test_unknown_plan_currency_names_no_python_argument(runner: CliRunner, tmp_path: Path) -> None:
     text = PLAN.read_text(encoding="utf-8").replace("KWD: {bet", "XBT: {bet")
     plan = tmp_path / "xbt.yaml"
     plan.write_text(text, encoding="utf-8")
-    result = _run(runner, "campaigns", "plan", str(plan), "--offline", "--json",
-                  "--now", "2029-12-01T00:00:00+00:00")
+    result = _run(
+        runner,
+        "campaigns",
+        "plan",
+        str(plan),
+        "--offline",
+        "--json",
+        "--now",
+        "2029-12-01T00:00:00+00:00",
+    )
     assert result.exit_code == 2
     messages = [p["message"] for p in json.loads(result.stdout)["problems"]]
     assert any("ISO 4217 codes only" in m for m in messages), messages
@@ -101,21 +132,35 @@ def test_unknown_plan_currency_names_no_python_argument(runner: CliRunner,
 
 
 def test_currency_codes_are_upper_cased(runner: CliRunner) -> None:
-    result = _run(runner, "costs", "preview", "--game", "neon-fruits", "--currency", "eur",
-                  "--currency", "kwd", "--brand", "201", "--json")
+    result = _run(
+        runner,
+        "costs",
+        "preview",
+        "--game",
+        "neon-fruits",
+        "--currency",
+        "eur",
+        "--currency",
+        "kwd",
+        "--brand",
+        "201",
+        "--json",
+    )
     assert result.exit_code == 0, result.stderr
     document = json.loads(result.stdout)
     assert document["currencies"] == ["EUR", "KWD"]
     assert {row["currency"] for row in document["rows"]} == {"EUR", "KWD"}
 
 
-@pytest.mark.parametrize(("code", "suggestion"),
-                         [("XBT", "such as EUR, USD"), ("EUT", "did you mean"),
-                          ("kwdd", "KWD")])
-def test_unknown_currency_suggests_codes_the_cli_takes(runner: CliRunner, code: str,
-                                                      suggestion: str) -> None:
-    result = _run(runner, "costs", "preview", "--game", "neon-fruits", "--currency", code,
-                  "--brand", "201")
+@pytest.mark.parametrize(
+    ("code", "suggestion"), [("XBT", "such as EUR, USD"), ("EUT", "did you mean"), ("kwdd", "KWD")]
+)
+def test_unknown_currency_suggests_codes_the_cli_takes(
+    runner: CliRunner, code: str, suggestion: str
+) -> None:
+    result = _run(
+        runner, "costs", "preview", "--game", "neon-fruits", "--currency", code, "--brand", "201"
+    )
     assert result.exit_code == 2
     assert f"--currency {code}" in result.stderr and suggestion in result.stderr
     assert "exponents" not in result.stderr
@@ -127,8 +172,7 @@ def test_analyze_lists_the_lost_actions(runner: CliRunner, tmp_path: Path) -> No
         expected = list(analysis.lost_actions()["action_id"])
     assert expected, "the sample log has lost actions"
     out = tmp_path / "lost.csv"
-    result = _run(runner, "webhooks", "analyze", str(SAMPLE_LOG), "--json", "--lost-out",
-                  str(out))
+    result = _run(runner, "webhooks", "analyze", str(SAMPLE_LOG), "--json", "--lost-out", str(out))
     assert result.exit_code == 0, result.stderr
     document = json.loads(result.stdout)
     assert [a["action_id"] for a in document["lost"]] == expected
@@ -155,11 +199,22 @@ def test_empty_log_says_so(runner: CliRunner, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("content", [b"", b"playerId\n"])
-def test_empty_player_file_says_so(runner: CliRunner, fresh_sandbox: RunningSandbox,
-                                   tmp_path: Path, content: bytes) -> None:
+def test_empty_player_file_says_so(
+    runner: CliRunner, fresh_sandbox: RunningSandbox, tmp_path: Path, content: bytes
+) -> None:
     (tmp_path / "players.csv").write_bytes(content)
-    result = _run(runner, "participants", "load", "players.csv", "--campaign", "CMP-000001",
-                  "--brand", "201", "--no-progress", "--json")
+    result = _run(
+        runner,
+        "participants",
+        "load",
+        "players.csv",
+        "--campaign",
+        "CMP-000001",
+        "--brand",
+        "201",
+        "--no-progress",
+        "--json",
+    )
     assert result.exit_code == 0, result.stderr
     assert "warning: players.csv holds no player rows" in result.stderr
     document = json.loads(result.stdout)
@@ -168,14 +223,25 @@ def test_empty_player_file_says_so(runner: CliRunner, fresh_sandbox: RunningSand
     assert fresh_sandbox.state.requests == []
 
 
-def test_json_values_carry_no_stray_quotes(runner: CliRunner, fresh_sandbox: RunningSandbox,
-                                           tmp_path: Path) -> None:
+def test_json_values_carry_no_stray_quotes(
+    runner: CliRunner, fresh_sandbox: RunningSandbox, tmp_path: Path
+) -> None:
     from tests.participants.conftest import campaign_request, make_client
 
     with make_client(fresh_sandbox) as client:
         campaign = client.create_campaign(campaign_request(), brand=201).campaign_id
-    result = _run(runner, "participants", "load", str(MESSY), "--campaign", campaign,
-                  "--brand", "201", "--no-progress", "--json")
+    result = _run(
+        runner,
+        "participants",
+        "load",
+        str(MESSY),
+        "--campaign",
+        campaign,
+        "--brand",
+        "201",
+        "--no-progress",
+        "--json",
+    )
     assert result.exit_code == 0, result.stderr
     details = json.loads(result.stdout)["source_details"]
     assert details["delimiter"] == ","
@@ -188,8 +254,16 @@ def test_planner_refuses_negative_players(runner: CliRunner, tmp_path: Path) -> 
     negative.write_text(text, encoding="utf-8")
     with pytest.raises(ValueError, match="cannot be negative"):
         budget(load_plan(negative))
-    result = _run(runner, "campaigns", "plan", str(negative), "--offline", "--json",
-                  "--now", "2029-12-01T00:00:00+00:00")
+    result = _run(
+        runner,
+        "campaigns",
+        "plan",
+        str(negative),
+        "--offline",
+        "--json",
+        "--now",
+        "2029-12-01T00:00:00+00:00",
+    )
     assert result.exit_code == 2
     document = json.loads(result.stdout)
     assert document["budget"] is None
@@ -218,10 +292,10 @@ def taken_port() -> Iterator[int]:
         yield holder.getsockname()[1]
 
 
-@pytest.mark.parametrize("command", [["sandbox", "serve"],
-                                     ["webhooks", "serve", "--auth", "none"]])
-def test_port_in_use_exits_3_before_any_start_up_line(runner: CliRunner, taken_port: int,
-                                                      command: list[str]) -> None:
+@pytest.mark.parametrize("command", [["sandbox", "serve"], ["webhooks", "serve", "--auth", "none"]])
+def test_port_in_use_exits_3_before_any_start_up_line(
+    runner: CliRunner, taken_port: int, command: list[str]
+) -> None:
     result = _run(runner, *command, "--port", str(taken_port))
     assert result.exit_code == _main.EXIT_ADDRESS_IN_USE
     lines = result.stderr.strip().splitlines()

@@ -28,15 +28,20 @@ class _Cells(HTMLParser):
             self._align = None
 
 
-FRAME = pd.DataFrame({
-    "game_id": ["golden-pharaoh", None, "<b>x</b>"],
-    "n": [1, 2, 3],
-    "median_s": [30.016045, 60.050038, np.nan],
-    "p99_ms": [558.9123, 1.04, 3.0],
-    "bet_total": [Decimal("12.50"), Decimal("1800"), pd.NA],
-    "first_at": [datetime(2026, 3, 6, 1, 23, 4, 195572, tzinfo=UTC), pd.NaT,
-                 datetime(2026, 3, 6, 1, 23, 5, tzinfo=UTC)],
-})
+FRAME = pd.DataFrame(
+    {
+        "game_id": ["golden-pharaoh", None, "<b>x</b>"],
+        "n": [1, 2, 3],
+        "median_s": [30.016045, 60.050038, np.nan],
+        "p99_ms": [558.9123, 1.04, 3.0],
+        "bet_total": [Decimal("12.50"), Decimal("1800"), pd.NA],
+        "first_at": [
+            datetime(2026, 3, 6, 1, 23, 4, 195572, tzinfo=UTC),
+            pd.NaT,
+            datetime(2026, 3, 6, 1, 23, 5, tzinfo=UTC),
+        ],
+    }
+)
 
 
 def test_cells_rounded_by_unit_and_missing_as_a_dash() -> None:
@@ -46,8 +51,11 @@ def test_cells_rounded_by_unit_and_missing_as_a_dash() -> None:
     assert by_name["p99_ms"] == (True, ["558.9", "1.0", "3.0"])
     assert by_name["bet_total"] == (True, ["12.50", "1800", MISSING])
     assert by_name["game_id"] == (False, ["golden-pharaoh", MISSING, "<b>x</b>"])
-    assert by_name["first_at"][1] == ["2026-03-06 01:23:04.196 UTC", MISSING,
-                                      "2026-03-06 01:23:05 UTC"]
+    assert by_name["first_at"][1] == [
+        "2026-03-06 01:23:04.196 UTC",
+        MISSING,
+        "2026-03-06 01:23:05 UTC",
+    ]
     assert cell_text(0.0061) == "0.0061" and cell_text(float("nan")) == MISSING
     # The frame itself keeps its raw values.
     assert FRAME.at[0, "median_s"] == 30.016045

@@ -151,7 +151,7 @@ def _real_imports() -> dict[str, set[str]]:
 def _documented_imports() -> dict[str, set[str]]:
     """The "imports" column of docs/design.md's module map, per unit."""
     text = _text(DESIGN)
-    section = text[text.index("## Module map"): text.index("## Data flows")]
+    section = text[text.index("## Module map") : text.index("## Data flows")]
     documented: dict[str, set[str]] = {}
     for line in section.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
@@ -173,9 +173,7 @@ def test_design_module_map_lists_every_import_the_package_makes() -> None:
         for unit, targets in real.items()
         if targets - documented.get(unit, set())
     }
-    assert not undocumented, (
-        f"imports missing from docs/design.md's module map: {undocumented}"
-    )
+    assert not undocumented, f"imports missing from docs/design.md's module map: {undocumented}"
 
 
 def test_imports_run_one_way() -> None:

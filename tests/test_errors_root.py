@@ -55,14 +55,20 @@ def _ours() -> dict[str, type[BaseException]]:
 def test_every_exception_class_of_the_package_derives_from_gptools_error() -> None:
     ours = _ours()
     # The walk reached every layer, the sandbox and the CLI included.
-    for name in ("gptools.webhooks._store.StoreError", "gptools.webhooks._auth.AuthConfigError",
-                 "gptools.sandbox._refusal.Refusal", "gptools.participants._loader.LoadStopped",
-                 "gptools.participants._journal.JournalBusyError", "gptools.cli._main.BadInput",
-                 "gptools.notebook_html.WidgetManagerUnavailable"):
+    for name in (
+        "gptools.webhooks._store.StoreError",
+        "gptools.webhooks._auth.AuthConfigError",
+        "gptools.sandbox._refusal.Refusal",
+        "gptools.participants._loader.LoadStopped",
+        "gptools.participants._journal.JournalBusyError",
+        "gptools.cli._main.BadInput",
+        "gptools.notebook_html.WidgetManagerUnavailable",
+    ):
         assert name in ours
     outside = sorted(n for n, k in ours.items() if not issubclass(k, GptoolsError))
     assert outside == sorted(OUTSIDE_THE_ROOT), (
-        f"exception classes that do not derive from gptools.errors.GptoolsError: {outside}")
+        f"exception classes that do not derive from gptools.errors.GptoolsError: {outside}"
+    )
 
 
 def test_the_one_class_outside_the_root_is_still_an_interrupt() -> None:
@@ -79,26 +85,33 @@ def test_no_exception_class_hides_where_the_walk_cannot_see_it() -> None:
     hidden = []
     for path in PACKAGE.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ClassDef) and node.name not in seen and any(
-                word in ast.unparse(base)
-                for base in node.bases
-                for word in ("Error", "Exception", "Interrupt", "Refusal", "Timeout")
+            if (
+                isinstance(node, ast.ClassDef)
+                and node.name not in seen
+                and any(
+                    word in ast.unparse(base)
+                    for base in node.bases
+                    for word in ("Error", "Exception", "Interrupt", "Refusal", "Timeout")
+                )
             ):
                 hidden.append(f"{path.relative_to(PACKAGE)}: {node.name}")
     assert not hidden, f"exception classes the module walk did not find: {hidden}"
 
 
-@pytest.mark.parametrize("name", [
-    "gptools.webhooks._auth.AuthConfigError",
-    "gptools.sandbox._persist.SandboxStateError",
-    "gptools.participants._sources.PlayerListError",
-    "gptools.participants._journal.JournalBusyError",
-    "gptools.campaigns._plan.PlanFileError",
-    "gptools.campaigns._validate.PlanInvalidError",
-    "gptools.costs._money.UnknownCurrencyError",
-    "gptools.costs._tables.StoredTableError",
-    "gptools.webhooks.analysis._readers.DeliveryLogError",
-])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "gptools.webhooks._auth.AuthConfigError",
+        "gptools.sandbox._persist.SandboxStateError",
+        "gptools.participants._sources.PlayerListError",
+        "gptools.participants._journal.JournalBusyError",
+        "gptools.campaigns._plan.PlanFileError",
+        "gptools.campaigns._validate.PlanInvalidError",
+        "gptools.costs._money.UnknownCurrencyError",
+        "gptools.costs._tables.StoredTableError",
+        "gptools.webhooks.analysis._readers.DeliveryLogError",
+    ],
+)
 def test_what_was_a_value_error_still_is_one(name: str) -> None:
     """``except ValueError`` callers keep working."""
     assert issubclass(_ours()[name], ValueError)

@@ -56,9 +56,16 @@ def assert_inert(html: str, *texts: str) -> None:
 
 @pytest.mark.parametrize("bad", HOSTILE)
 def test_planner_input_error_is_escaped(costs: pd.DataFrame, bad: str) -> None:
-    inputs = PlannerInputs(game_ids=("golden-pharaoh",), currencies=("EUR",),
-                           buy_feature_type="FREE_SPINS", level=0, bet_number=5, players=1,
-                           start=bad, end=bad)
+    inputs = PlannerInputs(
+        game_ids=("golden-pharaoh",),
+        currencies=("EUR",),
+        buy_feature_type="FREE_SPINS",
+        level=0,
+        bet_number=5,
+        players=1,
+        start=bad,
+        end=bad,
+    )
     result = planner_result(costs, inputs, now=NOW)
     assert result.error is not None
     assert_inert(result._repr_html_(), bad)
@@ -76,9 +83,13 @@ def test_planner_widget_output_is_escaped(costs: pd.DataFrame, bad: str) -> None
 
 @pytest.mark.parametrize("bad", HOSTILE)
 def test_plan_review_validation_and_apply_are_escaped(costs: pd.DataFrame, bad: str) -> None:
-    plan = make_plan(name=bad, rules_url=bad, external_campaign_id=bad, game_ids=(bad,),
-                     currencies={"EUR": CurrencyLine(bet=Decimal("20.00"), players=5,
-                                                     player_ids=(bad,))})
+    plan = make_plan(
+        name=bad,
+        rules_url=bad,
+        external_campaign_id=bad,
+        game_ids=(bad,),
+        currencies={"EUR": CurrencyLine(bet=Decimal("20.00"), players=5, player_ids=(bad,))},
+    )
     assert_inert(plan._repr_html_(), bad)
     assert_inert(validate_plan(plan, now=NOW, costs=costs)._repr_html_(), bad)
     assert_inert(review(plan, now=NOW, costs=costs)._repr_html_(), bad)
@@ -95,10 +106,20 @@ def test_cross_check_is_escaped(costs: pd.DataFrame, bad: str) -> None:
 
 @pytest.mark.parametrize("bad", HOSTILE)
 def test_load_summary_is_escaped(bad: str) -> None:
-    summary = LoadSummary(campaign_id=bad, brand=None, source=bad, journal=Path("j.sqlite"),
-                          rows=1, loaded=0, rejected=1, duplicate=0, not_attempted=0,
-                          rejected_by_reason={bad: 1}, source_details={bad: bad},
-                          last_error=bad)
+    summary = LoadSummary(
+        campaign_id=bad,
+        brand=None,
+        source=bad,
+        journal=Path("j.sqlite"),
+        rows=1,
+        loaded=0,
+        rejected=1,
+        duplicate=0,
+        not_attempted=0,
+        rejected_by_reason={bad: 1},
+        source_details={bad: bad},
+        last_error=bad,
+    )
     assert_inert(summary._repr_html_(), bad)
 
 

@@ -31,9 +31,15 @@ from gptools.models import (
 
 def campaign(**changes: Any) -> dict[str, Any]:
     data: dict[str, Any] = {
-        "type": "AWARDED_FEATURE", "name": "n", "betNumber": 1, "gameIds": ["g"],
-        "bet": Decimal("7.55"), "currencyCode": "EUR", "startDate": "2026-03-01T00:00:00",
-        "endDate": "2026-03-08T00:00:00", "timeZone": "Europe/Malta",
+        "type": "AWARDED_FEATURE",
+        "name": "n",
+        "betNumber": 1,
+        "gameIds": ["g"],
+        "bet": Decimal("7.55"),
+        "currencyCode": "EUR",
+        "startDate": "2026-03-01T00:00:00",
+        "endDate": "2026-03-08T00:00:00",
+        "timeZone": "Europe/Malta",
     }
     data.update(changes)
     return data
@@ -62,11 +68,20 @@ def test_campaign_limits_at_the_boundary(field: str, ok: Any, bad: Any) -> None:
     assert info.value.errors()[0]["loc"] == (field,)
 
 
-@pytest.mark.parametrize("changes", [
-    {"betNumber": True}, {"betNumber": "5"}, {"bet": Decimal("NaN")}, {"bet": 0},
-    {"gameIds": []}, {"timeZone": "Mars/Olympus"}, {"startDate": "2026-03-01T00:00:00+01:00"},
-    {"type": ""}, {"requestId": ""},
-])
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"betNumber": True},
+        {"betNumber": "5"},
+        {"bet": Decimal("NaN")},
+        {"bet": 0},
+        {"gameIds": []},
+        {"timeZone": "Mars/Olympus"},
+        {"startDate": "2026-03-01T00:00:00+01:00"},
+        {"type": ""},
+        {"requestId": ""},
+    ],
+)
 def test_campaign_refuses_bad_values(changes: dict[str, Any]) -> None:
     with pytest.raises(ValidationError):
         CampaignRequest.model_validate(campaign(**changes))
@@ -78,16 +93,29 @@ def test_campaign_wire_is_exact_and_camel_case() -> None:
     wire = request.to_wire()
     assert b'"bet":7.55' in wire and b'"betNumber":1' in wire
     assert b'"startDate":"2026-03-01T00:00:00"' in wire and b'"promo":"kept"' in wire
-    assert CampaignRequest(type="T", name="n", bet_number=3, game_ids=["g"],
-                           bet=Decimal("2.10"), currency_code="EUR",
-                           start_date=datetime(2026, 1, 1), end_date=datetime(2026, 1, 2),
-                           time_zone="UTC").to_wire().count(b"2.10") == 1
+    assert (
+        CampaignRequest(
+            type="T",
+            name="n",
+            bet_number=3,
+            game_ids=["g"],
+            bet=Decimal("2.10"),
+            currency_code="EUR",
+            start_date=datetime(2026, 1, 1),
+            end_date=datetime(2026, 1, 2),
+            time_zone="UTC",
+        )
+        .to_wire()
+        .count(b"2.10")
+        == 1
+    )
 
 
 @pytest.mark.parametrize("kind", ["INDIVIDUAL", "PARTNER", "THIRD_PARTY", "INTERNAL"])
 def test_known_principal_types(kind: str) -> None:
-    info = SelfInfo.model_validate({"allowedBrands": [{"id": 7, "name": "B"}],
-                                    "principalType": kind})
+    info = SelfInfo.model_validate(
+        {"allowedBrands": [{"id": 7, "name": "B"}], "principalType": kind}
+    )
     assert info.principal is PrincipalType(kind)
     assert info.brand_ids == {7}
 
@@ -95,7 +123,8 @@ def test_known_principal_types(kind: str) -> None:
 def test_unknown_principal_type_and_fields_are_kept() -> None:
     info = SelfInfo.model_validate_json(
         b'{"allowedBrands":[{"id":1,"name":"A","region":"EU"}],"principalType":"SUPERVISOR",'
-        b'"tier":"gold"}')
+        b'"tier":"gold"}'
+    )
     assert info.principal_type == "SUPERVISOR" and info.principal is None
     assert info.model_extra == {"tier": "gold"}
     assert info.allowed_brands[0].model_extra == {"region": "EU"}
@@ -103,8 +132,13 @@ def test_unknown_principal_type_and_fields_are_kept() -> None:
 
 def event(**changes: Any) -> dict[str, Any]:
     data: dict[str, Any] = {
-        "roundId": "r1", "gameId": "g", "playerId": "p", "timestamp": "2026-11-21T10:15:30.123",
-        "bet": Decimal("1.50"), "currencyCode": "EUR", "events": ["COIN"],
+        "roundId": "r1",
+        "gameId": "g",
+        "playerId": "p",
+        "timestamp": "2026-11-21T10:15:30.123",
+        "bet": Decimal("1.50"),
+        "currencyCode": "EUR",
+        "events": ["COIN"],
         "actionId": "5f0c6a44-7c1e-4c55-9d55-0d7c8b1e2f3a",
     }
     data.update(changes)
@@ -119,22 +153,34 @@ def test_event_parses_and_keeps_unknown_events() -> None:
     assert b'"timestamp":"2026-11-21T10:15:30.123000"' in parsed.to_wire()
 
 
-@pytest.mark.parametrize("field", ["roundId", "gameId", "playerId", "timestamp", "bet",
-                                   "currencyCode", "events", "actionId"])
+@pytest.mark.parametrize(
+    "field",
+    ["roundId", "gameId", "playerId", "timestamp", "bet", "currencyCode", "events", "actionId"],
+)
 def test_event_fields_are_all_required(field: str) -> None:
     with pytest.raises(ValidationError):
         GameEventNotification.model_validate(event(**{field: None}))
 
 
-@pytest.mark.parametrize("changes", [
-    {"actionId": "not-a-uuid"}, {"actionId": 12}, {"timestamp": "2026-11-21T10:15:30Z"},
-    {"actionId": "{a8098c1a-f86e-11da-bd1a-00112444be1e}"},
-    {"actionId": "urn:uuid:a8098c1a-f86e-11da-bd1a-00112444be1e"},
-    {"actionId": "a8098c1af86e11dabd1a00112444be1e"},
-    {"actionId": "a8098c1a-f86e-11da-bd1a-00112444be1e\n"},
-    {"timestamp": "2026-11-21T10:15:30+00:00"}, {"timestamp": "yesterday"},
-    {"bet": "1.50"}, {"bet": True}, {"roundId": 5}, {"events": "COIN"}, {"playerId": ""},
-])
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"actionId": "not-a-uuid"},
+        {"actionId": 12},
+        {"timestamp": "2026-11-21T10:15:30Z"},
+        {"actionId": "{a8098c1a-f86e-11da-bd1a-00112444be1e}"},
+        {"actionId": "urn:uuid:a8098c1a-f86e-11da-bd1a-00112444be1e"},
+        {"actionId": "a8098c1af86e11dabd1a00112444be1e"},
+        {"actionId": "a8098c1a-f86e-11da-bd1a-00112444be1e\n"},
+        {"timestamp": "2026-11-21T10:15:30+00:00"},
+        {"timestamp": "yesterday"},
+        {"bet": "1.50"},
+        {"bet": True},
+        {"roundId": 5},
+        {"events": "COIN"},
+        {"playerId": ""},
+    ],
+)
 def test_event_is_strict(changes: dict[str, Any]) -> None:
     """Also the actionId's spellings outside the canonical 8-4-4-4-12 form."""
     with pytest.raises(ValidationError):
@@ -159,10 +205,18 @@ def test_timestamp_without_fraction_is_accepted_by_assumption() -> None:
     assert parsed.timestamp.microsecond == 0
 
 
-@pytest.mark.parametrize(("brand_id", "ok"), [
-    (0, True), (2**31 - 1, True), (-(2**31), True), (2**31, False), (-(2**31) - 1, False),
-    ("201", False), (True, False),
-])
+@pytest.mark.parametrize(
+    ("brand_id", "ok"),
+    [
+        (0, True),
+        (2**31 - 1, True),
+        (-(2**31), True),
+        (2**31, False),
+        (-(2**31) - 1, False),
+        ("201", False),
+        (True, False),
+    ],
+)
 def test_brand_id_is_an_int32(brand_id: Any, ok: bool) -> None:
     data = {"allowedBrands": [{"id": brand_id, "name": "B"}], "principalType": "PARTNER"}
     if ok:
@@ -173,23 +227,26 @@ def test_brand_id_is_an_int32(brand_id: Any, ok: bool) -> None:
     assert spec.is_brand_id(brand_id) is ok
 
 
-@pytest.mark.parametrize(("data", "ok"), [
-    ({}, False),  # the authentication type is required (assumed), NONE is never a default
-    ({"authenticationType": "NONE"}, True),
-    ({"callbackUrl": "https://x.invalid/h", "authenticationType": "NONE"}, True),
-    ({"callbackUrl": "HTTPS://x.invalid/h", "authenticationType": "NONE"}, True),
-    ({"callbackUrl": "http://x.invalid/h", "authenticationType": "NONE"}, False),
-    ({"callbackUrl": "https://", "authenticationType": "NONE"}, False),
-    ({"callbackUrl": "https:///path", "authenticationType": "NONE"}, False),
-    ({"authenticationType": "BEARER", "apiKey": "****"}, False),  # a mask, not a key
-    ({"authenticationType": "BASIC", "username": "u", "password": "**"}, False),
-    ({"authenticationType": "BEARER"}, False),
-    ({"authenticationType": "BEARER", "apiKey": "k"}, True),
-    ({"authenticationType": "BASIC", "username": "u"}, False),
-    ({"authenticationType": "BASIC", "password": "p"}, False),
-    ({"authenticationType": "BASIC", "username": "u", "password": "p"}, True),
-    ({"authenticationType": "OAUTH"}, False),
-])
+@pytest.mark.parametrize(
+    ("data", "ok"),
+    [
+        ({}, False),  # the authentication type is required (assumed), NONE is never a default
+        ({"authenticationType": "NONE"}, True),
+        ({"callbackUrl": "https://x.invalid/h", "authenticationType": "NONE"}, True),
+        ({"callbackUrl": "HTTPS://x.invalid/h", "authenticationType": "NONE"}, True),
+        ({"callbackUrl": "http://x.invalid/h", "authenticationType": "NONE"}, False),
+        ({"callbackUrl": "https://", "authenticationType": "NONE"}, False),
+        ({"callbackUrl": "https:///path", "authenticationType": "NONE"}, False),
+        ({"authenticationType": "BEARER", "apiKey": "****"}, False),  # a mask, not a key
+        ({"authenticationType": "BASIC", "username": "u", "password": "**"}, False),
+        ({"authenticationType": "BEARER"}, False),
+        ({"authenticationType": "BEARER", "apiKey": "k"}, True),
+        ({"authenticationType": "BASIC", "username": "u"}, False),
+        ({"authenticationType": "BASIC", "password": "p"}, False),
+        ({"authenticationType": "BASIC", "username": "u", "password": "p"}, True),
+        ({"authenticationType": "OAUTH"}, False),
+    ],
+)
 def test_subscription_rules(data: dict[str, Any], ok: bool) -> None:
     if ok:
         WebhookSubscription.model_validate(data)
@@ -198,11 +255,14 @@ def test_subscription_rules(data: dict[str, Any], ok: bool) -> None:
             WebhookSubscription.model_validate(data)
 
 
-@pytest.mark.parametrize("answer", [
-    {"callbackUrl": "https://x.invalid/h", "authenticationType": "BEARER"},  # no secret
-    {"authenticationType": "BASIC", "username": "u", "password": "****"},
-    {"deliveryUrl": "https://wallet.invalid/v1/game-action-events", "brandId": 7},
-])
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {"callbackUrl": "https://x.invalid/h", "authenticationType": "BEARER"},  # no secret
+        {"authenticationType": "BASIC", "username": "u", "password": "****"},
+        {"deliveryUrl": "https://wallet.invalid/v1/game-action-events", "brandId": 7},
+    ],
+)
 def test_subscription_answers_parse_without_their_secrets(answer: dict[str, Any]) -> None:
     """A server usually leaves the secret out of its answer (or masks it): the answer model
     is tolerant, keeps no secret, and never turns into a body with the mask in it."""
@@ -218,8 +278,16 @@ def test_subscription_answers_parse_without_their_secrets(answer: dict[str, Any]
 
 
 def test_callback_url_check_is_one_rule_for_model_and_sandbox() -> None:
-    urls = ["https://h.example/x", "https://", "https://:443/x", "http://h.example/x",
-            "ftp://h.example/x", " https://h.example/x", "https://h.example", "https:/x"]
+    urls = [
+        "https://h.example/x",
+        "https://",
+        "https://:443/x",
+        "http://h.example/x",
+        "ftp://h.example/x",
+        " https://h.example/x",
+        "https://h.example",
+        "https:/x",
+    ]
     for url in urls:
         model_ok = True
         try:
@@ -234,7 +302,8 @@ def test_callback_url_check_is_one_rule_for_model_and_sandbox() -> None:
 
 def test_subscription_secrets_stay_hidden_until_sent() -> None:
     sub = WebhookSubscription.model_validate(
-        {"authenticationType": "BASIC", "username": "u", "password": "pw-secret"})
+        {"authenticationType": "BASIC", "username": "u", "password": "pw-secret"}
+    )
     assert "pw-secret" not in repr(sub) and "pw-secret" not in str(sub.model_dump())
     assert b'"password":"pw-secret"' in sub.to_wire()
 
@@ -242,12 +311,18 @@ def test_subscription_secrets_stay_hidden_until_sent() -> None:
 def test_display_defaults_are_the_documents() -> None:
     options = DisplayOptions()
     assert options.model_dump() == {
-        "show_value_of_promotion": True, "show_final_winning_value": True,
-        "show_player_expiry_time": False, "show_play_later_button": True,
-        "show_bet_value": False, "show_opt_out": False,
+        "show_value_of_promotion": True,
+        "show_final_winning_value": True,
+        "show_player_expiry_time": False,
+        "show_play_later_button": True,
+        "show_bet_value": False,
+        "show_opt_out": False,
     }
-    assert options.shown("AWARDED_FEATURE") == ["Value of Promotion", "Final Winning Value",
-                                                "Play Later Button"]
+    assert options.shown("AWARDED_FEATURE") == [
+        "Value of Promotion",
+        "Final Winning Value",
+        "Play Later Button",
+    ]
     with_bet = DisplayOptions(show_bet_value=True)
     assert "Bet Value (Awarded Feature only)" in with_bet.shown("AWARDED_FEATURE")
     assert "Bet Value (Awarded Feature only)" not in with_bet.shown("FREE_ROUNDS")
@@ -255,11 +330,17 @@ def test_display_defaults_are_the_documents() -> None:
         DisplayOptions(show_everything=True)  # type: ignore[call-arg]
 
 
-@pytest.mark.parametrize(("value", "wire"), [
-    (Decimal("2.10"), b"2.10"), (Decimal("0.000001"), b"0.000001"), (Decimal("1E+2"), b"100"),
-    (Decimal("-3.775"), b"-3.775"), (10**20, b"100000000000000000000"),
-    ({"a": [Decimal("1.0"), None, True, "é"]}, '{"a":[1.0,null,true,"é"]}'.encode()),
-])
+@pytest.mark.parametrize(
+    ("value", "wire"),
+    [
+        (Decimal("2.10"), b"2.10"),
+        (Decimal("0.000001"), b"0.000001"),
+        (Decimal("1E+2"), b"100"),
+        (Decimal("-3.775"), b"-3.775"),
+        (10**20, b"100000000000000000000"),
+        ({"a": [Decimal("1.0"), None, True, "é"]}, '{"a":[1.0,null,true,"é"]}'.encode()),
+    ],
+)
 def test_dumps_wire_writes_exact_digits(value: Any, wire: bytes) -> None:
     assert dumps_wire(value) == wire
 
@@ -273,42 +354,48 @@ def test_dumps_wire_refuses_floats_and_non_finite(value: Any) -> None:
 def test_loads_wire_gives_decimals_and_models_keep_them() -> None:
     data = loads_wire(b'{"bet": 0.10, "n": 3}')
     assert data == {"bet": Decimal("0.10"), "n": 3} and str(data["bet"]) == "0.10"
-    game = Game.model_validate(loads_wire(
-        b'{"buyFeatures":[{"buyFeatureType":"F","priceMultiplier":75.5}],'
-        b'"betSizes":{"KWD":[0.050]}}'))
+    game = Game.model_validate(
+        loads_wire(
+            b'{"buyFeatures":[{"buyFeatureType":"F","priceMultiplier":75.5}],'
+            b'"betSizes":{"KWD":[0.050]}}'
+        )
+    )
     assert game.bet_sizes["KWD"] == [Decimal("0.050")]
     assert game.buy_features[0].price_multiplier == Decimal("75.5")
-    configs = AwardedFeatureConfigurations.model_validate(loads_wire(
-        b'{"content":[{"gameId":"g","bet":3.775,"currencyCode":"KWD"}]}'))
+    configs = AwardedFeatureConfigurations.model_validate(
+        loads_wire(b'{"content":[{"gameId":"g","bet":3.775,"currencyCode":"KWD"}]}')
+    )
     assert str(configs.content[0].bet) == "3.775"
     assert CampaignCreated.model_validate({"campaignId": 42}).campaign_id == "42"
     assert ErrorBody.model_validate({"message": "partial"}).code is None
 
 
-@pytest.mark.parametrize(("status", "code", "expected"), [
-    (400, "BRAND_REQUIRED", errors.BrandRequiredError),
-    (401, "NOT_AUTHORIZED", errors.NotAuthorizedError),
-    (403, "BRAND_NOT_ALLOWED", errors.BrandNotAllowedError),
-    (403, "INVALID_REQUEST", errors.InvalidRequestError),
-    (500, "UNKNOWN_ERROR", errors.UnknownServerError),
-    (504, "TIMEOUT", errors.GatewayTimeoutError),
-    (400, spec.VALIDATION_ERROR_CODE, errors.CampaignValidationError),
-    (404, spec.GAME_NOT_FOUND_CODE, errors.GameNotFoundError),
-    (409, spec.IDEMPOTENCY_CONFLICT_CODE, errors.IdempotencyConflictError),
-    (429, spec.RATE_LIMIT_CODE, errors.RateLimitedError),
-    (429, None, errors.RateLimitedError),
-    (429, "UNKNOWN_ERROR", errors.RateLimitedError),
-    (503, spec.RATE_LIMIT_CODE, errors.RateLimitedError),
-    (400, "SOMETHING_NEW", errors.BadRequestError),
-    (403, None, errors.ForbiddenError),
-    (404, spec.NOT_FOUND_CODE, errors.NotFoundError),
-    (409, spec.SUBSCRIPTION_EXISTS_CODE, errors.ConflictError),
-    (503, None, errors.ServerError),
-    (418, None, errors.ApiError),
-    (None, None, errors.ApiError),
-])
-def test_error_class(status: int | None, code: str | None,
-                     expected: type[errors.ApiError]) -> None:
+@pytest.mark.parametrize(
+    ("status", "code", "expected"),
+    [
+        (400, "BRAND_REQUIRED", errors.BrandRequiredError),
+        (401, "NOT_AUTHORIZED", errors.NotAuthorizedError),
+        (403, "BRAND_NOT_ALLOWED", errors.BrandNotAllowedError),
+        (403, "INVALID_REQUEST", errors.InvalidRequestError),
+        (500, "UNKNOWN_ERROR", errors.UnknownServerError),
+        (504, "TIMEOUT", errors.GatewayTimeoutError),
+        (400, spec.VALIDATION_ERROR_CODE, errors.CampaignValidationError),
+        (404, spec.GAME_NOT_FOUND_CODE, errors.GameNotFoundError),
+        (409, spec.IDEMPOTENCY_CONFLICT_CODE, errors.IdempotencyConflictError),
+        (429, spec.RATE_LIMIT_CODE, errors.RateLimitedError),
+        (429, None, errors.RateLimitedError),
+        (429, "UNKNOWN_ERROR", errors.RateLimitedError),
+        (503, spec.RATE_LIMIT_CODE, errors.RateLimitedError),
+        (400, "SOMETHING_NEW", errors.BadRequestError),
+        (403, None, errors.ForbiddenError),
+        (404, spec.NOT_FOUND_CODE, errors.NotFoundError),
+        (409, spec.SUBSCRIPTION_EXISTS_CODE, errors.ConflictError),
+        (503, None, errors.ServerError),
+        (418, None, errors.ApiError),
+        (None, None, errors.ApiError),
+    ],
+)
+def test_error_class(status: int | None, code: str | None, expected: type[errors.ApiError]) -> None:
     assert errors.error_class(status, code) is expected
 
 

@@ -55,17 +55,19 @@ class _Tables(HTMLParser):
                 self._headers = [text for _, text, _ in self._row]
             else:
                 body = [c for c in self._row if c[0] == "td"]
-                heads = self._headers[-len(body):] if body else []
-                self.cells += [(h, text, style) for h, (_, text, style)
-                               in zip(heads, body, strict=False)]
+                heads = self._headers[-len(body) :] if body else []
+                self.cells += [
+                    (h, text, style) for h, (_, text, style) in zip(heads, body, strict=False)
+                ]
         elif tag == "thead":
             self._in_head = False
 
 
 def _outputs(path: Path) -> list[tuple[int, Any]]:
     nb = nbformat.read(path, as_version=4)
-    return [(i, o) for i, cell in enumerate(nb.cells) if cell.cell_type == "code"
-            for o in cell.outputs]
+    return [
+        (i, o) for i, cell in enumerate(nb.cells) if cell.cell_type == "code" for o in cell.outputs
+    ]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)

@@ -20,8 +20,11 @@ def test_all_is_sorted_and_importable() -> None:
 def test_every_public_exception_is_exported() -> None:
     from gptools import errors
 
-    public = {n for n, v in vars(errors).items()
-              if isinstance(v, type) and issubclass(v, Exception) and not n.startswith("_")}
+    public = {
+        n
+        for n, v in vars(errors).items()
+        if isinstance(v, type) and issubclass(v, Exception) and not n.startswith("_")
+    }
     assert public <= set(gptools.__all__)
 
 
@@ -46,8 +49,11 @@ def test_readme_names_exactly_the_two_setup_commands_and_ci_runs_the_test_one() 
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert "make run" in readme and "make test" in readme
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
-    commands = [ln.strip() for ln in ci.splitlines()
-                if ln.strip() and not ln.lstrip().startswith(("#", "set ", "cd "))]
+    commands = [
+        ln.strip()
+        for ln in ci.splitlines()
+        if ln.strip() and not ln.lstrip().startswith(("#", "set ", "cd "))
+    ]
     assert commands == ["make test"]
 
 
@@ -55,10 +61,13 @@ def test_import_gptools_stays_light() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, gptools; heavy = [m for m in ('pandas', 'duckdb', 'matplotlib', "
-            "'ibis', 'ipywidgets') if m in sys.modules]; print(','.join(heavy))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True).stdout.strip()
+    code = (
+        "import sys, gptools; heavy = [m for m in ('pandas', 'duckdb', 'matplotlib', "
+        "'ibis', 'ipywidgets') if m in sys.modules]; print(','.join(heavy))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.strip()
     assert out == "", f"import gptools pulled in {out}"
 
 

@@ -33,10 +33,10 @@ README = ROOT / "README.md"
 #: Commands (by prefix) that are not run, and why.
 EXCLUDED: dict[str, str] = {
     "make run": "runs every notebook for minutes; `gptools run-notebooks`, what it calls, is "
-                "run by tests/test_run_notebooks.py and the notebooks by `make notebooks`",
+    "run by tests/test_run_notebooks.py and the notebooks by `make notebooks`",
     "make test": "is the whole suite, this test included",
     "gptools webhooks analyze 'postgresql://": "needs a PostgreSQL store filled by receivers; "
-                "the analyser reads real PostgreSQL stores in tests/analysis",
+    "the analyser reads real PostgreSQL stores in tests/analysis",
 }
 #: Commands that serve until stopped.
 SERVERS = ("gptools sandbox serve", "gptools webhooks serve")
@@ -69,8 +69,9 @@ def _free_port() -> int:
 
 
 def _with_free_ports(blocks: list[list[str]]) -> list[list[str]]:
-    fixed = {int(p) for block in blocks for line in block
-             for p in re.findall(r"--port (\d+)", line)}
+    fixed = {
+        int(p) for block in blocks for line in block for p in re.findall(r"--port (\d+)", line)
+    }
     mapping = {p: _free_port() for p in fixed if p != 0}
     out = []
     for block in blocks:
@@ -109,14 +110,12 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 
 
 def test_readme_lists_commands_and_reasons() -> None:
-    lines = [line for block in bash_blocks(README.read_text(encoding="utf-8"))
-             for line in block]
+    lines = [line for block in bash_blocks(README.read_text(encoding="utf-8")) for line in block]
     gptools = [line for line in lines if line.startswith("gptools ")]
     assert len(gptools) >= 10
     # The sequence the issue names: a campaign created by one command, used by the next.
     apply = next(i for i, line in enumerate(lines) if line.startswith("gptools campaigns apply"))
-    load = next(i for i, line in enumerate(lines)
-                if line.startswith("gptools participants load"))
+    load = next(i for i, line in enumerate(lines) if line.startswith("gptools participants load"))
     assert apply < load and "--campaign CMP-000001" in lines[load]
     for prefix in EXCLUDED:
         assert any(line.startswith(prefix) for line in lines), f"stale exclusion {prefix!r}"
@@ -124,9 +123,13 @@ def test_readme_lists_commands_and_reasons() -> None:
 
 def test_every_readme_command_runs_in_order(tmp_path: Path) -> None:
     shutil.copytree(ROOT / "data", tmp_path / "data")
-    env = {**os.environ, "GP_BASE_URL": "", "GPTOOLS_SANDBOX_STATE_DIR": str(tmp_path / "state"),
-           "GPTOOLS_JOURNAL_DIR": str(tmp_path / "journals"),
-           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env = {
+        **os.environ,
+        "GP_BASE_URL": "",
+        "GPTOOLS_SANDBOX_STATE_DIR": str(tmp_path / "state"),
+        "GPTOOLS_JOURNAL_DIR": str(tmp_path / "journals"),
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
     for name in ("GPTOOLS_SANDBOX_URL", "GP_USERNAME", "GP_PASSWORD"):
         env.pop(name, None)
     ran = []
@@ -144,19 +147,30 @@ def test_every_readme_command_runs_in_order(tmp_path: Path) -> None:
                 if line.startswith(SERVERS):
                     command = line.rstrip("&").strip()
                     server = subprocess.Popen(
-                        ["bash", "-c", f"exec {command}"], cwd=tmp_path, env=env,
-                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                        start_new_session=True)
+                        ["bash", "-c", f"exec {command}"],
+                        cwd=tmp_path,
+                        env=env,
+                        stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL,
+                        start_new_session=True,
+                    )
                     servers.append(server)
                     _wait_until_serving(command, server)
                     ran.append(command)
                     continue
-                done = subprocess.run(["bash", "-c", line], cwd=tmp_path, env=env,
-                                      capture_output=True, text=True, check=False,
-                                      timeout=_COMMAND_TIMEOUT_S)
+                done = subprocess.run(
+                    ["bash", "-c", line],
+                    cwd=tmp_path,
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    check=False,
+                    timeout=_COMMAND_TIMEOUT_S,
+                )
                 assert done.returncode == 0, (
                     f"README command failed with exit {done.returncode}: {line}\n"
-                    f"stdout: {done.stdout[-2000:]}\nstderr: {done.stderr[-2000:]}")
+                    f"stdout: {done.stdout[-2000:]}\nstderr: {done.stderr[-2000:]}"
+                )
                 ran.append(line)
         finally:
             for server in servers:

@@ -48,11 +48,26 @@ def chromium() -> str:
 def offline_dom(browser: str, page: Path, profile: Path) -> str:
     """The page's DOM after its scripts ran, in a fresh profile with no network."""
     done = subprocess.run(
-        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-         "--no-first-run", "--disable-background-networking", "--disable-component-update",
-         "--disable-sync", f"--user-data-dir={profile}", *OFFLINE,
-         "--virtual-time-budget=20000", "--dump-dom", page.resolve().as_uri()],
-        capture_output=True, text=True, timeout=180, check=False,
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={profile}",
+            *OFFLINE,
+            "--virtual-time-budget=20000",
+            "--dump-dom",
+            page.resolve().as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout
@@ -95,7 +110,6 @@ def test_a_tampered_bundle_is_refused(tmp_path: Path) -> None:
     assert not (tmp_path / "bundle").exists()
 
 
-
 def _tarball(files: dict[str, bytes]) -> tuple[bytes, str]:
     data = io.BytesIO()
     with tarfile.open(fileobj=data, mode="w:gz") as tar:
@@ -108,12 +122,16 @@ def _tarball(files: dict[str, bytes]) -> tuple[bytes, str]:
 
 
 def test_only_the_page_files_are_unpacked_readable_and_once(tmp_path: Path) -> None:
-    raw, integrity = _tarball({
-        f"package/dist/{HTML_MANAGER_SCRIPT}": b"// the bundle",
-        "package/dist/embed.js.map": b"{}", "package/dist/embed-amd.js": b"define()",
-        "package/dist/a.woff2": b"font", "package/src/index.ts": b"",
-        "package/dist/../../escape.js": b"no",
-    })
+    raw, integrity = _tarball(
+        {
+            f"package/dist/{HTML_MANAGER_SCRIPT}": b"// the bundle",
+            "package/dist/embed.js.map": b"{}",
+            "package/dist/embed-amd.js": b"define()",
+            "package/dist/a.woff2": b"font",
+            "package/src/index.ts": b"",
+            "package/dist/../../escape.js": b"no",
+        }
+    )
     dest = unpack_widget_manager(raw, tmp_path / "cache" / "bundle", integrity=integrity)
     assert sorted(p.name for p in dest.iterdir()) == ["a.woff2", HTML_MANAGER_SCRIPT]
     assert not (tmp_path / "escape.js").exists() and not (tmp_path / "cache" / "escape.js").exists()
@@ -126,7 +144,9 @@ def test_only_the_page_files_are_unpacked_readable_and_once(tmp_path: Path) -> N
 
 
 def test_without_bundle_or_network_the_page_falls_back_and_says_so(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     monkeypatch.setenv("GPTOOLS_WIDGETS_DIR", str(tmp_path / "empty-cache"))
     monkeypatch.setenv("NPM_CONFIG_REGISTRY", "http://127.0.0.1:9")  # nothing listens there

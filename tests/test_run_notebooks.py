@@ -14,7 +14,7 @@ from pathlib import Path
 
 import nbformat
 
-NOTEBOOK_CODE = '''\
+NOTEBOOK_CODE = """\
 from datetime import datetime
 from decimal import Decimal
 
@@ -32,14 +32,17 @@ sandbox = embedded_sandbox()
 print("USING", client.base_url, "SEES", sandbox.base_url)
 print("CAMPAIGN", created.campaign_id, "STORED", len(sandbox.state.campaigns),
       "PLAYERS", sorted(sandbox.state.participants(created.campaign_id)))
-'''
+"""
 
 
 def _notebook(path: Path) -> None:
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(NOTEBOOK_CODE)]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
-                                 "language": "python"}
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
     nbformat.write(nb, path)
 
 
@@ -52,9 +55,22 @@ def test_one_sandbox_serves_every_notebook(tmp_path: Path) -> None:
     env = {**os.environ, "GP_BASE_URL": "https://must-not-be-used.invalid"}
     env.pop("GPTOOLS_SANDBOX_URL", None)
     done = subprocess.run(
-        [str(Path(sys.executable).parent / "gptools"), "run-notebooks", "--notebooks",
-         str(folder), "--out", str(out), "--json"],
-        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600, check=False)
+        [
+            str(Path(sys.executable).parent / "gptools"),
+            "run-notebooks",
+            "--notebooks",
+            str(folder),
+            "--out",
+            str(out),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=600,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     assert all(n["ok"] for n in json.loads(done.stdout)["notebooks"])
     announced = re.findall(r"Embedded sandbox answers at (http://127\.0\.0\.1:\d+)", done.stderr)

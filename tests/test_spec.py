@@ -12,15 +12,23 @@ from gptools import spec
 
 def test_error_table() -> None:
     assert spec.ERROR_STATUS == {
-        "BRAND_REQUIRED": 400, "NOT_AUTHORIZED": 401, "BRAND_NOT_ALLOWED": 403,
-        "INVALID_REQUEST": 403, "UNKNOWN_ERROR": 500, "TIMEOUT": 504,
+        "BRAND_REQUIRED": 400,
+        "NOT_AUTHORIZED": 401,
+        "BRAND_NOT_ALLOWED": 403,
+        "INVALID_REQUEST": 403,
+        "UNKNOWN_ERROR": 500,
+        "TIMEOUT": 504,
     }
 
 
 def test_field_limits_and_other_constants() -> None:
-    assert (spec.NAME_MAX_LENGTH, spec.EXTERNAL_CAMPAIGN_ID_MAX_LENGTH,
-            spec.REQUEST_ID_MAX_LENGTH, spec.RULES_URL_MAX_LENGTH, spec.BET_NUMBER_MAX) == (
-        255, 512, 36, 2048, 1500)
+    assert (
+        spec.NAME_MAX_LENGTH,
+        spec.EXTERNAL_CAMPAIGN_ID_MAX_LENGTH,
+        spec.REQUEST_ID_MAX_LENGTH,
+        spec.RULES_URL_MAX_LENGTH,
+        spec.BET_NUMBER_MAX,
+    ) == (255, 512, 36, 2048, 1500)
     assert spec.BACK_OFFICE_CSV_IMPORT_MAX_ROWS == 50_000
     assert timedelta(days=7) == spec.WEBHOOK_RETRY_WINDOW
     assert timedelta(seconds=1) == spec.WEBHOOK_RESPONSE_BUDGET
@@ -47,37 +55,49 @@ def test_rate_table_has_all_seven_rows() -> None:
     assert len({t.name for t in spec.RATE_TIERS}) == 7
 
 
-@pytest.mark.parametrize(("method", "path", "expected"), [
-    ("POST", "/api/v1/campaign", spec.ENDPOINT_CLASS_CAMPAIGN_CREATE),
-    ("post", "/api/v1/brands/7/campaign", spec.ENDPOINT_CLASS_CAMPAIGN_CREATE),
-    ("POST", "/api/v1/freeround/campaign", spec.ENDPOINT_CLASS_CAMPAIGN_CREATE),
-    ("POST", "/api/v1/brands/7/freeround/campaign/", spec.ENDPOINT_CLASS_CAMPAIGN_CREATE),
-    ("POST", "/api/v1/campaign/C1/participant", spec.ENDPOINT_CLASS_PARTICIPANT),
-    ("POST", "/api/v1/brands/7/campaign/C1/participant", spec.ENDPOINT_CLASS_PARTICIPANT),
-    ("POST", "/api/v1/freeround/campaign/C1/participant", spec.ENDPOINT_CLASS_PARTICIPANT),
-    ("POST", "/api/v1/campaign/C1/participant/batch", spec.ENDPOINT_CLASS_PARTICIPANT),
-    ("GET", "/api/v1/campaign", spec.ENDPOINT_CLASS_OTHER),
-    ("GET", "/api/v1/campaign/C1/participant", spec.ENDPOINT_CLASS_OTHER),
-    ("GET", "/api/v1/game", spec.ENDPOINT_CLASS_OTHER),
-    ("POST", "/api/v1/webhook-subscription", spec.ENDPOINT_CLASS_OTHER),
-    ("GET", "/api/v1/self", spec.ENDPOINT_CLASS_OTHER),
-])
+@pytest.mark.parametrize(
+    ("method", "path", "expected"),
+    [
+        ("POST", "/api/v1/campaign", spec.ENDPOINT_CLASS_CAMPAIGN_CREATE),
+        ("post", "/api/v1/brands/7/campaign", spec.ENDPOINT_CLASS_CAMPAIGN_CREATE),
+        ("POST", "/api/v1/freeround/campaign", spec.ENDPOINT_CLASS_CAMPAIGN_CREATE),
+        ("POST", "/api/v1/brands/7/freeround/campaign/", spec.ENDPOINT_CLASS_CAMPAIGN_CREATE),
+        ("POST", "/api/v1/campaign/C1/participant", spec.ENDPOINT_CLASS_PARTICIPANT),
+        ("POST", "/api/v1/brands/7/campaign/C1/participant", spec.ENDPOINT_CLASS_PARTICIPANT),
+        ("POST", "/api/v1/freeround/campaign/C1/participant", spec.ENDPOINT_CLASS_PARTICIPANT),
+        ("POST", "/api/v1/campaign/C1/participant/batch", spec.ENDPOINT_CLASS_PARTICIPANT),
+        ("GET", "/api/v1/campaign", spec.ENDPOINT_CLASS_OTHER),
+        ("GET", "/api/v1/campaign/C1/participant", spec.ENDPOINT_CLASS_OTHER),
+        ("GET", "/api/v1/game", spec.ENDPOINT_CLASS_OTHER),
+        ("POST", "/api/v1/webhook-subscription", spec.ENDPOINT_CLASS_OTHER),
+        ("GET", "/api/v1/self", spec.ENDPOINT_CLASS_OTHER),
+    ],
+)
 def test_endpoint_class(method: str, path: str, expected: str) -> None:
     assert spec.endpoint_class(method, path) == expected
 
 
-@pytest.mark.parametrize(("method", "path", "expected"), [
-    ("GET", "/api/v1/game", "GET /game"),
-    ("get", "/api/v1/brands/201/game", "GET /game"),
-    ("GET", "/api/v1/brands/201/awarded-feature-configurations",
-     "GET /awarded-feature-configurations"),
-    ("GET", "/api/v1/self", "GET /self"),
-    ("POST", "/api/v1/brands/7/freeround/campaign/", "POST /campaign"),
-    ("POST", "/api/v1/campaign/CMP-1/participant", "POST /campaign/*/participant"),
-    ("POST", "/api/v1/brands/7/campaign/X/participant/batch",
-     "POST /campaign/*/participant/batch"),
-    ("PUT", "/api/v1/brands/7/webhook-subscription", "PUT /webhook-subscription"),
-])
+@pytest.mark.parametrize(
+    ("method", "path", "expected"),
+    [
+        ("GET", "/api/v1/game", "GET /game"),
+        ("get", "/api/v1/brands/201/game", "GET /game"),
+        (
+            "GET",
+            "/api/v1/brands/201/awarded-feature-configurations",
+            "GET /awarded-feature-configurations",
+        ),
+        ("GET", "/api/v1/self", "GET /self"),
+        ("POST", "/api/v1/brands/7/freeround/campaign/", "POST /campaign"),
+        ("POST", "/api/v1/campaign/CMP-1/participant", "POST /campaign/*/participant"),
+        (
+            "POST",
+            "/api/v1/brands/7/campaign/X/participant/batch",
+            "POST /campaign/*/participant/batch",
+        ),
+        ("PUT", "/api/v1/brands/7/webhook-subscription", "PUT /webhook-subscription"),
+    ],
+)
 def test_endpoint_of(method: str, path: str, expected: str) -> None:
     assert spec.endpoint_of(method, path) == expected
 
@@ -89,13 +109,19 @@ def test_every_other_endpoint_has_its_own_per_user_window() -> None:
     assert all(not t.each_endpoint for t in spec.RATE_TIERS if t is not other)
 
 
-@pytest.mark.parametrize(("method", "path", "names"), [
-    ("GET", "/api/v1/game", {"global_all", "global_get", "user_other"}),
-    ("PUT", "/api/v1/webhook-subscription", {"global_all", "user_other"}),
-    ("POST", "/api/v1/campaign", {"global_all", "user_campaign", "endpoint_campaign"}),
-    ("POST", "/api/v1/brands/3/campaign/X/participant",
-     {"global_all", "user_participant", "endpoint_participant"}),
-])
+@pytest.mark.parametrize(
+    ("method", "path", "names"),
+    [
+        ("GET", "/api/v1/game", {"global_all", "global_get", "user_other"}),
+        ("PUT", "/api/v1/webhook-subscription", {"global_all", "user_other"}),
+        ("POST", "/api/v1/campaign", {"global_all", "user_campaign", "endpoint_campaign"}),
+        (
+            "POST",
+            "/api/v1/brands/3/campaign/X/participant",
+            {"global_all", "user_participant", "endpoint_participant"},
+        ),
+    ],
+)
 def test_tiers_for(method: str, path: str, names: set[str]) -> None:
     assert {t.name for t in spec.tiers_for(method, path)} == names
 
@@ -109,10 +135,16 @@ def test_assumption_lookup() -> None:
 
 def test_assumed_gaps_the_issue_names_are_recorded() -> None:
     names = " ".join(a.name for a in spec.ASSUMPTIONS)
-    for needed in ("FREE_ROUNDS_CAMPAIGN_TYPE", "CAMPAIGN_START_FIELD", "CAMPAIGN_PLAYERS_FIELD",
-                   "RATE_LIMIT_STATUS", "VALIDATION_ERROR_CODE",
-                   "ENDPOINT_BATCH_PARTICIPANT_TEMPLATE", "ENDPOINT_WEBHOOK_SUBSCRIPTION",
-                   "PARTICIPANT_MAX_IDS"):
+    for needed in (
+        "FREE_ROUNDS_CAMPAIGN_TYPE",
+        "CAMPAIGN_START_FIELD",
+        "CAMPAIGN_PLAYERS_FIELD",
+        "RATE_LIMIT_STATUS",
+        "VALIDATION_ERROR_CODE",
+        "ENDPOINT_BATCH_PARTICIPANT_TEMPLATE",
+        "ENDPOINT_WEBHOOK_SUBSCRIPTION",
+        "PARTICIPANT_MAX_IDS",
+    ):
         assert needed in names, needed
 
 
@@ -122,8 +154,19 @@ def test_player_id_rule_is_one_for_the_loader_and_the_sandbox() -> None:
     from gptools.participants._validate import Rejection, check_player_id
     from gptools.sandbox._validation import player_id_problems
 
-    samples = ["ok", "a\x00b", "a\tb", "a\x7fb", "a\x85b", "a\x9fb", "a\xa0b", "é", "a b",
-               "a\u2028b", "a\x1fb"]
+    samples = [
+        "ok",
+        "a\x00b",
+        "a\tb",
+        "a\x7fb",
+        "a\x85b",
+        "a\x9fb",
+        "a\xa0b",
+        "é",
+        "a b",
+        "a\u2028b",
+        "a\x1fb",
+    ]
     for pid in samples:
         loader_refuses = isinstance(check_player_id(pid, max_length=128), Rejection)
         sandbox_refuses = bool(player_id_problems([pid], "playerIds", 128))
@@ -145,7 +188,8 @@ def test_currency_decimals_is_the_one_rule_outside_the_sandbox() -> None:
     assert spec.currency_decimals("XBT") is None  # Babel would say 2 for it
     package = Path(spec.__file__).parent
     readers = sorted(
-        str(path.relative_to(package)) for path in package.rglob("*.py")
+        str(path.relative_to(package))
+        for path in package.rglob("*.py")
         if "get_currency_precision" in path.read_text(encoding="utf-8")
         and path.parent.name != "sandbox"
     )

@@ -33,7 +33,11 @@ class CampaignClient(CatalogueClient, Protocol):
         """``POST /api/v1/campaign/{campaignId}/participant``."""
 
     def add_participants_batch(
-        self, campaign_id: str, player_ids: Sequence[str], *, brand: int | None = None,
+        self,
+        campaign_id: str,
+        player_ids: Sequence[str],
+        *,
+        brand: int | None = None,
         max_ids: int = ...,
     ) -> ParticipantsAdded:
         """The batch participant endpoint (path assumed, see :mod:`gptools.spec`)."""
@@ -65,8 +69,10 @@ class ApplyResult:
     def to_frame(self) -> pd.DataFrame:
         """One row per campaign: currency, request_id, campaign_id, participants_sent."""
         return pd.DataFrame(
-            [(c.currency, c.request_id, c.campaign_id, c.participants_sent)
-             for c in self.campaigns],
+            [
+                (c.currency, c.request_id, c.campaign_id, c.participants_sent)
+                for c in self.campaigns
+            ],
             columns=["currency", "request_id", "campaign_id", "participants_sent"],
         )
 
@@ -77,8 +83,13 @@ class ApplyResult:
 
 
 def add_players(
-    client: CampaignClient, campaign_id: str, player_ids: Sequence[str], *,
-    chunk_size: int | None = None, endpoint: str = "single", brand: int | None = None,
+    client: CampaignClient,
+    campaign_id: str,
+    player_ids: Sequence[str],
+    *,
+    chunk_size: int | None = None,
+    endpoint: str = "single",
+    brand: int | None = None,
 ) -> int:
     """Add ``player_ids`` to a campaign in requests of at most ``chunk_size`` ids; returns
     how many ids were sent. Re-adding a player is harmless by assumption
@@ -99,7 +110,7 @@ def add_players(
         raise ValueError(f"chunk_size must be at least 1, got {chunk_size}")
     ids = list(player_ids)
     for start in range(0, len(ids), chunk_size):
-        chunk = ids[start:start + chunk_size]
+        chunk = ids[start : start + chunk_size]
         if batch:
             client.add_participants_batch(campaign_id, chunk, brand=brand, max_ids=chunk_size)
         else:
@@ -140,8 +151,13 @@ def apply_plan(
         created = client.create_campaign(request, brand=plan.brand)
         sent = 0
         if add_participants and plan.currencies[currency].player_ids:
-            sent = add_players(client, created.campaign_id, plan.currencies[currency].player_ids,
-                               endpoint=endpoint, brand=plan.brand)
+            sent = add_players(
+                client,
+                created.campaign_id,
+                plan.currencies[currency].player_ids,
+                endpoint=endpoint,
+                brand=plan.brand,
+            )
         assert request.request_id is not None
         applied.append(AppliedCampaign(currency, request.request_id, created.campaign_id, sent))
     return ApplyResult(plan.name, tuple(applied))
@@ -160,5 +176,6 @@ def add_participants_to(
     unknown = sorted(set(player_ids) - set(ids))
     if unknown:
         raise KeyError(f"the applied plan has no campaign in {unknown}; it has {sorted(ids)}")
-    return {cur: add_players(client, ids[cur], pids, brand=brand)
-            for cur, pids in player_ids.items()}
+    return {
+        cur: add_players(client, ids[cur], pids, brand=brand) for cur, pids in player_ids.items()
+    }

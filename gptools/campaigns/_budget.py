@@ -80,8 +80,10 @@ def budget(
     """
     for currency, line in plan.currencies.items():
         if line.players < 0:
-            raise ValueError(f"currencies.{currency}.players = {line.players}: a number of "
-                             "players cannot be negative")
+            raise ValueError(
+                f"currencies.{currency}.players = {line.players}: a number of "
+                "players cannot be negative"
+            )
     if plan.bet_number < 0:
         raise ValueError(f"bet_number = {plan.bet_number}: cannot be negative")
     rates = plan.exchange_rates if rates is None else rates
@@ -100,8 +102,16 @@ def budget(
                 )
             value = round_money(exposure * rate, reporting)
             total = (total or Decimal(0)) + value
-        rows.append([currency, _in_minor_units(line.bet, currency), plan.bet_number,
-                     line.players, exposure,
-                     pd.NA if rate is None else rate, pd.NA if value is None else value])
+        rows.append(
+            [
+                currency,
+                _in_minor_units(line.bet, currency),
+                plan.bet_number,
+                line.players,
+                exposure,
+                pd.NA if rate is None else rate,
+                pd.NA if value is None else value,
+            ]
+        )
     table = pd.DataFrame(rows, columns=list(BUDGET_COLUMNS), dtype=object)
     return Budget(table, reporting, total)

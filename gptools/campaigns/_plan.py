@@ -146,17 +146,19 @@ def plan_html(plan: Plan) -> str:
     ]
     rows = "".join(
         f"<tr><th style='text-align:left'>{html.escape(k)}</th><td style='text-align:left'>"
-        f"{html.escape(v)}</td></tr>" for k, v in fields
+        f"{html.escape(v)}</td></tr>"
+        for k, v in fields
     )
     lines = pd.DataFrame(
-        [(c, format_money(line.bet, c), line.players, len(line.player_ids))
-         for c, line in plan.currencies.items()],
+        [
+            (c, format_money(line.bet, c), line.players, len(line.player_ids))
+            for c, line in plan.currencies.items()
+        ],
         columns=["currency", "bet", "players", "player ids listed"],
     )
     first = next(iter(plan.currencies), None)
     view = _player_html(plan, first) if first else ""
-    return (f"<p><b>Campaign plan</b></p><table>{rows}</table>"
-            f"{html_table(lines)}{view}")
+    return f"<p><b>Campaign plan</b></p><table>{rows}</table>{html_table(lines)}{view}"
 
 
 class PlanFileError(GptoolsError, ValueError):
@@ -177,9 +179,7 @@ def plan_from_dict(data: Any, *, where: str = "plan") -> Plan:
             f" (got {err.get('input')!r})"
             for err in exc.errors(include_url=False)
         ]
-        raise PlanFileError(
-            f"{len(lines)} problem(s) in the plan:\n" + "\n".join(lines)
-        ) from None
+        raise PlanFileError(f"{len(lines)} problem(s) in the plan:\n" + "\n".join(lines)) from None
 
 
 def load_plan(path: str | Path) -> Plan:

@@ -54,8 +54,10 @@ class Review:
     @property
     def requests(self) -> pd.DataFrame:
         """One row per request: currency, request_id, bet (exact text), type."""
-        rows = [(currency, req.request_id, f"{req.bet:f}", req.type)
-                for currency, req in self.campaign_requests.items()]
+        rows = [
+            (currency, req.request_id, f"{req.bet:f}", req.type)
+            for currency, req in self.campaign_requests.items()
+        ]
         return pd.DataFrame(rows, columns=["currency", "request_id", "bet", "type"])
 
     def to_dict(self) -> dict[str, Any]:
@@ -71,19 +73,28 @@ class Review:
             "plan": self.plan.name,
             "ok": self.validation.ok,
             "problems": [
-                {"severity": p.severity, "field": p.field, "value": _plain(p.value),
-                 "limit": _plain(p.limit), "message": p.message}
+                {
+                    "severity": p.severity,
+                    "field": p.field,
+                    "value": _plain(p.value),
+                    "limit": _plain(p.limit),
+                    "message": p.message,
+                }
                 for p in self.validation.problems
             ],
             "budget": plan_budget,
             "requests": [
-                {"currency": currency, "requestId": req.request_id,
-                 "body": _plain(req.model_dump(mode="python", by_alias=True,
-                                               exclude_none=True))}
+                {
+                    "currency": currency,
+                    "requestId": req.request_id,
+                    "body": _plain(req.model_dump(mode="python", by_alias=True, exclude_none=True)),
+                }
                 for currency, req in self.campaign_requests.items()
             ],
-            "player_view": {currency: view.to_dict(orient="records")
-                            for currency, view in self.player_views.items()},
+            "player_view": {
+                currency: view.to_dict(orient="records")
+                for currency, view in self.player_views.items()
+            },
         }
 
     def _repr_html_(self) -> str:
@@ -91,8 +102,9 @@ class Review:
         if self.budget is not None:
             parts.append(self.budget._repr_html_())
         if self.campaign_requests:
-            parts.append("<p><b>Requests</b> (one campaign per currency)</p>"
-                         + html_table(self.requests))
+            parts.append(
+                "<p><b>Requests</b> (one campaign per currency)</p>" + html_table(self.requests)
+            )
         return "".join(parts)
 
 
@@ -108,7 +120,10 @@ def review(
         plan_budget: Budget | None = budget(plan)
     except ValueError:
         plan_budget = None
-    requests = ({currency: campaign_request(plan, currency) for currency in plan.currencies}
-                if validation.ok else {})
+    requests = (
+        {currency: campaign_request(plan, currency) for currency in plan.currencies}
+        if validation.ok
+        else {}
+    )
     views = {currency: player_view(plan, currency) for currency in plan.currencies}
     return Review(plan, validation, plan_budget, requests, views)

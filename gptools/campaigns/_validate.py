@@ -32,8 +32,10 @@ class Problem:
     severity: Severity = "error"
 
     def __str__(self) -> str:
-        return (f"{self.severity}: {self.field} = {_text(self.value)}: {self.message} "
-                f"(limit: {_text(self.limit)})")
+        return (
+            f"{self.severity}: {self.field} = {_text(self.value)}: {self.message} "
+            f"(limit: {_text(self.limit)})"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,8 +62,10 @@ class Validation:
     def to_frame(self) -> pd.DataFrame:
         """One row per problem: severity, field, value, limit, message (text columns)."""
         return pd.DataFrame(
-            [(p.severity, p.field, _text(p.value), _text(p.limit), p.message)
-             for p in self.problems],
+            [
+                (p.severity, p.field, _text(p.value), _text(p.limit), p.message)
+                for p in self.problems
+            ],
             columns=["severity", "field", "value", "limit", "message"],
             dtype=object,
         )
@@ -74,8 +78,10 @@ class Validation:
     def _repr_html_(self) -> str:
         if not self.problems:
             return "<p><b>Validation</b>: no problems.</p>"
-        head = (f"<p><b>Validation</b>: {len(self.errors)} error(s), "
-                f"{len(self.warnings)} warning(s).</p>")
+        head = (
+            f"<p><b>Validation</b>: {len(self.errors)} error(s), "
+            f"{len(self.warnings)} warning(s).</p>"
+        )
         return head + html_table(self.to_frame())
 
 
@@ -150,22 +156,37 @@ def _length(field: str, value: str | None, limit: int, *, required: bool) -> Ite
             yield Problem(field, value, f"1..{limit} characters", "is required")
         return
     if len(value) > limit:
-        yield Problem(field, f"{value[:40]}... ({len(value)} characters)", f"{limit} characters",
-                      f"is {len(value)} characters long; the API allows {limit}")
+        yield Problem(
+            field,
+            f"{value[:40]}... ({len(value)} characters)",
+            f"{limit} characters",
+            f"is {len(value)} characters long; the API allows {limit}",
+        )
 
 
 def _fields(plan: Plan) -> Iterator[Problem]:
     yield from _length("name", plan.name, spec.NAME_MAX_LENGTH, required=True)
-    yield from _length("external_campaign_id", plan.external_campaign_id,
-                       spec.EXTERNAL_CAMPAIGN_ID_MAX_LENGTH, required=False)
+    yield from _length(
+        "external_campaign_id",
+        plan.external_campaign_id,
+        spec.EXTERNAL_CAMPAIGN_ID_MAX_LENGTH,
+        required=False,
+    )
     yield from _length("rules_url", plan.rules_url, spec.RULES_URL_MAX_LENGTH, required=False)
     if not spec.BET_NUMBER_MIN <= plan.bet_number <= spec.BET_NUMBER_MAX:
-        yield Problem("bet_number", plan.bet_number,
-                      f"{spec.BET_NUMBER_MIN}..{spec.BET_NUMBER_MAX}",
-                      "rounds or features per player must lie within the limit")
+        yield Problem(
+            "bet_number",
+            plan.bet_number,
+            f"{spec.BET_NUMBER_MIN}..{spec.BET_NUMBER_MAX}",
+            "rounds or features per player must lie within the limit",
+        )
     if plan.campaign_type not in CAMPAIGN_TYPES:
-        yield Problem("campaign_type", plan.campaign_type, " or ".join(CAMPAIGN_TYPES),
-                      "is not a campaign type")
+        yield Problem(
+            "campaign_type",
+            plan.campaign_type,
+            " or ".join(CAMPAIGN_TYPES),
+            "is not a campaign type",
+        )
     if not plan.game_ids:
         yield Problem("game_ids", [], "at least 1 game", "name the games of the campaign")
     seen: set[str] = set()
@@ -182,9 +203,13 @@ def _currencies(plan: Plan, costs: pd.DataFrame | None) -> Iterator[Problem]:
         yield Problem("currencies", {}, "at least 1 currency", "name the campaign currencies")
     awarded = plan.campaign_type == AWARDED_FEATURE
     if awarded and costs is None and plan.currencies:
-        yield Problem("currencies", sorted(plan.currencies), "available feature costs",
-                      "bets were not checked against the available feature costs "
-                      "(pass costs=)", "warning")
+        yield Problem(
+            "currencies",
+            sorted(plan.currencies),
+            "available feature costs",
+            "bets were not checked against the available feature costs (pass costs=)",
+            "warning",
+        )
     for currency, line in plan.currencies.items():
         where = f"currencies.{currency}"
         try:
@@ -195,17 +220,25 @@ def _currencies(plan: Plan, costs: pd.DataFrame | None) -> Iterator[Problem]:
         if not line.bet.is_finite() or line.bet <= 0:
             yield Problem(f"{where}.bet", line.bet, "> 0", "the bet must be positive")
         elif exponent is not None and line.bet != line.bet.quantize(Decimal(1).scaleb(-exponent)):
-            yield Problem(f"{where}.bet", line.bet, f"{exponent} decimals",
-                          f"{currency} has {exponent} decimal(s); the bet has more")
+            yield Problem(
+                f"{where}.bet",
+                line.bet,
+                f"{exponent} decimals",
+                f"{currency} has {exponent} decimal(s); the bet has more",
+            )
         elif awarded and costs is not None:
             yield from _bet_available(plan, currency, line.bet, costs)
         if line.players < 1:
-            yield Problem(f"{where}.players", line.players, ">= 1",
-                          "the budget needs the number of players")
+            yield Problem(
+                f"{where}.players", line.players, ">= 1", "the budget needs the number of players"
+            )
         if len(line.player_ids) > line.players:
-            yield Problem(f"{where}.player_ids", f"{len(line.player_ids)} ids",
-                          f"players = {line.players}",
-                          "more player ids than the budget counts; raise players")
+            yield Problem(
+                f"{where}.player_ids",
+                f"{len(line.player_ids)} ids",
+                f"players = {line.players}",
+                "more player ids than the budget counts; raise players",
+            )
         yield from _player_ids(where, line.player_ids)
 
 
@@ -215,21 +248,32 @@ def _bet_available(
     for game in plan.game_ids:
         valid = available_costs(costs, game, currency)
         if not valid:
-            yield Problem(f"currencies.{currency}.bet", bet, f"{game} in {currency}",
-                          f"game {game} offers no awarded feature in {currency}")
+            yield Problem(
+                f"currencies.{currency}.bet",
+                bet,
+                f"{game} in {currency}",
+                f"game {game} offers no awarded feature in {currency}",
+            )
         elif bet not in valid:
-            yield Problem(f"currencies.{currency}.bet", bet, valid,
-                          f"not an available feature cost of {game} in {currency}; "
-                          "choose one of the listed values (base bet × multiplier)")
+            yield Problem(
+                f"currencies.{currency}.bet",
+                bet,
+                valid,
+                f"not an available feature cost of {game} in {currency}; "
+                "choose one of the listed values (base bet × multiplier)",
+            )
 
 
 def _player_ids(where: str, ids: tuple[str, ...]) -> Iterator[Problem]:
     seen: set[str] = set()
     for i, pid in enumerate(ids):
         if not pid or len(pid) > spec.PLAYER_ID_MAX_LENGTH:
-            yield Problem(f"{where}.player_ids[{i}]", pid,
-                          f"1..{spec.PLAYER_ID_MAX_LENGTH} characters (assumed)",
-                          "player id length out of range")
+            yield Problem(
+                f"{where}.player_ids[{i}]",
+                pid,
+                f"1..{spec.PLAYER_ID_MAX_LENGTH} characters (assumed)",
+                "player id length out of range",
+            )
         elif pid in seen:
             yield Problem(f"{where}.player_ids[{i}]", pid, "each player once", "is listed twice")
         seen.add(pid)
@@ -239,38 +283,65 @@ def _dates(plan: Plan, now: datetime) -> Iterator[Problem]:
     try:
         zone = ZoneInfo(plan.time_zone)
     except (ZoneInfoNotFoundError, ValueError):
-        yield Problem("time_zone", plan.time_zone, "an IANA time zone",
-                      "unknown zone; use a name like 'Europe/Malta'")
+        yield Problem(
+            "time_zone",
+            plan.time_zone,
+            "an IANA time zone",
+            "unknown zone; use a name like 'Europe/Malta'",
+        )
         return
     instants: dict[str, datetime] = {}
     for field, wall in (("start", plan.start), ("end", plan.end)):
         if wall.tzinfo is not None:
-            yield Problem(field, wall.isoformat(), "a wall-clock time without offset",
-                          "give the local time and name the zone in time_zone")
+            yield Problem(
+                field,
+                wall.isoformat(),
+                "a wall-clock time without offset",
+                "give the local time and name the zone in time_zone",
+            )
             continue
         kind = local_time_kind(wall, zone)
         if kind == "nonexistent":
-            yield Problem(field, wall.isoformat(), f"a time that exists in {zone.key}",
-                          "falls in a daylight-saving gap: the clocks skip it; pick another time")
+            yield Problem(
+                field,
+                wall.isoformat(),
+                f"a time that exists in {zone.key}",
+                "falls in a daylight-saving gap: the clocks skip it; pick another time",
+            )
         elif kind == "ambiguous":
-            yield Problem(field, wall.isoformat(), f"a time that occurs once in {zone.key}",
-                          "occurs twice (clocks go back); pick a time outside the overlap")
+            yield Problem(
+                field,
+                wall.isoformat(),
+                f"a time that occurs once in {zone.key}",
+                "occurs twice (clocks go back); pick a time outside the overlap",
+            )
         else:
             instants[field] = instant(wall, zone)
     start, end = instants.get("start"), instants.get("end")
     if spec.CAMPAIGN_START_IN_FUTURE and start is not None and start <= now:
-        yield Problem("start", plan.start.isoformat(),
-                      f"after {now.astimezone(zone):%Y-%m-%dT%H:%M:%S} ({zone.key}, now)",
-                      "the campaign must start in the future")
+        yield Problem(
+            "start",
+            plan.start.isoformat(),
+            f"after {now.astimezone(zone):%Y-%m-%dT%H:%M:%S} ({zone.key}, now)",
+            "the campaign must start in the future",
+        )
     if start is not None and end is not None:
         if end <= start:
-            yield Problem("end", plan.end.isoformat(), f"after start {plan.start.isoformat()}",
-                          "the campaign must end after it starts")
+            yield Problem(
+                "end",
+                plan.end.isoformat(),
+                f"after start {plan.start.isoformat()}",
+                "the campaign must end after it starts",
+            )
         elif end - start < spec.TYPICAL_MIN_CAMPAIGN_DURATION:
-            yield Problem("end", plan.end.isoformat(),
-                          f"start + {_hours(spec.TYPICAL_MIN_CAMPAIGN_DURATION)}",
-                          f"lasts {_hours(end - start)}; the document calls campaigns under "
-                          "24 hours atypical", "warning")
+            yield Problem(
+                "end",
+                plan.end.isoformat(),
+                f"start + {_hours(spec.TYPICAL_MIN_CAMPAIGN_DURATION)}",
+                f"lasts {_hours(end - start)}; the document calls campaigns under "
+                "24 hours atypical",
+                "warning",
+            )
 
 
 def _hours(delta: timedelta) -> str:
@@ -280,8 +351,12 @@ def _hours(delta: timedelta) -> str:
 def _rates(plan: Plan) -> Iterator[Problem]:
     if plan.reporting_currency is None:
         if plan.exchange_rates:
-            yield Problem("reporting_currency", None, "a currency code",
-                          "exchange_rates are given without the currency they convert to")
+            yield Problem(
+                "reporting_currency",
+                None,
+                "a currency code",
+                "exchange_rates are given without the currency they convert to",
+            )
         return
     try:
         currency_exponent(plan.reporting_currency)
@@ -292,8 +367,11 @@ def _rates(plan: Plan) -> Iterator[Problem]:
         if currency == plan.reporting_currency and rate is None:
             continue
         if rate is None:
-            yield Problem(f"exchange_rates.{currency}", None,
-                          f"{plan.reporting_currency} per {currency}",
-                          "missing: the budget cannot be converted")
+            yield Problem(
+                f"exchange_rates.{currency}",
+                None,
+                f"{plan.reporting_currency} per {currency}",
+                "missing: the budget cannot be converted",
+            )
         elif not rate.is_finite() or rate <= 0:
             yield Problem(f"exchange_rates.{currency}", rate, "> 0", "a rate must be positive")

@@ -13,8 +13,19 @@ from gptools.cli._common import parse_now
 from gptools.cli._main import emit, fail, say, webhooks
 
 #: What a replay request to the provider needs of each lost action.
-LOST_COLUMNS = ("action_id", "round_id", "player_id", "game_id", "currency_code", "bet",
-                "event_ts", "first_at", "last_at", "attempts", "last_status")
+LOST_COLUMNS = (
+    "action_id",
+    "round_id",
+    "player_id",
+    "game_id",
+    "currency_code",
+    "bet",
+    "event_ts",
+    "first_at",
+    "last_at",
+    "attempts",
+    "last_status",
+)
 _LOST_SHOWN = 20
 
 
@@ -85,8 +96,12 @@ def _write_lost(path: Path, lost: list[dict[str, Any]]) -> None:
     help="Fail on a line that is not a JSON object (torn, truncated, binary), naming it; "
     "by default it counts as an invalid delivery (malformed_line).",
 )
-@click.option("--lost-out", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write the lost actions (what a replay request needs) to this CSV file.")
+@click.option(
+    "--lost-out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write the lost actions (what a replay request needs) to this CSV file.",
+)
 def analyze_command(
     log: str, as_json: bool, fmt: str, now: str | None, table: str, engine: str,
     spark_master: str | None, strict: bool, lost_out: Path | None,
@@ -123,12 +138,16 @@ def analyze_command(
         lines = [str(report)]
         if lost:
             lines.append(f"Lost actions to ask the provider to replay ({len(lost):,}):")
-            lines += [f"  {a['action_id']}  round {a['round_id']}  player {a['player_id']}  "
-                      f"{a['game_id']}  {a['currency_code']} {a['bet']}  at {a['event_ts']}"
-                      for a in lost[:_LOST_SHOWN]]
+            lines += [
+                f"  {a['action_id']}  round {a['round_id']}  player {a['player_id']}  "
+                f"{a['game_id']}  {a['currency_code']} {a['bet']}  at {a['event_ts']}"
+                for a in lost[:_LOST_SHOWN]
+            ]
             if len(lost) > _LOST_SHOWN:
-                lines.append(f"  ... {len(lost) - _LOST_SHOWN:,} more"
-                             + ("" if lost_out else "; --lost-out FILE writes them all"))
+                lines.append(
+                    f"  ... {len(lost) - _LOST_SHOWN:,} more"
+                    + ("" if lost_out else "; --lost-out FILE writes them all")
+                )
         if lost_out is not None:
             lines.append(f"Wrote {len(lost):,} lost action(s) to {lost_out}")
         return "\n".join(lines)

@@ -20,8 +20,10 @@ from gptools.errors import GameNotFoundError
 AUTH_CHOICE = click.Choice(["bearer", "basic", "none"], case_sensitive=False)
 
 #: The ``--now`` help every command shows (one rule for all of them).
-NOW_HELP = ("Treat this time as now: ISO 8601 with an offset or Z for UTC, e.g. "
-            "2030-01-01T00:00:00Z (default: the current time).")
+NOW_HELP = (
+    "Treat this time as now: ISO 8601 with an offset or Z for UTC, e.g. "
+    "2030-01-01T00:00:00Z (default: the current time)."
+)
 
 
 @contextlib.contextmanager
@@ -30,8 +32,9 @@ def cli_errors() -> Iterator[None]:
     from gptools.campaigns import PlanFileError, PlanInvalidError
     from gptools.costs import StoredTableError, UnknownCurrencyError
 
-    with _contract_errors(UnknownCurrencyError, GameNotFoundError, PlanFileError,
-                          PlanInvalidError, StoredTableError):
+    with _contract_errors(
+        UnknownCurrencyError, GameNotFoundError, PlanFileError, PlanInvalidError, StoredTableError
+    ):
         yield
 
 
@@ -66,8 +69,10 @@ def resolve_brand(client: Any, brand: int | None) -> int | None:
     ids: list[int] = sorted(info.brand_ids)
     if len(ids) == 1:
         return ids[0]
-    fail(f"the account ({info.principal_type}) may act on brands {ids}; name one with --brand",
-         bad_input=True)
+    fail(
+        f"the account ({info.principal_type}) may act on brands {ids}; name one with --brand",
+        bad_input=True,
+    )
 
 
 def parse_now(value: str | None) -> datetime | None:
@@ -78,9 +83,10 @@ def parse_now(value: str | None) -> datetime | None:
     try:
         moment = datetime.fromisoformat(value.strip())
     except ValueError:
-        fail(f"--now {value!r} is not an ISO 8601 time like 2030-01-01T00:00:00Z",
-             bad_input=True)
+        fail(f"--now {value!r} is not an ISO 8601 time like 2030-01-01T00:00:00Z", bad_input=True)
     if moment.tzinfo is None:
-        fail(f"--now {value!r} needs an offset or Z for UTC, e.g. 2030-01-01T00:00:00Z",
-             bad_input=True)
+        fail(
+            f"--now {value!r} needs an offset or Z for UTC, e.g. 2030-01-01T00:00:00Z",
+            bad_input=True,
+        )
     return moment

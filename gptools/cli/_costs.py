@@ -11,8 +11,9 @@ from gptools.cli._common import cli_errors, connect_client, resolve_brand
 from gptools.cli._main import costs, emit, fail
 
 #: ISO 4217 codes of metals, funds and tests: never what a mistyped --currency meant.
-_NOT_MONEY = frozenset({"XAG", "XAU", "XBA", "XBB", "XBC", "XBD", "XDR", "XPD", "XPT", "XSU",
-                        "XTS", "XUA", "XXX"})
+_NOT_MONEY = frozenset(
+    {"XAG", "XAU", "XBA", "XBB", "XBC", "XBD", "XDR", "XPD", "XPT", "XSU", "XTS", "XUA", "XXX"}
+)
 
 
 def cli_currency(text: str) -> str:
@@ -27,11 +28,13 @@ def cli_currency(text: str) -> str:
         currency_exponent(code)
     except UnknownCurrencyError:
         # A typo keeps the first letter far more often than not; other matches mislead.
-        money = sorted(c for c in list_currencies()
-                       if c not in _NOT_MONEY and c[:1] == code[:1])
+        money = sorted(c for c in list_currencies() if c not in _NOT_MONEY and c[:1] == code[:1])
         close = difflib.get_close_matches(code, money, n=3, cutoff=0.6)
-        hint = (f"did you mean {' or '.join(close)}?" if close
-                else "use an ISO 4217 code such as EUR, USD, GBP or JPY")
+        hint = (
+            f"did you mean {' or '.join(close)}?"
+            if close
+            else "use an ISO 4217 code such as EUR, USD, GBP or JPY"
+        )
         fail(f"--currency {text}: not an ISO 4217 currency code; {hint}", bad_input=True)
     return code
 
@@ -54,28 +57,43 @@ def _money_rows(table: Any) -> list[dict[str, Any]]:
 
 @costs.command("preview")
 @click.option("--game", "games", multiple=True, required=True, help="Game id (repeatable).")
-@click.option("--currency", "currencies", multiple=True, required=True,
-              help="Currency code (repeatable).")
-@click.option("--source", type=click.Choice(["configurations", "game"]),
-              default="configurations", show_default=True,
-              help="configurations: the costs the awarded-feature-configurations endpoint "
-                   "lists (the document's recommended source); game: breakdown by feature "
-                   "and base bet.")
+@click.option(
+    "--currency", "currencies", multiple=True, required=True, help="Currency code (repeatable)."
+)
+@click.option(
+    "--source",
+    type=click.Choice(["configurations", "game"]),
+    default="configurations",
+    show_default=True,
+    help="configurations: the costs the awarded-feature-configurations endpoint "
+    "lists (the document's recommended source); game: breakdown by feature "
+    "and base bet.",
+)
 @click.option("--brand", type=int, default=None, help="Brand id (default: the only one).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
-def preview_command(games: tuple[str, ...], currencies: tuple[str, ...], source: str,
-                    brand: int | None, as_json: bool) -> None:
+def preview_command(
+    games: tuple[str, ...],
+    currencies: tuple[str, ...],
+    source: str,
+    brand: int | None,
+    as_json: bool,
+) -> None:
     """Every available awarded-feature cost of GAME in CURRENCY (decimals as text in JSON)."""
     from gptools.costs import CostBook
 
     currencies = tuple(cli_currency(c) for c in currencies)
     with cli_errors(), connect_client() as client:
         book = CostBook(client, brand=resolve_brand(client, brand))
-        table = book.table(list(games), list(currencies),
-                           source="game" if source == "game" else "configurations")
+        table = book.table(
+            list(games), list(currencies), source="game" if source == "game" else "configurations"
+        )
     rows = _money_rows(table)
-    document = {"source": table.attrs["source"], "games": list(games),
-                "currencies": list(currencies), "rows": rows}
+    document = {
+        "source": table.attrs["source"],
+        "games": list(games),
+        "currencies": list(currencies),
+        "rows": rows,
+    }
 
     def human() -> str:
         if not rows:

@@ -57,8 +57,10 @@ def listening_socket(host: str, port: int) -> socket.socket:
         sock.bind((host, port))
     except OSError as exc:
         sock.close()
-        raise AddressInUse(f"cannot listen on {host}:{port}: {exc.strerror or exc}; choose "
-                           "another --port (0 picks a free one)") from None
+        raise AddressInUse(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc}; choose "
+            "another --port (0 picks a free one)"
+        ) from None
     sock.set_inheritable(True)
     return sock
 
@@ -92,8 +94,10 @@ _PYTHON_HINTS: tuple[tuple[str, str], ...] = (
 
 #: The same for hints whose text varies (the CLI has no way to give a currency's exponent).
 _PYTHON_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"pass its number of decimals, e\.g\. exponents=\{[^}]*\}"),
-     "the CLI takes ISO 4217 codes only"),
+    (
+        re.compile(r"pass its number of decimals, e\.g\. exponents=\{[^}]*\}"),
+        "the CLI takes ISO 4217 codes only",
+    ),
 )
 
 
@@ -116,7 +120,10 @@ def cli_errors(*bad_input: type[BaseException]) -> Iterator[None]:
     """Turn gptools errors into the CLI contract: exit 2 for bad input (settings, a brand or
     campaign the account cannot use, and the caller's ``bad_input`` types), 1 for failures."""
     expected: tuple[type[BaseException], ...] = (
-        ConfigurationError, InvalidRequestError, *bad_input)
+        ConfigurationError,
+        InvalidRequestError,
+        *bad_input,
+    )
     try:
         yield
     except click.ClickException:
@@ -161,11 +168,19 @@ def client_options() -> dict[str, Any]:
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="gptools")
-@click.option("--max-retries", type=click.IntRange(min=0), default=None,
-              help="Retries after a request's first attempt [default: GP_MAX_RETRIES, else 3].")
-@click.option("--timeout", default=None, callback=_timeout_option,
-              metavar="SECONDS|CONNECT,READ",
-              help="HTTP time-out: seconds, or connect,read [default: GP_TIMEOUT, else 5,30].")
+@click.option(
+    "--max-retries",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Retries after a request's first attempt [default: GP_MAX_RETRIES, else 3].",
+)
+@click.option(
+    "--timeout",
+    default=None,
+    callback=_timeout_option,
+    metavar="SECONDS|CONNECT,READ",
+    help="HTTP time-out: seconds, or connect,read [default: GP_TIMEOUT, else 5,30].",
+)
 def cli(max_retries: int | None, timeout: Any) -> None:
     """gptools: campaigns, feature costs, participants and webhooks for the GP public API."""
 

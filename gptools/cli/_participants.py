@@ -16,27 +16,53 @@ from gptools.cli._main import EXIT_INTERRUPTED, cli_errors, emit, fail, particip
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--campaign", "campaign_id", required=True, help="Campaign id to add players to.")
 @click.option("--brand", type=int, default=None, help="Brand id (PARTNER/THIRD_PARTY accounts).")
-@click.option("--journal", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Journal file (SQLite) that makes the load resumable "
-                   "[default: one per load under $GPTOOLS_JOURNAL_DIR or ~/.cache/gptools].")
-@click.option("--rejects", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="CSV file for the rejected rows [default: FILE-STEM.rejects.csv here].")
-@click.option("--endpoint", type=click.Choice(["single", "batch"]), default="single",
-              show_default=True,
-              help="Participant endpoint: batch is the one the document recommends for large "
-                   "lists (its path is an assumption, spec.ENDPOINT_BATCH_PARTICIPANT_TEMPLATE).")
-@click.option("--chunk-size", type=click.IntRange(min=1), default=None,
-              help=f"Player ids per request (assumed limits) [default: "
-                   f"{spec.PARTICIPANT_MAX_IDS} single, {spec.BATCH_PARTICIPANT_MAX_IDS} batch].")
-@click.option("--column", default=None,
-              help="Header name (or 0-based position) of the player-id column.")
+@click.option(
+    "--journal",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Journal file (SQLite) that makes the load resumable "
+    "[default: one per load under $GPTOOLS_JOURNAL_DIR or ~/.cache/gptools].",
+)
+@click.option(
+    "--rejects",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="CSV file for the rejected rows [default: FILE-STEM.rejects.csv here].",
+)
+@click.option(
+    "--endpoint",
+    type=click.Choice(["single", "batch"]),
+    default="single",
+    show_default=True,
+    help="Participant endpoint: batch is the one the document recommends for large "
+    "lists (its path is an assumption, spec.ENDPOINT_BATCH_PARTICIPANT_TEMPLATE).",
+)
+@click.option(
+    "--chunk-size",
+    type=click.IntRange(min=1),
+    default=None,
+    help=f"Player ids per request (assumed limits) [default: "
+    f"{spec.PARTICIPANT_MAX_IDS} single, {spec.BATCH_PARTICIPANT_MAX_IDS} batch].",
+)
+@click.option(
+    "--column", default=None, help="Header name (or 0-based position) of the player-id column."
+)
 @click.option("--encoding", default=None, help="File encoding [default: detected].")
 @click.option("--delimiter", default=None, help="Field delimiter [default: detected].")
 @click.option("--sheet", default=None, help="Excel sheet name [default: the first].")
-@click.option("--max-id-length", type=click.IntRange(min=1), default=spec.PLAYER_ID_MAX_LENGTH,
-              show_default=True, help="Longest player id accepted (assumed limit).")
-@click.option("--concurrency", type=click.IntRange(min=1), default=None,
-              help="Requests in flight at most [default: 16].")
+@click.option(
+    "--max-id-length",
+    type=click.IntRange(min=1),
+    default=spec.PLAYER_ID_MAX_LENGTH,
+    show_default=True,
+    help="Longest player id accepted (assumed limit).",
+)
+@click.option(
+    "--concurrency",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Requests in flight at most [default: 16].",
+)
 @click.option("--no-progress", is_flag=True, help="Hide the progress bar.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON document.")
 def load(
@@ -77,13 +103,21 @@ def load(
         try:
             with connect_client() as client:
                 summary = load_participants(
-                    client, campaign_id, file, brand=brand, column=picked, encoding=encoding,
+                    client,
+                    campaign_id,
+                    file,
+                    brand=brand,
+                    column=picked,
+                    encoding=encoding,
                     delimiter=delimiter,
                     sheet=int(sheet) if sheet and sheet.isdigit() else sheet,
-                    journal=journal, rejects=rejects,
-                    chunk_size=chunk_size, endpoint="batch" if endpoint == "batch" else "single",
+                    journal=journal,
+                    rejects=rejects,
+                    chunk_size=chunk_size,
+                    endpoint="batch" if endpoint == "batch" else "single",
                     max_id_length=max_id_length,
-                    concurrency=concurrency or DEFAULT_CONCURRENCY, progress=not no_progress,
+                    concurrency=concurrency or DEFAULT_CONCURRENCY,
+                    progress=not no_progress,
                 )
         except LoadInterrupted as exc:
             stopped = exc.summary
@@ -94,5 +128,7 @@ def load(
         say(f"warning: {file} holds no player rows; nothing was loaded")
     emit(summary.to_dict(), as_json=as_json, human=lambda: str(summary))
     if not summary.complete:
-        fail(f"{summary.not_attempted} player id(s) not loaded yet "
-             f"({summary.last_error or 'no answer'}); run the same command again to resume")
+        fail(
+            f"{summary.not_attempted} player id(s) not loaded yet "
+            f"({summary.last_error or 'no answer'}); run the same command again to resume"
+        )

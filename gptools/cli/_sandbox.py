@@ -13,37 +13,64 @@ from gptools.cli._main import emit, fail, listening_socket, sandbox, say
 
 
 @sandbox.command("serve")
-@click.option("--port", type=click.IntRange(0, 65535), default=8080, show_default=True,
-              help="Port to listen on (0: a free one).")
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8080,
+    show_default=True,
+    help="Port to listen on (0: a free one).",
+)
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
-@click.option("--seed", type=int, default=0, show_default=True,
-              help="Seed of the fault-injection RNG.")
+@click.option(
+    "--seed", type=int, default=0, show_default=True, help="Seed of the fault-injection RNG."
+)
 @click.option("--no-rate-limits", is_flag=True, help="Do not enforce the rate tiers.")
-@click.option("--wallet-url", default=None,
-              help="Wallet base URL; webhooks without a callback URL go to "
-                   "{wallet-url}/v1/game-action-events.")
-@click.option("--allow-insecure-callbacks", is_flag=True,
-              help="Accept http:// callback URLs on loopback hosts (sandbox only).")
-def serve(port: int, host: str, seed: int, no_rate_limits: bool, wallet_url: str | None,
-          allow_insecure_callbacks: bool) -> None:
+@click.option(
+    "--wallet-url",
+    default=None,
+    help="Wallet base URL; webhooks without a callback URL go to "
+    "{wallet-url}/v1/game-action-events.",
+)
+@click.option(
+    "--allow-insecure-callbacks",
+    is_flag=True,
+    help="Accept http:// callback URLs on loopback hosts (sandbox only).",
+)
+def serve(
+    port: int,
+    host: str,
+    seed: int,
+    no_rate_limits: bool,
+    wallet_url: str | None,
+    allow_insecure_callbacks: bool,
+) -> None:
     """Serve the sandbox until Ctrl-C; prints its base URL and the demo credentials."""
     from gptools.sandbox import SandboxConfig, serve_forever
 
-    config = SandboxConfig(seed=seed, enforce_rate_limits=not no_rate_limits,
-                           wallet_url=wallet_url,
-                           allow_insecure_callbacks=allow_insecure_callbacks)
+    config = SandboxConfig(
+        seed=seed,
+        enforce_rate_limits=not no_rate_limits,
+        wallet_url=wallet_url,
+        allow_insecure_callbacks=allow_insecure_callbacks,
+    )
 
     def started(base_url: str) -> None:
-        lines = [f"gptools sandbox serving at {base_url}  (Ctrl-C stops it)",
-                 f"rate limits: {'off' if no_rate_limits else 'enforced'}; "
-                 f"inspection: {base_url}/_sandbox/requests",
-                 "demo credentials (HTTP Basic):"]
+        lines = [
+            f"gptools sandbox serving at {base_url}  (Ctrl-C stops it)",
+            f"rate limits: {'off' if no_rate_limits else 'enforced'}; "
+            f"inspection: {base_url}/_sandbox/requests",
+            "demo credentials (HTTP Basic):",
+        ]
         for account in config.accounts.values():
             brands = ", ".join(str(b) for b in account.brand_ids)
-            lines.append(f"  {account.principal_type:<12} {account.username}:"
-                         f"{account.password}  brands {brands}")
-        lines.append(f"try: curl -u {config.accounts['individual'].username}:"
-                     f"{config.accounts['individual'].password} {base_url}/api/v1/self")
+            lines.append(
+                f"  {account.principal_type:<12} {account.username}:"
+                f"{account.password}  brands {brands}"
+            )
+        lines.append(
+            f"try: curl -u {config.accounts['individual'].username}:"
+            f"{config.accounts['individual'].password} {base_url}/api/v1/self"
+        )
         for line in lines:
             say(line)
 
@@ -71,30 +98,66 @@ def reset(as_json: bool) -> None:
     directory = default_state_dir()
     existed = reset_state(directory)
     path = directory / STATE_FILE
-    emit({"state_file": str(path), "cleared": existed}, as_json=as_json,
-         human=lambda: (f"cleared the embedded sandbox state {path}" if existed
-                        else f"no embedded sandbox state at {path}: nothing to clear"))
+    emit(
+        {"state_file": str(path), "cleared": existed},
+        as_json=as_json,
+        human=lambda: (
+            f"cleared the embedded sandbox state {path}"
+            if existed
+            else f"no embedded sandbox state at {path}: nothing to clear"
+        ),
+    )
 
 
 @sandbox.command("deliver")
-@click.option("--url", required=True, help="The receiver's URL (e.g. http://127.0.0.1:8000"
-                                           "/v1/game-action-events).")
-@click.option("--count", "-n", type=click.IntRange(1), default=100, show_default=True,
-              help="How many game events to generate and deliver.")
-@click.option("--auth", "auth_kind", type=AUTH_CHOICE, default="none", show_default=True,
-              help="How to authenticate; secrets from the same GP_WEBHOOK_* variables.")
+@click.option(
+    "--url",
+    required=True,
+    help="The receiver's URL (e.g. http://127.0.0.1:8000/v1/game-action-events).",
+)
+@click.option(
+    "--count",
+    "-n",
+    type=click.IntRange(1),
+    default=100,
+    show_default=True,
+    help="How many game events to generate and deliver.",
+)
+@click.option(
+    "--auth",
+    "auth_kind",
+    type=AUTH_CHOICE,
+    default="none",
+    show_default=True,
+    help="How to authenticate; secrets from the same GP_WEBHOOK_* variables.",
+)
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--time-scale", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="Simulated seconds per real second (e.g. 100800: 7 days in 6 s); "
-                   "default: jump straight to each due time.")
+@click.option(
+    "--time-scale",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Simulated seconds per real second (e.g. 100800: 7 days in 6 s); "
+    "default: jump straight to each due time.",
+)
 @click.option("--concurrency", type=click.IntRange(1, 256), default=8, show_default=True)
-@click.option("--ca-bundle", type=click.Path(exists=True, dir_okay=False, readable=True),
-              default=None,
-              help="Verify an https:// receiver against this CA bundle (PEM) instead of "
-                   "the system's certificate authorities.")
+@click.option(
+    "--ca-bundle",
+    type=click.Path(exists=True, dir_okay=False, readable=True),
+    default=None,
+    help="Verify an https:// receiver against this CA bundle (PEM) instead of "
+    "the system's certificate authorities.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
-def deliver(url: str, count: int, auth_kind: str, seed: int, time_scale: float | None,
-            concurrency: int, ca_bundle: str | None, as_json: bool) -> None:
+def deliver(
+    url: str,
+    count: int,
+    auth_kind: str,
+    seed: int,
+    time_scale: float | None,
+    concurrency: int,
+    ca_bundle: str | None,
+    as_json: bool,
+) -> None:
     """Make the sandbox deliver COUNT generated game events to a receiver, with the
     provider's retries (5xx and time-outs retried with backoff for 7 simulated days)."""
     from gptools.sandbox import (
@@ -117,8 +180,10 @@ def deliver(url: str, count: int, auth_kind: str, seed: int, time_scale: float |
         try:
             ssl.create_default_context(cafile=ca_bundle)
         except (ssl.SSLError, OSError) as exc:
-            fail(f"--ca-bundle {ca_bundle} is not a PEM bundle of CA certificates: {exc}",
-                 bad_input=True)
+            fail(
+                f"--ca-bundle {ca_bundle} is not a PEM bundle of CA certificates: {exc}",
+                bad_input=True,
+            )
     subscription: dict[str, object] = {"callbackUrl": url, "authenticationType": auth.kind}
     if auth.api_key is not None:
         subscription["apiKey"] = auth.api_key
@@ -134,17 +199,33 @@ def deliver(url: str, count: int, auth_kind: str, seed: int, time_scale: float |
     if overshoot > timedelta(0):
         start -= overshoot
         events = EventGenerator(seed=seed, start=start, mean_gap=gap).take(count)
-    clock: SimClock = (ScaledClock(start, time_scale) if time_scale is not None
-                       else VirtualClock(start))
-    with WebhookDispatcher(clock=clock, target=DeliveryTarget.from_subscription(subscription),
-                           concurrency=concurrency, ca_bundle=ca_bundle) as dispatcher:
+    clock: SimClock = (
+        ScaledClock(start, time_scale) if time_scale is not None else VirtualClock(start)
+    )
+    with WebhookDispatcher(
+        clock=clock,
+        target=DeliveryTarget.from_subscription(subscription),
+        concurrency=concurrency,
+        ca_bundle=ca_bundle,
+    ) as dispatcher:
         for event in events:
             dispatcher.enqueue(event)
         say(f"delivering {count} events to {url} ...")
         report = dispatcher.run()
-    document = {"url": url, "events": count, "attempts": report.attempts,
-                "statuses": report.statuses, **report.counts}
-    emit(document, as_json=as_json, human=lambda: (
-        f"{count} events, {report.attempts} attempts: "
-        + ", ".join(f"{k} {v}" for k, v in report.counts.items())
-        + "; answers " + ", ".join(f"{k}×{v}" for k, v in sorted(report.statuses.items()))))
+    document = {
+        "url": url,
+        "events": count,
+        "attempts": report.attempts,
+        "statuses": report.statuses,
+        **report.counts,
+    }
+    emit(
+        document,
+        as_json=as_json,
+        human=lambda: (
+            f"{count} events, {report.attempts} attempts: "
+            + ", ".join(f"{k} {v}" for k, v in report.counts.items())
+            + "; answers "
+            + ", ".join(f"{k}×{v}" for k, v in sorted(report.statuses.items()))
+        ),
+    )

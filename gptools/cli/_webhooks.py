@@ -29,37 +29,94 @@ _STORE_HELP = "sqlite:///PATH (default sqlite:///webhooks.sqlite3) or postgresql
 
 
 @webhooks.command("serve")
-@click.option("--auth", "auth_kind", type=AUTH_CHOICE, required=True,
-              help="How deliveries authenticate; secrets from GP_WEBHOOK_API_KEY (bearer) "
-                   "or GP_WEBHOOK_USERNAME + GP_WEBHOOK_PASSWORD (basic).")
-@click.option("--store", "store_url", default="sqlite:///webhooks.sqlite3", show_default=True,
-              help=_STORE_HELP)
+@click.option(
+    "--auth",
+    "auth_kind",
+    type=AUTH_CHOICE,
+    required=True,
+    help="How deliveries authenticate; secrets from GP_WEBHOOK_API_KEY (bearer) "
+    "or GP_WEBHOOK_USERNAME + GP_WEBHOOK_PASSWORD (basic).",
+)
+@click.option(
+    "--store",
+    "store_url",
+    default="sqlite:///webhooks.sqlite3",
+    show_default=True,
+    help=_STORE_HELP,
+)
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
 @click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True)
-@click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
-              help="Worker processes (uvicorn).")
-@click.option("--path", default=spec.DEFAULT_WEBHOOK_PATH, show_default=True,
-              help="The POST path deliveries arrive on.")
-@click.option("--max-body-bytes", type=click.IntRange(1), default=spec.WEBHOOK_MAX_BODY_BYTES,
-              show_default=True, help="Bodies larger than this are answered 413.")
-@click.option("--handler", default=None, metavar="MODULE:FUNCTION",
-              help="Run this function for every new action, after the acknowledgement.")
-@click.option("--ssl-certfile", type=_PEM_FILE, default=None, envvar="GP_WEBHOOK_SSL_CERTFILE",
-              help="Serve HTTPS with this PEM certificate (chain); with --ssl-keyfile. "
-                   "[env GP_WEBHOOK_SSL_CERTFILE]")
-@click.option("--ssl-keyfile", type=_PEM_FILE, default=None, envvar="GP_WEBHOOK_SSL_KEYFILE",
-              help="The certificate's PEM private key; an encrypted key's password from "
-                   f"{ENV_SSL_KEY_PASSWORD}. [env GP_WEBHOOK_SSL_KEYFILE]")
-@click.option("--metrics-port", type=click.IntRange(0, 65535), default=None,
-              help="Serve Prometheus metrics at /metrics on this port (same host) instead "
-                   "of on the delivery listener.")
-@click.option("--log-format", type=click.Choice(["text", "json"]), default="text",
-              show_default=True,
-              help="json: one JSON object a line (time, level, event, status, actionId, "
-                   "latency_ms); never a secret or a header.")
-def serve(auth_kind: str, store_url: str, host: str, port: int, workers: int, path: str,
-          max_body_bytes: int, handler: str | None, ssl_certfile: str | None,
-          ssl_keyfile: str | None, metrics_port: int | None, log_format: str) -> None:
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 64),
+    default=1,
+    show_default=True,
+    help="Worker processes (uvicorn).",
+)
+@click.option(
+    "--path",
+    default=spec.DEFAULT_WEBHOOK_PATH,
+    show_default=True,
+    help="The POST path deliveries arrive on.",
+)
+@click.option(
+    "--max-body-bytes",
+    type=click.IntRange(1),
+    default=spec.WEBHOOK_MAX_BODY_BYTES,
+    show_default=True,
+    help="Bodies larger than this are answered 413.",
+)
+@click.option(
+    "--handler",
+    default=None,
+    metavar="MODULE:FUNCTION",
+    help="Run this function for every new action, after the acknowledgement.",
+)
+@click.option(
+    "--ssl-certfile",
+    type=_PEM_FILE,
+    default=None,
+    envvar="GP_WEBHOOK_SSL_CERTFILE",
+    help="Serve HTTPS with this PEM certificate (chain); with --ssl-keyfile. "
+    "[env GP_WEBHOOK_SSL_CERTFILE]",
+)
+@click.option(
+    "--ssl-keyfile",
+    type=_PEM_FILE,
+    default=None,
+    envvar="GP_WEBHOOK_SSL_KEYFILE",
+    help="The certificate's PEM private key; an encrypted key's password from "
+    f"{ENV_SSL_KEY_PASSWORD}. [env GP_WEBHOOK_SSL_KEYFILE]",
+)
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    help="Serve Prometheus metrics at /metrics on this port (same host) instead "
+    "of on the delivery listener.",
+)
+@click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="json: one JSON object a line (time, level, event, status, actionId, "
+    "latency_ms); never a secret or a header.",
+)
+def serve(
+    auth_kind: str,
+    store_url: str,
+    host: str,
+    port: int,
+    workers: int,
+    path: str,
+    max_body_bytes: int,
+    handler: str | None,
+    ssl_certfile: str | None,
+    ssl_keyfile: str | None,
+    metrics_port: int | None,
+    log_format: str,
+) -> None:
     """Receive game-event webhooks until Ctrl-C/SIGTERM (in-flight requests are drained)."""
     import shutil
     import tempfile
@@ -99,19 +156,29 @@ def serve(auth_kind: str, store_url: str, host: str, port: int, workers: int, pa
             # Loaded once here, so a wrong file or password is one line, not a traceback
             # from every worker.
             ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(
-                ssl_certfile, ssl_keyfile, key_password)
+                ssl_certfile, ssl_keyfile, key_password
+            )
         except (ssl.SSLError, OSError) as exc:
-            fail(f"cannot use the TLS certificate {ssl_certfile} with key {ssl_keyfile}: "
-                 f"{exc}", bad_input=True)
+            fail(
+                f"cannot use the TLS certificate {ssl_certfile} with key {ssl_keyfile}: {exc}",
+                bad_input=True,
+            )
     scheme = "https" if ssl_certfile else "http"
     try:
         # Create the tables once here, so the workers do not race to create them.
         store.connect().close()
     except StoreError as exc:
         fail(str(exc))
-    os.environ.update(receiver_environment(store_url, auth_kind, path=path,
-                                          max_body_bytes=max_body_bytes, handler=handler,
-                                          metrics_public=metrics_port is None))
+    os.environ.update(
+        receiver_environment(
+            store_url,
+            auth_kind,
+            path=path,
+            max_body_bytes=max_body_bytes,
+            handler=handler,
+            metrics_public=metrics_port is None,
+        )
+    )
     # Bind once before the start-up line, so it never announces an address that is taken
     # (exit 3 instead); uvicorn binds again right after, with SO_REUSEADDR as here.
     with listening_socket(host, port) as probe:
@@ -128,10 +195,12 @@ def serve(auth_kind: str, store_url: str, host: str, port: int, workers: int, pa
         metrics_server = serve_metrics(host, metrics_port, store)
         metrics_line = f"; metrics: http://{host}:{metrics_port}{METRICS_PATH}"
     base = f"{scheme}://{host}:{port}"
-    listening = (f"receiving webhooks on {base}{path} (auth {auth_kind.upper()}, "
-                 f"store {store.url}, {workers} worker{'s' if workers > 1 else ''}); "
-                 f"health: {base}/healthz, readiness: {base}/readyz"
-                 + (metrics_line or f"; metrics: {base}{METRICS_PATH}"))
+    listening = (
+        f"receiving webhooks on {base}{path} (auth {auth_kind.upper()}, "
+        f"store {store.url}, {workers} worker{'s' if workers > 1 else ''}); "
+        f"health: {base}/healthz, readiness: {base}/readyz"
+        + (metrics_line or f"; metrics: {base}{METRICS_PATH}")
+    )
     logging_config = log_config(log_format)
     if logging_config is not None:
         # Every line JSON, the start-up line too.
@@ -141,13 +210,23 @@ def serve(auth_kind: str, store_url: str, host: str, port: int, workers: int, pa
         say(listening)
     try:
         uvicorn.run(
-            "gptools.webhooks:receiver_from_env", factory=True, host=host, port=port,
-            workers=workers, http="httptools", loop="uvloop", lifespan="on", access_log=False,
-            log_level="info", timeout_graceful_shutdown=10,
+            "gptools.webhooks:receiver_from_env",
+            factory=True,
+            host=host,
+            port=port,
+            workers=workers,
+            http="httptools",
+            loop="uvloop",
+            lifespan="on",
+            access_log=False,
+            log_level="info",
+            timeout_graceful_shutdown=10,
             # uvicorn kills a worker that does not answer its health ping within 5 s; a worker
             # still importing on a busy machine takes longer, and was killed over and over.
             timeout_worker_healthcheck=_WORKER_HEALTHCHECK_S,
-            ssl_certfile=ssl_certfile, ssl_keyfile=ssl_keyfile, ssl_keyfile_password=key_password,
+            ssl_certfile=ssl_certfile,
+            ssl_keyfile=ssl_keyfile,
+            ssl_keyfile_password=key_password,
             log_config=logging_config if logging_config is not None else LOGGING_CONFIG,
         )
     finally:
@@ -160,9 +239,13 @@ def serve(auth_kind: str, store_url: str, host: str, port: int, workers: int, pa
 @click.option("--store", "store_url", required=True, help=_STORE_HELP)
 @click.option("--format", "fmt", type=click.Choice(["jsonl", "parquet"]), required=True)
 @click.argument("out", type=click.Path(dir_okay=False, writable=True, path_type=Path))
-@click.option("--target", default=None, metavar="NAME",
-              help="Incremental: only the rows this target has not exported yet; the store's "
-                   "log purge keeps rows its export_target has not exported.")
+@click.option(
+    "--target",
+    default=None,
+    metavar="NAME",
+    help="Incremental: only the rows this target has not exported yet; the store's "
+    "log purge keeps rows its export_target has not exported.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def export(store_url: str, fmt: str, out: Path, target: str | None, as_json: bool) -> None:
     """Write the store's delivery log to OUT as JSONL or Parquet."""
@@ -173,19 +256,25 @@ def export(store_url: str, fmt: str, out: Path, target: str | None, as_json: boo
     except ValueError as exc:
         fail(str(exc), bad_input=True)
     try:
-        result = export_log(store, out, format="jsonl" if fmt == "jsonl" else "parquet",
-                            target=target)
+        result = export_log(
+            store, out, format="jsonl" if fmt == "jsonl" else "parquet", target=target
+        )
     except (StoreError, OSError) as exc:
         fail(f"export failed: {exc}")
-    emit({"path": str(result.path), "format": result.format, "records": result.records},
-         as_json=as_json,
-         human=lambda: f"wrote {result.records} delivery records to {result.path} ({fmt})")
+    emit(
+        {"path": str(result.path), "format": result.format, "records": result.records},
+        as_json=as_json,
+        human=lambda: f"wrote {result.records} delivery records to {result.path} ({fmt})",
+    )
 
 
 @webhooks.command("dead-letters")
 @click.option("--store", "store_url", required=True, help=_STORE_HELP)
-@click.option("--retry", is_flag=True,
-              help="Put every dead-lettered action back in the processing queue, due now.")
+@click.option(
+    "--retry",
+    is_flag=True,
+    help="Put every dead-lettered action back in the processing queue, due now.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def dead_letters(store_url: str, retry: bool, as_json: bool) -> None:
     """List the actions whose handler runs gave up (with their last error); --retry
@@ -205,14 +294,26 @@ def dead_letters(store_url: str, retry: bool, as_json: bool) -> None:
             conn.close()
     except StoreError as exc:
         fail(str(exc))
-    listed = [{"action_id": d.action_id, "first_received_at": format_utc(d.first_received_at),
-               "attempts": d.attempts, "last_error": d.last_error} for d in letters]
+    listed = [
+        {
+            "action_id": d.action_id,
+            "first_received_at": format_utc(d.first_received_at),
+            "attempts": d.attempts,
+            "last_error": d.last_error,
+        }
+        for d in letters
+    ]
 
     def human() -> str:
-        lines = [f"{d['action_id']}  {d['first_received_at']}  {d['attempts']} attempts  "
-                 f"{d['last_error']}" for d in listed]
-        lines.append(f"{len(listed)} dead-lettered action{'s' if len(listed) != 1 else ''}"
-                     + (f"; {retried} queued again" if retry else ""))
+        lines = [
+            f"{d['action_id']}  {d['first_received_at']}  {d['attempts']} attempts  "
+            f"{d['last_error']}"
+            for d in listed
+        ]
+        lines.append(
+            f"{len(listed)} dead-lettered action{'s' if len(listed) != 1 else ''}"
+            + (f"; {retried} queued again" if retry else "")
+        )
         return "\n".join(lines)
 
     emit({"dead_letters": listed, "retried": retried}, as_json=as_json, human=human)

@@ -58,9 +58,13 @@ class AsyncClient(BaseClient):
             raise TypeError("AsyncClient needs an httpx.AsyncBaseTransport; use Client for sync")
         # aiohttp by default (issue 13): httpx's own async pool slows down as concurrency
         # grows; httpx.AsyncHTTPTransport() is one argument away.
-        self._http = httpx.AsyncClient(base_url=self.settings.base_url, auth=self._auth(),
-                                       timeout=self.timeout, headers=dict(DEFAULT_HEADERS),
-                                       transport=transport or default_async_transport())
+        self._http = httpx.AsyncClient(
+            base_url=self.settings.base_url,
+            auth=self._auth(),
+            timeout=self.timeout,
+            headers=dict(DEFAULT_HEADERS),
+            transport=transport or default_async_transport(),
+        )
         # Pulsed whenever a request finishes, to wake the tasks waiting for a
         # place in a rate window. All bookkeeping runs on the loop's thread between awaits,
         # so it needs no lock.
@@ -86,8 +90,9 @@ class AsyncClient(BaseClient):
     # Operations
     # ----------------------------------------------------------------------------------
 
-    async def self(self, *, refresh: bool = False, timeout: TimeoutTypes | NotGiven = NOT_GIVEN
-             ) -> SelfInfo:
+    async def self(
+        self, *, refresh: bool = False, timeout: TimeoutTypes | NotGiven = NOT_GIVEN
+    ) -> SelfInfo:
         """``GET /self``: the principal type and allowed brands (cached; ``refresh`` re-reads)."""
         info = self._self_info
         if info is None or refresh:
@@ -120,21 +125,36 @@ class AsyncClient(BaseClient):
         call = self._build_configurations(game_id, currency_code, brand, await self.self())
         return await self._request(call, timeout)
 
-    async def game(self, game_id: str, *, brand: int | None = None,
-             timeout: TimeoutTypes | NotGiven = NOT_GIVEN) -> Game:
+    async def game(
+        self,
+        game_id: str,
+        *,
+        brand: int | None = None,
+        timeout: TimeoutTypes | NotGiven = NOT_GIVEN,
+    ) -> Game:
         """A game's configuration: buy features (price multipliers) and bet sizes."""
         return await self._request(self._build_game(game_id, brand, await self.self()), timeout)
 
-    async def create_campaign(self, request: CampaignRequest, *, brand: int | None = None,
-                        timeout: TimeoutTypes | NotGiven = NOT_GIVEN) -> CampaignCreated:
+    async def create_campaign(
+        self,
+        request: CampaignRequest,
+        *,
+        brand: int | None = None,
+        timeout: TimeoutTypes | NotGiven = NOT_GIVEN,
+    ) -> CampaignCreated:
         """Create a campaign. A ``requestId`` is generated when the request has none, and
         the same one is sent on every retry, so the campaign is created at most once."""
         call = self._build_create_campaign(request, brand, await self.self())
         return await self._request(call, timeout)
 
-    async def add_participants(self, campaign_id: str, player_ids: Sequence[str], *,
-                         brand: int | None = None,
-                         timeout: TimeoutTypes | NotGiven = NOT_GIVEN) -> ParticipantsAdded:
+    async def add_participants(
+        self,
+        campaign_id: str,
+        player_ids: Sequence[str],
+        *,
+        brand: int | None = None,
+        timeout: TimeoutTypes | NotGiven = NOT_GIVEN,
+    ) -> ParticipantsAdded:
         """Add players (external ids) to a campaign. Safe to retry: adding twice is a no-op."""
         call = self._build_add_participants(campaign_id, player_ids, brand, await self.self())
         return await self._request(call, timeout)
@@ -151,29 +171,36 @@ class AsyncClient(BaseClient):
         """Add a large list of players through the batch endpoint (assumed path and limit,
         see ``spec.ENDPOINT_BATCH_PARTICIPANT_TEMPLATE``); more than ``max_ids`` is refused
         locally."""
-        call = self._build_add_participants_batch(campaign_id, player_ids, brand, await self.self(),
-                                                  max_ids)
+        call = self._build_add_participants_batch(
+            campaign_id, player_ids, brand, await self.self(), max_ids
+        )
         return await self._request(call, timeout)
 
-    async def get_webhook_subscription(self, *, brand: int | None = None,
-                                 timeout: TimeoutTypes | NotGiven = NOT_GIVEN
-                                 ) -> WebhookSubscriptionInfo:
+    async def get_webhook_subscription(
+        self, *, brand: int | None = None, timeout: TimeoutTypes | NotGiven = NOT_GIVEN
+    ) -> WebhookSubscriptionInfo:
         """The brand's webhook subscription (assumed endpoint, see ``spec``)."""
         call = self._build_subscription("GET", None, brand, await self.self())
         return await self._request(call, timeout)
 
-    async def create_webhook_subscription(self, subscription: WebhookSubscription, *,
-                                    brand: int | None = None,
-                                    timeout: TimeoutTypes | NotGiven = NOT_GIVEN
-                                    ) -> WebhookSubscriptionInfo:
+    async def create_webhook_subscription(
+        self,
+        subscription: WebhookSubscription,
+        *,
+        brand: int | None = None,
+        timeout: TimeoutTypes | NotGiven = NOT_GIVEN,
+    ) -> WebhookSubscriptionInfo:
         """Create the brand's webhook subscription (``POST``, assumed endpoint)."""
         call = self._build_subscription("POST", subscription, brand, await self.self())
         return await self._request(call, timeout)
 
-    async def update_webhook_subscription(self, subscription: WebhookSubscription, *,
-                                    brand: int | None = None,
-                                    timeout: TimeoutTypes | NotGiven = NOT_GIVEN
-                                    ) -> WebhookSubscriptionInfo:
+    async def update_webhook_subscription(
+        self,
+        subscription: WebhookSubscription,
+        *,
+        brand: int | None = None,
+        timeout: TimeoutTypes | NotGiven = NOT_GIVEN,
+    ) -> WebhookSubscriptionInfo:
         """Replace the brand's webhook subscription (``PUT``, assumed endpoint)."""
         call = self._build_subscription("PUT", subscription, brand, await self.self())
         return await self._request(call, timeout)
@@ -192,8 +219,12 @@ class AsyncClient(BaseClient):
             step: M | Retry
             try:
                 response = await self._http.request(
-                    call.method, call.path, params=call.params, content=call.body,
-                    headers=self._headers(call), timeout=http_timeout,
+                    call.method,
+                    call.path,
+                    params=call.params,
+                    content=call.body,
+                    headers=self._headers(call),
+                    timeout=http_timeout,
                 )
             except httpx.TransportError as exc:
                 step = self._after_transport_error(call, exc, attempt)
@@ -232,10 +263,10 @@ class AsyncClient(BaseClient):
     def _release(self, ticket: Ticket | None, answer: Answer) -> None:
         if ticket is None:
             return
-        self.limiter.release(ticket, time.monotonic(), rate_limited=answer.rate_limited,
-                             retry_after=answer.pause)
+        self.limiter.release(
+            ticket, time.monotonic(), rate_limited=answer.rate_limited, retry_after=answer.pause
+        )
         # A pulse: set() wakes every task waiting now, clear() re-arms the event for the
         # next ones. Never replaced, as the client's views hold the same event.
         self._freed.set()
         self._freed.clear()
-

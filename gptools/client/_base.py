@@ -300,10 +300,15 @@ class BaseClient:
         if timeout is None:
             as_timeout(timeout)  # refused with its message: None is not "not given" here
         self.settings = ClientSettings.resolve(
-            base_url, username, password, env_file=env_file,
-            max_retries=(None if isinstance(max_retries, NotGiven)
-                         else _checked_max_retries(max_retries)),
-            timeout=None if isinstance(timeout, NotGiven) else timeout)
+            base_url,
+            username,
+            password,
+            env_file=env_file,
+            max_retries=(
+                None if isinstance(max_retries, NotGiven) else _checked_max_retries(max_retries)
+            ),
+            timeout=None if isinstance(timeout, NotGiven) else timeout,
+        )
         self.timeout = self.settings.timeout
         self.max_retries = self.settings.max_retries
         #: The brand every call acts on (``None``: each call's ``brand=``, see :meth:`brand`).
@@ -348,8 +353,10 @@ class BaseClient:
 
     def __repr__(self) -> str:
         brand = "" if self.brand_id is None else f", brand={self.brand_id}"
-        return (f"{type(self).__name__}(base_url={self.settings.base_url!r}, "
-                f"username={self.settings.username!r}{brand})")
+        return (
+            f"{type(self).__name__}(base_url={self.settings.base_url!r}, "
+            f"username={self.settings.username!r}{brand})"
+        )
 
     # ----------------------------------------------------------------------------------
     # Views: the same client with other options
@@ -460,7 +467,9 @@ class BaseClient:
                 raise BrandRequiredError(
                     f"{principal} accounts must name a brand; allowed: {_brand_list(info)}. "
                     "Pass brand=ID or use client.brand(ID)",
-                    code=spec.CODE_BRAND_REQUIRED, method=method, url=self.url_of(path),
+                    code=spec.CODE_BRAND_REQUIRED,
+                    method=method,
+                    url=self.url_of(path),
                     sent=False,
                 )
             return path
@@ -468,7 +477,9 @@ class BaseClient:
         if checked and brand not in info.brand_ids:
             raise BrandNotAllowedError(
                 f"brand {brand} is not among this account's allowed brands: {_brand_list(info)}",
-                code=spec.CODE_BRAND_NOT_ALLOWED, method=method, url=self.url_of(path),
+                code=spec.CODE_BRAND_NOT_ALLOWED,
+                method=method,
+                url=self.url_of(path),
                 sent=False,
             )
         return path
@@ -483,8 +494,9 @@ class BaseClient:
         body: bytes | None = None,
         idempotent: bool = True,
     ) -> Call[M]:
-        return Call(method, path, model, params, body, self.limiter.tiers_for(method, path),
-                    idempotent)
+        return Call(
+            method, path, model, params, body, self.limiter.tiers_for(method, path), idempotent
+        )
 
     # ----------------------------------------------------------------------------------
     # Operations (request building only)
@@ -497,8 +509,9 @@ class BaseClient:
         self, game_id: str | None, currency_code: str | None, brand: int | None, info: SelfInfo
     ) -> Call[AwardedFeatureConfigurations]:
         params = {
-            k: v for k, v in ((spec.QUERY_GAME_ID, game_id),
-                              (spec.QUERY_CURRENCY_CODE, currency_code)) if v is not None
+            k: v
+            for k, v in ((spec.QUERY_GAME_ID, game_id), (spec.QUERY_CURRENCY_CODE, currency_code))
+            if v is not None
         }
         path = self._brand_path("GET", spec.ENDPOINT_AWARDED_FEATURE_CONFIGURATIONS, brand, info)
         return self._call("GET", path, AwardedFeatureConfigurations, params=params)
@@ -525,8 +538,9 @@ class BaseClient:
             request = request.model_copy(update={"request_id": str(uuid.uuid4())})
         path = self._brand_path("POST", self._campaign_endpoint(), brand, info)
         body = request.to_wire(rename=self.campaign_field_names)
-        return self._call("POST", path, CampaignCreated, body=body,
-                          idempotent=request.request_id is not None)
+        return self._call(
+            "POST", path, CampaignCreated, body=body, idempotent=request.request_id is not None
+        )
 
     def _build_participants(
         self,
@@ -553,28 +567,42 @@ class BaseClient:
                 f"{len(ids)} player ids in one batch; the limit is {max_ids} "
                 "(spec.BATCH_PARTICIPANT_MAX_IDS, assumed; override with max_ids=)"
             )
-        endpoint = template.format(campaign=self._campaign_endpoint(),
-                                   campaign_id=quote(campaign_id, safe=""))
+        endpoint = template.format(
+            campaign=self._campaign_endpoint(), campaign_id=quote(campaign_id, safe="")
+        )
         path = self._brand_path("POST", endpoint, brand, info)
-        return self._call("POST", path, ParticipantsAdded,
-                          body=dumps_wire({spec.FIELD_PLAYER_IDS: ids}),
-                          idempotent=self.participant_retries)
+        return self._call(
+            "POST",
+            path,
+            ParticipantsAdded,
+            body=dumps_wire({spec.FIELD_PLAYER_IDS: ids}),
+            idempotent=self.participant_retries,
+        )
 
     def _build_add_participants(
         self, campaign_id: str, player_ids: Sequence[str], brand: int | None, info: SelfInfo
     ) -> Call[ParticipantsAdded]:
-        return self._build_participants(spec.ENDPOINT_PARTICIPANT_TEMPLATE, campaign_id,
-                                        player_ids, brand, info)
+        return self._build_participants(
+            spec.ENDPOINT_PARTICIPANT_TEMPLATE, campaign_id, player_ids, brand, info
+        )
 
     def _build_add_participants_batch(
-        self, campaign_id: str, player_ids: Sequence[str], brand: int | None, info: SelfInfo,
+        self,
+        campaign_id: str,
+        player_ids: Sequence[str],
+        brand: int | None,
+        info: SelfInfo,
         max_ids: int,
     ) -> Call[ParticipantsAdded]:
-        return self._build_participants(self.batch_participant_path, campaign_id, player_ids,
-                                        brand, info, max_ids=max_ids)
+        return self._build_participants(
+            self.batch_participant_path, campaign_id, player_ids, brand, info, max_ids=max_ids
+        )
 
     def _build_subscription(
-        self, method: str, subscription: WebhookSubscription | None, brand: int | None,
+        self,
+        method: str,
+        subscription: WebhookSubscription | None,
+        brand: int | None,
         info: SelfInfo,
     ) -> Call[WebhookSubscriptionInfo]:
         if method != "GET" and not isinstance(subscription, WebhookSubscription):
@@ -589,8 +617,9 @@ class BaseClient:
         body = subscription.to_wire() if subscription is not None else None
         # A second creation is refused once the first got through, so only GET and PUT
         # are repeated after an ambiguous failure.
-        return self._call(method, path, WebhookSubscriptionInfo, body=body,
-                          idempotent=method != "POST")
+        return self._call(
+            method, path, WebhookSubscriptionInfo, body=body, idempotent=method != "POST"
+        )
 
     # ----------------------------------------------------------------------------------
     # After an attempt: parse, map the error, decide on a retry
@@ -604,8 +633,9 @@ class BaseClient:
         status = response.status_code
         if 200 <= status <= 299:
             return NO_ANSWER
-        retry_after = parse_retry_after(response.headers.get("Retry-After"),
-                                        now=server_date(response))
+        retry_after = parse_retry_after(
+            response.headers.get("Retry-After"), now=server_date(response)
+        )
         error = self._error(call, response, attempt, retry_after)
         rate_limited = is_rate_limited(status, error.code, rate_limit_status=self.rate_limit_status)
         if not rate_limited:
@@ -614,8 +644,9 @@ class BaseClient:
         pause = None if retry_after is None else min(retry_after, self.retry_after_ceiling)
         return Answer(error, True, retry_after, pause)
 
-    def _after_response(self, call: Call[M], response: httpx.Response, attempt: int,
-                        answer: Answer) -> M | Retry:
+    def _after_response(
+        self, call: Call[M], response: httpx.Response, attempt: int, answer: Answer
+    ) -> M | Retry:
         """The parsed result of a 2xx, or a :class:`Retry`; raises the final error.
         ``answer`` is :meth:`_read_answer` of the same response."""
         status = response.status_code
@@ -624,8 +655,7 @@ class BaseClient:
         error = answer.error
         if error is None:
             return self._parse(call, response, attempt)
-        if not should_retry(status, rate_limited=answer.rate_limited,
-                            idempotent=call.idempotent):
+        if not should_retry(status, rate_limited=answer.rate_limited, idempotent=call.idempotent):
             raise error
         if attempt >= self.max_retries:
             raise error
@@ -634,23 +664,31 @@ class BaseClient:
             # Sleeping that long would look like a hang; the caller decides instead.
             raise error
         delay = retry_after if retry_after is not None else self._backoff(attempt)
-        self._log_retry(call, f"HTTP {status}" + (f" {error.code}" if error.code else ""),
-                        attempt, delay)
+        self._log_retry(
+            call, f"HTTP {status}" + (f" {error.code}" if error.code else ""), attempt, delay
+        )
         return Retry(delay)
 
-    def _after_transport_error(self, call: Call[M], exc: httpx.TransportError,
-                               attempt: int) -> Retry:
+    def _after_transport_error(
+        self, call: Call[M], exc: httpx.TransportError, attempt: int
+    ) -> Retry:
         """A :class:`Retry` after a connection error or time-out; raises the final error."""
         self._count("transport_errors")
         reached = not isinstance(exc, _NOT_SENT)
-        reason = _describe(exc) if reached else (
-            f"cannot connect to {self.settings.base_url}: {connect_failure(exc)}")
+        reason = (
+            _describe(exc)
+            if reached
+            else (f"cannot connect to {self.settings.base_url}: {connect_failure(exc)}")
+        )
         if attempt >= self.max_retries or not should_retry(
             None, rate_limited=False, idempotent=call.idempotent, reached=reached
         ):
             raise TransportError(
-                reason, method=call.method, url=self.url_of(call.path, call.params),
-                retries=attempt, sent=reached,
+                reason,
+                method=call.method,
+                url=self.url_of(call.path, call.params),
+                retries=attempt,
+                sent=reached,
             ) from exc
         delay = self._backoff(attempt)
         self._log_retry(call, reason, attempt, delay)
@@ -661,8 +699,15 @@ class BaseClient:
 
     def _log_retry(self, call: Call[M], reason: str, attempt: int, delay: float) -> None:
         self._count("retries")
-        log.info("retry %d of %d for %s %s after %s, in %.2f s", attempt + 1, self.max_retries,
-                 call.method, self.url_of(call.path, call.params), reason, delay)
+        log.info(
+            "retry %d of %d for %s %s after %s, in %.2f s",
+            attempt + 1,
+            self.max_retries,
+            call.method,
+            self.url_of(call.path, call.params),
+            reason,
+            delay,
+        )
 
     def _parse(self, call: Call[M], response: httpx.Response, retries: int) -> M:
         content = response.content
@@ -674,15 +719,18 @@ class BaseClient:
             raise ApiError(
                 f"unexpected answer from {call.method} {call.path}: expected {expected}; "
                 f"{_problems(exc)}",
-                status=response.status_code, method=call.method,
+                status=response.status_code,
+                method=call.method,
                 url=self.url_of(call.path, call.params),
-                body=response.text[:2000], retries=retries,
+                body=response.text[:2000],
+                retries=retries,
             ) from exc
         result._retries = retries
         return result
 
-    def _error(self, call: Call[M], response: httpx.Response, retries: int,
-               retry_after: float | None) -> ApiError:
+    def _error(
+        self, call: Call[M], response: httpx.Response, retries: int, retry_after: float | None
+    ) -> ApiError:
         raw = response.text
         body: ErrorBody | None = None
         try:
@@ -692,8 +740,13 @@ class BaseClient:
         except ValueError:
             body = None  # not the documented JSON: from_body keeps the raw text instead
         return ApiError.from_body(
-            response.status_code, body, raw=raw, method=call.method,
-            url=self.url_of(call.path, call.params), retries=retries, retry_after=retry_after,
+            response.status_code,
+            body,
+            raw=raw,
+            method=call.method,
+            url=self.url_of(call.path, call.params),
+            retries=retries,
+            retry_after=retry_after,
             rate_limit_status=self.rate_limit_status,
         )
 
@@ -742,7 +795,8 @@ def connect_failure(exc: BaseException) -> str:
     while cause is not None and id(cause) not in seen:
         seen.add(id(cause))
         if isinstance(cause, ConnectionRefusedError) or (
-                isinstance(cause, OSError) and cause.errno == errno.ECONNREFUSED):
+            isinstance(cause, OSError) and cause.errno == errno.ECONNREFUSED
+        ):
             return "connection refused"
         if isinstance(cause, OSError) and cause.strerror:
             os_error = cause

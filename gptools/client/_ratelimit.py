@@ -94,8 +94,7 @@ class RateLimiter:
         self.span = window + margin
         self._decrease = decrease_factor
         self._increase = increase_per_success
-        self._windows = {t.name: _Window(t.per_second) for t in self.tiers
-                         if not t.each_endpoint}
+        self._windows = {t.name: _Window(t.per_second) for t in self.tiers if not t.each_endpoint}
         self._by_endpoint: dict[str, tuple[str, ...]] = {}
 
     def tiers_for(self, method: str, path: str) -> tuple[str, ...]:

@@ -23,9 +23,7 @@ from gptools.errors import ConfigurationError
 #: or an :class:`httpx.Timeout` with every phase set.
 TimeoutTypes = float | tuple[float, float] | httpx.Timeout
 
-DEFAULT_TIMEOUT = httpx.Timeout(
-    C.DEFAULT_READ_TIMEOUT, connect=C.DEFAULT_CONNECT_TIMEOUT
-)
+DEFAULT_TIMEOUT = httpx.Timeout(C.DEFAULT_READ_TIMEOUT, connect=C.DEFAULT_CONNECT_TIMEOUT)
 
 
 def as_timeout(value: TimeoutTypes | None) -> httpx.Timeout:
@@ -46,8 +44,12 @@ def as_timeout(value: TimeoutTypes | None) -> httpx.Timeout:
         timeout = httpx.Timeout(float(value))
     else:
         raise ConfigurationError(f"timeout must be seconds or (connect, read), got {value!r}")
-    phases = {"connect": timeout.connect, "read": timeout.read, "write": timeout.write,
-              "pool": timeout.pool}
+    phases = {
+        "connect": timeout.connect,
+        "read": timeout.read,
+        "write": timeout.write,
+        "pool": timeout.pool,
+    }
     for phase, seconds in phases.items():
         if seconds is None or not seconds > 0:
             raise ConfigurationError(
@@ -66,7 +68,8 @@ def parse_timeout(text: str, *, name: str = C.ENV_TIMEOUT) -> httpx.Timeout:
         seconds = []
     if len(seconds) not in (1, 2):
         raise ConfigurationError(
-            f"{name} must be seconds or connect,read seconds (e.g. 10 or 2,30), got {text!r}")
+            f"{name} must be seconds or connect,read seconds (e.g. 10 or 2,30), got {text!r}"
+        )
     value: TimeoutTypes = seconds[0] if len(seconds) == 1 else (seconds[0], seconds[1])
     try:
         return as_timeout(value)
@@ -82,7 +85,8 @@ def parse_max_retries(text: str, *, name: str = C.ENV_MAX_RETRIES) -> int:
         retries = -1
     if retries < 0:
         raise ConfigurationError(
-            f"{name} must be a whole number of retries, 0 or more, got {text!r}")
+            f"{name} must be a whole number of retries, 0 or more, got {text!r}"
+        )
     return retries
 
 
@@ -162,8 +166,7 @@ class ClientSettings:
             )
         if max_retries is None:
             text = pick(None, C.ENV_MAX_RETRIES)
-            max_retries = (C.DEFAULT_MAX_RETRIES if not text
-                           else parse_max_retries(text))
+            max_retries = C.DEFAULT_MAX_RETRIES if not text else parse_max_retries(text)
         elif isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
             raise ConfigurationError(f"max_retries must be 0 or more, got {max_retries!r}")
         if timeout is None:
@@ -171,8 +174,13 @@ class ClientSettings:
             resolved = DEFAULT_TIMEOUT if not text else parse_timeout(text)
         else:
             resolved = as_timeout(timeout)
-        return cls(base_url=url.rstrip("/"), username=user, password=secret,
-                   max_retries=max_retries, timeout=resolved)
+        return cls(
+            base_url=url.rstrip("/"),
+            username=user,
+            password=secret,
+            max_retries=max_retries,
+            timeout=resolved,
+        )
 
 
 def safe_url(url: str | httpx.URL) -> str:

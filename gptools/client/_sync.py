@@ -51,9 +51,13 @@ class Client(BaseClient):
     def _setup(self, transport: httpx.BaseTransport | httpx.AsyncBaseTransport | None) -> None:
         if transport is not None and not isinstance(transport, httpx.BaseTransport):
             raise TypeError("Client needs a sync httpx.BaseTransport; use AsyncClient for async")
-        self._http = httpx.Client(base_url=self.settings.base_url, auth=self._auth(),
-                                  timeout=self.timeout, headers=dict(DEFAULT_HEADERS),
-                                  transport=transport)
+        self._http = httpx.Client(
+            base_url=self.settings.base_url,
+            auth=self._auth(),
+            timeout=self.timeout,
+            headers=dict(DEFAULT_HEADERS),
+            transport=transport,
+        )
         self._cond = threading.Condition()
         self._self_lock = threading.Lock()
 
@@ -76,8 +80,9 @@ class Client(BaseClient):
     # Operations
     # ----------------------------------------------------------------------------------
 
-    def self(self, *, refresh: bool = False, timeout: TimeoutTypes | NotGiven = NOT_GIVEN
-             ) -> SelfInfo:
+    def self(
+        self, *, refresh: bool = False, timeout: TimeoutTypes | NotGiven = NOT_GIVEN
+    ) -> SelfInfo:
         """``GET /self``: the principal type and allowed brands (cached; ``refresh`` re-reads)."""
         info = self._self_info
         if info is None or refresh:
@@ -110,21 +115,36 @@ class Client(BaseClient):
         call = self._build_configurations(game_id, currency_code, brand, self.self())
         return self._request(call, timeout)
 
-    def game(self, game_id: str, *, brand: int | None = None,
-             timeout: TimeoutTypes | NotGiven = NOT_GIVEN) -> Game:
+    def game(
+        self,
+        game_id: str,
+        *,
+        brand: int | None = None,
+        timeout: TimeoutTypes | NotGiven = NOT_GIVEN,
+    ) -> Game:
         """A game's configuration: buy features (price multipliers) and bet sizes."""
         return self._request(self._build_game(game_id, brand, self.self()), timeout)
 
-    def create_campaign(self, request: CampaignRequest, *, brand: int | None = None,
-                        timeout: TimeoutTypes | NotGiven = NOT_GIVEN) -> CampaignCreated:
+    def create_campaign(
+        self,
+        request: CampaignRequest,
+        *,
+        brand: int | None = None,
+        timeout: TimeoutTypes | NotGiven = NOT_GIVEN,
+    ) -> CampaignCreated:
         """Create a campaign. A ``requestId`` is generated when the request has none, and
         the same one is sent on every retry, so the campaign is created at most once."""
         call = self._build_create_campaign(request, brand, self.self())
         return self._request(call, timeout)
 
-    def add_participants(self, campaign_id: str, player_ids: Sequence[str], *,
-                         brand: int | None = None,
-                         timeout: TimeoutTypes | NotGiven = NOT_GIVEN) -> ParticipantsAdded:
+    def add_participants(
+        self,
+        campaign_id: str,
+        player_ids: Sequence[str],
+        *,
+        brand: int | None = None,
+        timeout: TimeoutTypes | NotGiven = NOT_GIVEN,
+    ) -> ParticipantsAdded:
         """Add players (external ids) to a campaign. Safe to retry: adding twice is a no-op."""
         call = self._build_add_participants(campaign_id, player_ids, brand, self.self())
         return self._request(call, timeout)
@@ -141,29 +161,36 @@ class Client(BaseClient):
         """Add a large list of players through the batch endpoint (assumed path and limit,
         see ``spec.ENDPOINT_BATCH_PARTICIPANT_TEMPLATE``); more than ``max_ids`` is refused
         locally."""
-        call = self._build_add_participants_batch(campaign_id, player_ids, brand, self.self(),
-                                                  max_ids)
+        call = self._build_add_participants_batch(
+            campaign_id, player_ids, brand, self.self(), max_ids
+        )
         return self._request(call, timeout)
 
-    def get_webhook_subscription(self, *, brand: int | None = None,
-                                 timeout: TimeoutTypes | NotGiven = NOT_GIVEN
-                                 ) -> WebhookSubscriptionInfo:
+    def get_webhook_subscription(
+        self, *, brand: int | None = None, timeout: TimeoutTypes | NotGiven = NOT_GIVEN
+    ) -> WebhookSubscriptionInfo:
         """The brand's webhook subscription (assumed endpoint, see ``spec``)."""
         call = self._build_subscription("GET", None, brand, self.self())
         return self._request(call, timeout)
 
-    def create_webhook_subscription(self, subscription: WebhookSubscription, *,
-                                    brand: int | None = None,
-                                    timeout: TimeoutTypes | NotGiven = NOT_GIVEN
-                                    ) -> WebhookSubscriptionInfo:
+    def create_webhook_subscription(
+        self,
+        subscription: WebhookSubscription,
+        *,
+        brand: int | None = None,
+        timeout: TimeoutTypes | NotGiven = NOT_GIVEN,
+    ) -> WebhookSubscriptionInfo:
         """Create the brand's webhook subscription (``POST``, assumed endpoint)."""
         call = self._build_subscription("POST", subscription, brand, self.self())
         return self._request(call, timeout)
 
-    def update_webhook_subscription(self, subscription: WebhookSubscription, *,
-                                    brand: int | None = None,
-                                    timeout: TimeoutTypes | NotGiven = NOT_GIVEN
-                                    ) -> WebhookSubscriptionInfo:
+    def update_webhook_subscription(
+        self,
+        subscription: WebhookSubscription,
+        *,
+        brand: int | None = None,
+        timeout: TimeoutTypes | NotGiven = NOT_GIVEN,
+    ) -> WebhookSubscriptionInfo:
         """Replace the brand's webhook subscription (``PUT``, assumed endpoint)."""
         call = self._build_subscription("PUT", subscription, brand, self.self())
         return self._request(call, timeout)
@@ -182,8 +209,12 @@ class Client(BaseClient):
             step: M | Retry
             try:
                 response = self._http.request(
-                    call.method, call.path, params=call.params, content=call.body,
-                    headers=self._headers(call), timeout=http_timeout,
+                    call.method,
+                    call.path,
+                    params=call.params,
+                    content=call.body,
+                    headers=self._headers(call),
+                    timeout=http_timeout,
                 )
             except httpx.TransportError as exc:
                 step = self._after_transport_error(call, exc, attempt)
@@ -219,7 +250,7 @@ class Client(BaseClient):
         if ticket is None:
             return
         with self._cond:
-            self.limiter.release(ticket, time.monotonic(), rate_limited=answer.rate_limited,
-                                 retry_after=answer.pause)
+            self.limiter.release(
+                ticket, time.monotonic(), rate_limited=answer.rate_limited, retry_after=answer.pause
+            )
             self._cond.notify_all()
-

@@ -108,8 +108,14 @@ class _Diffs:
     def both(self, kind: str, where: _Where, lv: Any, rv: Any) -> None:
         self.rows.append((kind, *where.row(), None, lv, rv))
 
-    def sides(self, lset: Iterable[Any], rset: Iterable[Any], kind: str, where: _Where,
-              item_is: str | None) -> None:
+    def sides(
+        self,
+        lset: Iterable[Any],
+        rset: Iterable[Any],
+        kind: str,
+        where: _Where,
+        item_is: str | None,
+    ) -> None:
         """Each item on one side only: it fills ``where``'s field ``item_is``, or with
         ``None`` (a cost, not a key) it is the side's value."""
         ls, rs = set(lset), set(rset)
@@ -176,27 +182,33 @@ def _compare_currency(
     here = _Where(game, currency)
     if not (_detailed(lrows) and _detailed(rrows)):
         diffs.sides(
-            (r.feature_cost for r in lrows), (r.feature_cost for r in rrows),
-            COST_MISSING, here, None,
+            (r.feature_cost for r in lrows),
+            (r.feature_cost for r in rrows),
+            COST_MISSING,
+            here,
+            None,
         )
         return
-    diffs.sides((r.base_bet for r in lrows), (r.base_bet for r in rrows),
-                BASE_BET_MISSING, here, "base_bet")
+    diffs.sides(
+        (r.base_bet for r in lrows), (r.base_bet for r in rrows), BASE_BET_MISSING, here, "base_bet"
+    )
     lfeat, rfeat = _by_feature(lrows), _by_feature(rrows)
     diffs.sides(lfeat, rfeat, BUY_FEATURE_MISSING, here, "feature")
     for feature in sorted(lfeat.keys() & rfeat.keys()):
         lmult = {r.price_multiplier for r in lfeat[feature]}
         rmult = {r.price_multiplier for r in rfeat[feature]}
         if lmult != rmult:
-            diffs.both(MULTIPLIER_CHANGED, _Where(game, currency, feature),
-                       _one(lmult), _one(rmult))
+            diffs.both(
+                MULTIPLIER_CHANGED, _Where(game, currency, feature), _one(lmult), _one(rmult)
+            )
             continue
         lcost = {r.base_bet: r.feature_cost for r in lfeat[feature]}
         rcost = {r.base_bet: r.feature_cost for r in rfeat[feature]}
         for base in sorted(lcost.keys() & rcost.keys(), key=_dec):
             if lcost[base] != rcost[base]:
-                diffs.both(COST_DIFFERS, _Where(game, currency, feature, base),
-                           lcost[base], rcost[base])
+                diffs.both(
+                    COST_DIFFERS, _Where(game, currency, feature, base), lcost[base], rcost[base]
+                )
 
 
 def _dec(value: Decimal | None) -> Decimal:

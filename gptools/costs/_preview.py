@@ -122,8 +122,10 @@ class CostBook:
             )
         if source == "configurations":
             if currencies is None:
-                raise ValueError("source='configurations' (the default) needs the currencies to "
-                                 "ask for; source='game' gives every currency of the game")
+                raise ValueError(
+                    "source='configurations' (the default) needs the currencies to "
+                    "ask for; source='game' gives every currency of the game"
+                )
             keys = [(g, c) for g in game_ids for c in currencies]
             self._fill(self._configs, keys, self._fetch_configs)
             return table_from_configurations(self._configs[k] for k in keys)
@@ -206,7 +208,8 @@ def cost_chart(
     not registered with pyplot.
     """
     figure_class: type[Figure] = import_extra(
-        "matplotlib.figure", "notebooks", "The cost chart").Figure
+        "matplotlib.figure", "notebooks", "The cost chart"
+    ).Figure
     frame = chart_frame(table, rates=rates)
     if ax is None:
         fig = figure_class(figsize=figsize, layout="constrained")

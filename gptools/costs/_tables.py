@@ -173,9 +173,7 @@ def _game_rows(
             continue
         for feature in game.buy_features:
             for base in base_bets:
-                cost = feature_cost(
-                    base, feature.price_multiplier, currency, overrides=exponents
-                )
+                cost = feature_cost(base, feature.price_multiplier, currency, overrides=exponents)
                 yield CostRow(
                     gid, currency, feature.buy_feature_type, base, feature.price_multiplier, cost
                 )
@@ -283,8 +281,13 @@ def write_stored_table(table: pd.DataFrame, path: str | Path) -> None:
                     "only game-endpoint or stored tables can be written"
                 )
             writer.writerow(
-                [r.game_id, r.currency, r.buy_feature_type, f"{r.base_bet:f}",
-                 f"{r.price_multiplier:f}"]
+                [
+                    r.game_id,
+                    r.currency,
+                    r.buy_feature_type,
+                    f"{r.base_bet:f}",
+                    f"{r.price_multiplier:f}",
+                ]
             )
 
 

@@ -300,9 +300,7 @@ class Journal:
             for row in rows:
                 result = check(row.raw)
                 if isinstance(result, Rejection):
-                    batch.append(
-                        (row.line, _storable(row.raw), None, result.code, result.message)
-                    )
+                    batch.append((row.line, _storable(row.raw), None, result.code, result.message))
                 else:
                     # The raw value is kept only where trimming changed it.
                     raw = None if row.raw == result else _storable(row.raw)
@@ -379,7 +377,9 @@ class Journal:
             ).fetchone()
             left = self._scalar(
                 "SELECT count(*) FROM ids WHERE seq BETWEEN ? AND ? AND status = ?",
-                first, last, PENDING,
+                first,
+                last,
+                PENDING,
             )
             if left == 0:
                 self._db.execute(
@@ -493,8 +493,13 @@ class _Transaction:
     exceptions that still commit what was done.
     """
 
-    def __init__(self, db: sqlite3.Connection, *, durable: bool = True,
-                 commit_on: tuple[type[BaseException], ...] = ()) -> None:
+    def __init__(
+        self,
+        db: sqlite3.Connection,
+        *,
+        durable: bool = True,
+        commit_on: tuple[type[BaseException], ...] = (),
+    ) -> None:
         self._db = db
         self._durable = durable
         self._commit_on = commit_on

@@ -83,7 +83,8 @@ Endpoint = Literal["single", "batch"]
 ENDPOINTS: Final = ("single", "batch")
 #: Ids per request when ``chunk_size`` is not given, per endpoint (both assumed).
 DEFAULT_CHUNK_SIZES: Final[dict[str, int]] = {
-    "single": spec.PARTICIPANT_MAX_IDS, "batch": spec.BATCH_PARTICIPANT_MAX_IDS,
+    "single": spec.PARTICIPANT_MAX_IDS,
+    "batch": spec.BATCH_PARTICIPANT_MAX_IDS,
 }
 #: The longest ``Retry-After`` the loader waits before sending a rate-limited chunk again;
 #: a longer hint is cut to this (the chunk is then refused again or goes through).
@@ -246,13 +247,20 @@ def load_participants(
             def check(raw: str | None) -> str | Rejection:
                 return check_player_id(raw, max_length=max_id_length, header=header)
 
-            with tqdm(desc=f"reading {src.description}", unit="rows", disable=not progress,
-                      leave=False) as bar:
+            with tqdm(
+                desc=f"reading {src.description}", unit="rows", disable=not progress, leave=False
+            ) as bar:
                 book.stage(
-                    src.rows(), check, chunk_size=chunk_size, progress=bar.update,
-                    settings={"source": src.description, "max_id_length": str(max_id_length),
-                              "endpoint": endpoint,
-                              **{f"source.{k}": v for k, v in src.details.items()}},
+                    src.rows(),
+                    check,
+                    chunk_size=chunk_size,
+                    progress=bar.update,
+                    settings={
+                        "source": src.description,
+                        "max_id_length": str(max_id_length),
+                        "endpoint": endpoint,
+                        **{f"source.{k}": v for k, v in src.details.items()},
+                    },
                 )
     finally:
         src.close()
@@ -260,18 +268,32 @@ def load_participants(
         # A resumed load keeps the endpoint it started with (journals from before the
         # option have none: they used the single endpoint).
         started_with = book.meta().get("endpoint", "single")
-        sender = _Sender(client, campaign_id, brand, book, concurrency=concurrency,
-                         max_attempts=max_attempts, rng=random.Random(seed),
-                         batch=started_with == "batch",
-                         id_refusals=frozenset(id_refusals))
+        sender = _Sender(
+            client,
+            campaign_id,
+            brand,
+            book,
+            concurrency=concurrency,
+            max_attempts=max_attempts,
+            rng=random.Random(seed),
+            batch=started_with == "batch",
+            id_refusals=frozenset(id_refusals),
+        )
         interrupted = False
         try:
             sender.run(progress)
         except KeyboardInterrupt:
             interrupted = True
-        summary = _summarise(book, campaign_id, brand, sender, resumed=resumed,
-                             interrupted=interrupted, elapsed=time.monotonic() - started,
-                             rejects=Path(rejects) if rejects is not None else None)
+        summary = _summarise(
+            book,
+            campaign_id,
+            brand,
+            sender,
+            resumed=resumed,
+            interrupted=interrupted,
+            elapsed=time.monotonic() - started,
+            rejects=Path(rejects) if rejects is not None else None,
+        )
     finally:
         book.close()
     if summary.rejects_file is not None:
@@ -346,8 +368,10 @@ FATAL: Final = "fatal"
 STOP: Final = "stop"
 
 
-def verdict(exc: ApiError | TransportError,
-            id_refusals: Collection[tuple[int, str]] = spec.PARTICIPANT_ID_REFUSALS) -> str:
+def verdict(
+    exc: ApiError | TransportError,
+    id_refusals: Collection[tuple[int, str]] = spec.PARTICIPANT_ID_REFUSALS,
+) -> str:
     """What a chunk's error means: :data:`RESEND` (temporary: the rate-limit answer, 5xx,
     408/425, no answer), :data:`BISECT` (a refusal about the ids: ``(status, code)`` in
     ``id_refusals``), :data:`FATAL` (the account, brand or campaign is wrong, or the client
@@ -422,8 +446,8 @@ class _Sender:
             # The chunk size was chosen (or defaulted) for the batch endpoint when the load
             # started; the client's own batch limit is that choice.
             return self.client.add_participants_batch(
-                self.campaign_id, ids, brand=self.brand,
-                max_ids=max(len(ids), self._chunk_size))
+                self.campaign_id, ids, brand=self.brand, max_ids=max(len(ids), self._chunk_size)
+            )
         return self.client.add_participants(self.campaign_id, ids, brand=self.brand)
 
     def run(self, progress: bool) -> None:
@@ -433,10 +457,16 @@ class _Sender:
         chunks = deque(self.book.open_chunks())
         retry: deque[_Work] = deque()
         inflight: dict[Future[Any], _Work] = {}
-        bar = tqdm(total=counts.rows, initial=done, desc=f"loading into {self.campaign_id}",
-                   unit="rows", disable=not progress)
-        pool = ThreadPoolExecutor(max_workers=self.concurrency,
-                                  thread_name_prefix="gptools-participants")
+        bar = tqdm(
+            total=counts.rows,
+            initial=done,
+            desc=f"loading into {self.campaign_id}",
+            unit="rows",
+            disable=not progress,
+        )
+        pool = ThreadPoolExecutor(
+            max_workers=self.concurrency, thread_name_prefix="gptools-participants"
+        )
         fatal: _Fatal | None = None
         try:
             while True:
@@ -448,8 +478,9 @@ class _Sender:
                     # Only backed-off re-sends are left: wait for the earliest.
                     time.sleep(max(0.0, min(w.not_before for w in retry) - time.monotonic()))
                     continue
-                finished, _ = wait(inflight, timeout=self._timeout(retry),
-                                   return_when=FIRST_COMPLETED)
+                finished, _ = wait(
+                    inflight, timeout=self._timeout(retry), return_when=FIRST_COMPLETED
+                )
                 # Answers that arrived together are committed (and synced) together.
                 with self.book.batch():
                     for future in finished:
@@ -578,4 +609,3 @@ class _Sender:
 
     def _slow_down(self) -> None:
         self._limit = max(1.0, self._limit / 2)
-

@@ -383,7 +383,9 @@ def _open_frame(frame: pd.DataFrame, column: str | int | None) -> Source:
     values = frame.iloc[:, index].tolist()
     name = str(names[index])
     return _ValuesSource(
-        f"DataFrame column {name!r}", _hash_values(values), {"kind": "DataFrame", "column": name},
+        f"DataFrame column {name!r}",
+        _hash_values(values),
+        {"kind": "DataFrame", "column": name},
         values,
     )
 
@@ -421,9 +423,12 @@ def _open_file(
     if scan.nul and not wide:
         raise _not_text(path, "it holds NUL bytes")
     if encoding is None and scan.encoding is None:
-        raise _not_text(path, "it is neither UTF-8, UTF-16 nor Windows-1252 (bytes such as "
-                              "0x81 or 0x9D are undefined there); if it really is Latin-1 "
-                              "text, name the encoding with encoding=...")
+        raise _not_text(
+            path,
+            "it is neither UTF-8, UTF-16 nor Windows-1252 (bytes such as "
+            "0x81 or 0x9D are undefined there); if it really is Latin-1 "
+            "text, name the encoding with encoding=...",
+        )
     sample = _sample_lines(path, enc)
     _check_text(path, sample)
     delim = delimiter if delimiter is not None else _sniff_delimiter(sample, path)
@@ -431,9 +436,16 @@ def _open_file(
         raise PlayerListError(f"{path}: the delimiter must be one character, got {delim!r}")
     first = _first_record(sample, delim)
     index = _pick_column(first, column, str(path))
-    header = index is not None and index < len(first) and (
-        is_header_name(first[index])
-        or (isinstance(column, str) and normalise_header(first[index]) == normalise_header(column))
+    header = (
+        index is not None
+        and index < len(first)
+        and (
+            is_header_name(first[index])
+            or (
+                isinstance(column, str)
+                and normalise_header(first[index]) == normalise_header(column)
+            )
+        )
     )
     if index is None:
         if delim != _NO_DELIMITER and max((len(r) for r in _records(sample, delim)), default=1) > 1:
@@ -452,7 +464,13 @@ def _open_file(
         "header": "yes" if header else "no",
     }
     return _TextFileSource(
-        str(path), fingerprint, details, path, enc, delim, index if delim != _NO_DELIMITER else 0,
+        str(path),
+        fingerprint,
+        details,
+        path,
+        enc,
+        delim,
+        index if delim != _NO_DELIMITER else 0,
         header,
     )
 
@@ -467,9 +485,16 @@ def _open_excel(path: Path, column: str | int | None, sheet: str | int | None, f
         book.close()
     first = [_text(v) or "" for v in first_values]
     index = _pick_column(first, column, f"{path} (sheet {title!r})")
-    header = index is not None and index < len(first) and (
-        is_header_name(first[index])
-        or (isinstance(column, str) and normalise_header(first[index]) == normalise_header(column))
+    header = (
+        index is not None
+        and index < len(first)
+        and (
+            is_header_name(first[index])
+            or (
+                isinstance(column, str)
+                and normalise_header(first[index]) == normalise_header(column)
+            )
+        )
     )
     if index is None:
         if widest > 1:
@@ -517,8 +542,9 @@ def _scan(path: Path) -> _Scan:
             if first:
                 first = False
                 encoding = _bom_encoding(block[:4096])
-                signature = next((name for magic, name in _BINARY_SIGNATURES
-                                  if block.startswith(magic)), None)
+                signature = next(
+                    (name for magic, name in _BINARY_SIGNATURES if block.startswith(magic)), None
+                )
             if encoding is None:
                 nul = nul or b"\x00" in block
                 if utf8_ok:
@@ -547,11 +573,13 @@ def _check_text(path: Path, sample: list[str]) -> None:
     text = "".join(sample)
     if "\x00" in text:
         raise _not_text(path, "it holds NUL characters")
-    controls = sum(1 for ch in text
-                   if unicodedata.category(ch) == "Cc" and ch not in _TEXT_CONTROLS)
+    controls = sum(
+        1 for ch in text if unicodedata.category(ch) == "Cc" and ch not in _TEXT_CONTROLS
+    )
     if text and controls > _MAX_CONTROL_SHARE * len(text):
-        raise _not_text(path, f"{controls} of its first {len(text)} characters are control "
-                              "characters")
+        raise _not_text(
+            path, f"{controls} of its first {len(text)} characters are control characters"
+        )
 
 
 def _bom_encoding(head: bytes) -> str | None:
@@ -614,4 +642,3 @@ def _sniff_delimiter(lines: list[str], path: Path) -> str:
         if width > 1 and count > best_score:
             best, best_score = candidate, count
     return best
-

@@ -130,16 +130,27 @@ class LoadSummary:
             ("duplicate", f"{self.duplicate:,}"),
             ("not attempted", f"{self.not_attempted:,}"),
             ("adds up", "yes" if self.balanced else "NO"),
-            ("requests", f"{self.requests:,} ({self.retries} retried by the client, "
-                         f"{self.rate_limited} rate-limited, {self.bisections} split)"),
-            ("chunks", f"{self.chunks_acknowledged:,} of {self.chunks:,} acknowledged "
-                       f"(size {self.chunk_size:,})"),
+            (
+                "requests",
+                f"{self.requests:,} ({self.retries} retried by the client, "
+                f"{self.rate_limited} rate-limited, {self.bisections} split)",
+            ),
+            (
+                "chunks",
+                f"{self.chunks_acknowledged:,} of {self.chunks:,} acknowledged "
+                f"(size {self.chunk_size:,})",
+            ),
         ]
         if self.rows == 0:
             out.insert(0, ("warning", "the list holds no player rows: nothing to load"))
         if self.resumed:
-            out.append(("resumed", f"yes; {self.unknown_resent} chunk(s) had no recorded answer "
-                                   "and were sent again"))
+            out.append(
+                (
+                    "resumed",
+                    f"yes; {self.unknown_resent} chunk(s) had no recorded answer "
+                    "and were sent again",
+                )
+            )
         if self.failed_chunks:
             out.append(("failed", f"{self.failed_chunks} chunk(s) gave up: {self.last_error}"))
         if self.interrupted:
@@ -151,9 +162,11 @@ class LoadSummary:
         return out
 
     def __repr__(self) -> str:
-        return (f"<LoadSummary campaign={self.campaign_id} rows={self.rows} "
-                f"loaded={self.loaded} rejected={self.rejected} duplicate={self.duplicate} "
-                f"not_attempted={self.not_attempted}>")
+        return (
+            f"<LoadSummary campaign={self.campaign_id} rows={self.rows} "
+            f"loaded={self.loaded} rejected={self.rejected} duplicate={self.duplicate} "
+            f"not_attempted={self.not_attempted}>"
+        )
 
     def __str__(self) -> str:
         head = f"Participants for campaign {self.campaign_id}"

@@ -36,13 +36,21 @@ REFUSED_BY_SERVER: Final = "refused_by_server"
 
 #: Every rejection reason code, in the order the summary lists them.
 REASON_CODES: Final = (
-    MISSING_FIELD, EMPTY, HEADER_ROW, CONTROL_CHARACTER, INVALID_TEXT, TOO_LONG, REFUSED_BY_SERVER,
+    MISSING_FIELD,
+    EMPTY,
+    HEADER_ROW,
+    CONTROL_CHARACTER,
+    INVALID_TEXT,
+    TOO_LONG,
+    REFUSED_BY_SERVER,
 )
 
 # White space that is trimmed. Other control characters (U+000B, U+000C, U+001C-U+001F...)
 # count as white space for str.strip() but are not trimmed here: they are rejected.
-_TRIM: Final = " \t\r\n\u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008" \
+_TRIM: Final = (
+    " \t\r\n\u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008"
     "\u2009\u200a\u200b\u2028\u2029\u202f\u205f\u3000\ufeff"
+)
 _CONTROL: Final = re.compile(spec.PLAYER_ID_CONTROL_PATTERN)
 _SURROGATE: Final = re.compile(r"[\ud800-\udfff]")
 
@@ -77,8 +85,11 @@ def check_player_id(
         return Rejection(EMPTY, "empty player id" + (" (only white space)" if raw else ""))
     form = normalise_header(value)
     if form in KNOWN_HEADER_FORMS or (header is not None and form == normalise_header(header)):
-        return Rejection(HEADER_ROW, f"{value!r} is a column header, not a player id "
-                                     "(a header row repeated inside the data)")
+        return Rejection(
+            HEADER_ROW,
+            f"{value!r} is a column header, not a player id "
+            "(a header row repeated inside the data)",
+        )
     if match := _CONTROL.search(value):
         char = match.group()
         name = unicodedata.name(char, None) or _C0_NAMES.get(char, "control character")
@@ -98,7 +109,14 @@ def check_player_id(
 
 
 _C0_NAMES: Final = {
-    "\x00": "NUL", "\x07": "BELL", "\x08": "BACKSPACE", "\t": "TAB", "\n": "LINE FEED",
-    "\x0b": "VERTICAL TAB", "\x0c": "FORM FEED", "\r": "CARRIAGE RETURN", "\x1b": "ESCAPE",
+    "\x00": "NUL",
+    "\x07": "BELL",
+    "\x08": "BACKSPACE",
+    "\t": "TAB",
+    "\n": "LINE FEED",
+    "\x0b": "VERTICAL TAB",
+    "\x0c": "FORM FEED",
+    "\r": "CARRIAGE RETURN",
+    "\x1b": "ESCAPE",
     "\x7f": "DELETE",
 }

@@ -47,8 +47,10 @@ class SandboxAccount:
     def __repr__(self) -> str:
         # Demo passwords are public, but a habit of never printing passwords is cheaper
         # than deciding case by case which ones are harmless.
-        return (f"SandboxAccount(key={self.key!r}, username={self.username!r}, "
-                f"principal_type={self.principal_type!r}, brand_ids={self.brand_ids!r})")
+        return (
+            f"SandboxAccount(key={self.key!r}, username={self.username!r}, "
+            f"principal_type={self.principal_type!r}, brand_ids={self.brand_ids!r})"
+        )
 
     @property
     def authorization(self) -> str:
@@ -58,16 +60,18 @@ class SandboxAccount:
 
 
 #: Every brand of the sandbox: id -> name.
-BRANDS: Mapping[int, str] = MappingProxyType({
-    101: "Lucky Lagoon",
-    201: "Northern Star Casino",
-    202: "Northern Star Sports",
-    203: "Polar Spins",
-    301: "Aurora Bingo",
-    901: "Uncovered Alpha",
-    902: "Uncovered Beta",
-    903: "Uncovered Gamma",
-})
+BRANDS: Mapping[int, str] = MappingProxyType(
+    {
+        101: "Lucky Lagoon",
+        201: "Northern Star Casino",
+        202: "Northern Star Sports",
+        203: "Polar Spins",
+        301: "Aurora Bingo",
+        901: "Uncovered Alpha",
+        902: "Uncovered Beta",
+        903: "Uncovered Gamma",
+    }
+)
 
 #: Brands that exist but that no account may act on.
 UNCOVERED_BRAND_IDS: tuple[int, ...] = (901, 902, 903)
@@ -75,22 +79,34 @@ UNCOVERED_BRAND_IDS: tuple[int, ...] = (901, 902, 903)
 _INTEGRATOR_BRANDS = (101, 201, 202, 203, 301)
 
 #: The fixed demo accounts, by key: ``individual``, ``partner``, ``third_party``, ``internal``.
-DEMO_ACCOUNTS: Mapping[str, SandboxAccount] = MappingProxyType({
-    "individual": SandboxAccount(
-        "individual", "demo-individual", "individual-demo-pass", spec.PRINCIPAL_INDIVIDUAL, (101,)
-    ),
-    "partner": SandboxAccount(
-        "partner", "demo-partner", "partner-demo-pass", spec.PRINCIPAL_PARTNER, (201, 202, 203)
-    ),
-    "third_party": SandboxAccount(
-        "third_party", "demo-third-party", "third-party-demo-pass", spec.PRINCIPAL_THIRD_PARTY,
-        (202, 301),
-    ),
-    "internal": SandboxAccount(
-        "internal", "demo-internal", "internal-demo-pass", spec.PRINCIPAL_INTERNAL,
-        _INTEGRATOR_BRANDS,
-    ),
-})
+DEMO_ACCOUNTS: Mapping[str, SandboxAccount] = MappingProxyType(
+    {
+        "individual": SandboxAccount(
+            "individual",
+            "demo-individual",
+            "individual-demo-pass",
+            spec.PRINCIPAL_INDIVIDUAL,
+            (101,),
+        ),
+        "partner": SandboxAccount(
+            "partner", "demo-partner", "partner-demo-pass", spec.PRINCIPAL_PARTNER, (201, 202, 203)
+        ),
+        "third_party": SandboxAccount(
+            "third_party",
+            "demo-third-party",
+            "third-party-demo-pass",
+            spec.PRINCIPAL_THIRD_PARTY,
+            (202, 301),
+        ),
+        "internal": SandboxAccount(
+            "internal",
+            "demo-internal",
+            "internal-demo-pass",
+            spec.PRINCIPAL_INTERNAL,
+            _INTEGRATOR_BRANDS,
+        ),
+    }
+)
 
 
 class Authenticator:
@@ -120,8 +136,10 @@ class Authenticator:
             return None
         username, sep, password = raw.partition(":")
         account = self._by_name.get(username)
-        if not sep or account is None or not hmac.compare_digest(
-            account.password.encode(), password.encode()
+        if (
+            not sep
+            or account is None
+            or not hmac.compare_digest(account.password.encode(), password.encode())
         ):
             return None
         return account

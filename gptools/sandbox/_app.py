@@ -84,23 +84,28 @@ class SandboxApp:
     ``routes`` are extra Starlette routes served under the inspection prefix.
     """
 
-    def __init__(self, config: SandboxConfig | None = None, *,
-                 routes: Sequence[BaseRoute] = ()) -> None:
+    def __init__(
+        self, config: SandboxConfig | None = None, *, routes: Sequence[BaseRoute] = ()
+    ) -> None:
         self.config = config or SandboxConfig()
         self.state = SandboxState(wallet_url=self.config.wallet_url)
         self.faults = Faults(self.config.seed)
         self._authenticate = Authenticator(self.config.accounts)
-        self._limiter = RateLimiter(
-            self.config.rate_tiers, self.config.rate_window.total_seconds()
-        ) if self.config.enforce_rate_limits else None
+        self._limiter = (
+            RateLimiter(self.config.rate_tiers, self.config.rate_window.total_seconds())
+            if self.config.enforce_rate_limits
+            else None
+        )
         self._inspection = build_inspection_app(self, routes)
         self._games = {g.game_id: dumps_wire(g.to_json()) for g in CATALOGUE}
         self._all_games = dumps_wire({spec.FIELD_CONTENT: [g.to_json() for g in CATALOGUE]})
         self._selves = {
-            a.username: dumps_wire({
-                "allowedBrands": [{"id": b, "name": BRANDS[b]} for b in a.brand_ids],
-                "principalType": a.principal_type,
-            })
+            a.username: dumps_wire(
+                {
+                    "allowedBrands": [{"id": b, "name": BRANDS[b]} for b in a.brand_ids],
+                    "principalType": a.principal_type,
+                }
+            )
             for a in self.config.accounts.values()
         }
         self._configurations: dict[tuple[str | None, str | None], bytes] = {}
@@ -120,8 +125,9 @@ class SandboxApp:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Serve one ASGI connection scope."""
         if scope["type"] != "http" or scope["path"].startswith("/_sandbox"):
-            await self._inspection(scope, receive, send if scope["type"] != "http"
-                                   else _dated(send))
+            await self._inspection(
+                scope, receive, send if scope["type"] != "http" else _dated(send)
+            )
             return
         method: str = scope["method"]
         path: str = scope["path"]
@@ -134,17 +140,26 @@ class SandboxApp:
         account = self._authenticate(header)
         raw_query: bytes = scope["query_string"]
         record = RecordedRequest(
-            method, path,
+            method,
+            path,
             dict(parse_qsl(raw_query.decode("latin-1"), keep_blank_values=True))
-            if raw_query else {},
-            account.username if account else None, None, 0, datetime.now(UTC), body,
+            if raw_query
+            else {},
+            account.username if account else None,
+            None,
+            0,
+            datetime.now(UTC),
+            body,
         )
         headers: tuple[tuple[bytes, bytes], ...] = ()
         try:
             status, payload = await self._serve(record, account)
         except Refusal as refusal:
-            status, payload, headers = (refusal.status, error_body(refusal.code, refusal.message,
-                                                                   path), refusal.headers)
+            status, payload, headers = (
+                refusal.status,
+                error_body(refusal.code, refusal.message, path),
+                refusal.headers,
+            )
         except _DropConnection:
             self._remember(record)
             await _drop(receive)
@@ -152,17 +167,22 @@ class SandboxApp:
         except Exception:
             logger.exception("sandbox handler failed on %s %s", method, path)
             status = 500
-            payload = error_body(spec.CODE_UNKNOWN_ERROR,
-                                 "unexpected failure in the sandbox", path)
+            payload = error_body(spec.CODE_UNKNOWN_ERROR, "unexpected failure in the sandbox", path)
         record.status = status
         self._remember(record)
         own_date = any(name == b"date" for name, _ in headers)
-        await send({
-            "type": "http.response.start",
-            "status": status,
-            "headers": [*_JSON_HEADERS, (b"content-length", str(len(payload)).encode()),
-                        *(() if own_date else ((b"date", http_date()),)), *headers],
-        })
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [
+                    *_JSON_HEADERS,
+                    (b"content-length", str(len(payload)).encode()),
+                    *(() if own_date else ((b"date", http_date()),)),
+                    *headers,
+                ],
+            }
+        )
         await send({"type": "http.response.body", "body": payload})
 
     def _remember(self, record: RecordedRequest) -> None:
@@ -178,25 +198,32 @@ class SandboxApp:
         if self._limiter is not None:
             with self.state.lock:
                 refused = self._limiter.admit(
-                    method, spec.endpoint_of(method, path), endpoint_class,
+                    method,
+                    spec.endpoint_of(method, path),
+                    endpoint_class,
                     account.username if account else "",
                     time.monotonic(),
                 )
             if refused is not None:
                 retry_after, tier = refused
                 raise Refusal(
-                    self.config.rate_limit_status, spec.RATE_LIMIT_CODE,
+                    self.config.rate_limit_status,
+                    spec.RATE_LIMIT_CODE,
                     f"rate limit exceeded: tier {tier.name} allows {tier.per_second} requests "
                     f"per {self.config.rate_window.total_seconds():g} s; "
                     f"retry after {retry_after} s",
                     ((b"retry-after", str(retry_after).encode()),),
                 )
         if account is None:
-            raise Refusal(401, spec.CODE_NOT_AUTHORIZED,
-                          "authentication failed: missing or wrong HTTP Basic credentials")
+            raise Refusal(
+                401,
+                spec.CODE_NOT_AUTHORIZED,
+                "authentication failed: missing or wrong HTTP Basic credentials",
+            )
         brand_segment, endpoint_path, handler, call_extra = _route(method, path)
-        call = _Call(record, account, self._brand(account, brand_segment, endpoint_path),
-                     *call_extra)
+        call = _Call(
+            record, account, self._brand(account, brand_segment, endpoint_path), *call_extra
+        )
         record.brand_id = call.brand_id if call.brand_id >= 0 else None
 
         rule = self.faults.pick(method, path, endpoint_path, endpoint_class)
@@ -206,24 +233,30 @@ class SandboxApp:
             if rule.drop:
                 raise _DropConnection
             if rule.status is not None:
-                raise Refusal(rule.status, rule.error_code,
-                              f"injected fault: {rule.endpoint} answers {rule.status}",
-                              self._fault_headers(rule.status, rule.headers))
+                raise Refusal(
+                    rule.status,
+                    rule.error_code,
+                    f"injected fault: {rule.endpoint} answers {rule.status}",
+                    self._fault_headers(rule.status, rule.headers),
+                )
         with self.state.lock:
             answer = handler(self, call)
         if rule is not None and rule.commit_then_fail:
-            raise Refusal(504, rule.error_code,
-                          "the server did not respond within the expected time "
-                          "(injected after the change was applied)")
+            raise Refusal(
+                504,
+                rule.error_code,
+                "the server did not respond within the expected time "
+                "(injected after the change was applied)",
+            )
         return answer
 
-    def _fault_headers(self, status: int,
-                       given: tuple[tuple[str, str], ...]) -> tuple[tuple[bytes, bytes], ...]:
+    def _fault_headers(
+        self, status: int, given: tuple[tuple[str, str], ...]
+    ) -> tuple[tuple[bytes, bytes], ...]:
         """The headers of an injected answer: the rule's, and for the rate-limit status a
         ``Retry-After: 1`` unless the rule gives its own (so it looks like a real one)."""
         headers = tuple((k.lower().encode(), v.encode("latin-1")) for k, v in given)
-        if status == self.config.rate_limit_status and all(k != b"retry-after"
-                                                            for k, _ in headers):
+        if status == self.config.rate_limit_status and all(k != b"retry-after" for k, _ in headers):
             headers = ((b"retry-after", b"1"), *headers)
         return headers
 
@@ -232,23 +265,35 @@ class SandboxApp:
         if endpoint_path == "/self":
             return -1
         if segment is None:
-            if (account.principal_type in spec.IMPLICIT_ALLOWED_PRINCIPALS
-                    and len(account.brand_ids) == 1):
+            if (
+                account.principal_type in spec.IMPLICIT_ALLOWED_PRINCIPALS
+                and len(account.brand_ids) == 1
+            ):
                 return account.brand_ids[0]
-            raise Refusal(400, spec.CODE_BRAND_REQUIRED,
-                          f"a {account.principal_type} account must name the brand: use "
-                          f"{spec.BRAND_PREFIX_TEMPLATE}{endpoint_path} with one of "
-                          f"{list(account.brand_ids)} (see GET {spec.SELF_PATH})")
+            raise Refusal(
+                400,
+                spec.CODE_BRAND_REQUIRED,
+                f"a {account.principal_type} account must name the brand: use "
+                f"{spec.BRAND_PREFIX_TEMPLATE}{endpoint_path} with one of "
+                f"{list(account.brand_ids)} (see GET {spec.SELF_PATH})",
+            )
         brand_id = int(segment) if segment.isascii() and segment.isdigit() else None
         if brand_id is None or not spec.is_brand_id(brand_id):
             # Not an int32 integer: names no brand at all (spec.BRAND_ID_NOT_INT32, assumed).
             status, code = spec.BRAND_ID_NOT_INT32
-            raise Refusal(status, code, f"brand {segment!r} is not an integer brand id "
-                                        f"(int32); allowed brands: {list(account.brand_ids)}")
+            raise Refusal(
+                status,
+                code,
+                f"brand {segment!r} is not an integer brand id "
+                f"(int32); allowed brands: {list(account.brand_ids)}",
+            )
         if brand_id not in account.brand_ids:
-            raise Refusal(403, spec.CODE_BRAND_NOT_ALLOWED,
-                          f"brand {segment!r} is not covered by this account; allowed brands: "
-                          f"{list(account.brand_ids)}")
+            raise Refusal(
+                403,
+                spec.CODE_BRAND_NOT_ALLOWED,
+                f"brand {segment!r} is not covered by this account; allowed brands: "
+                f"{list(account.brand_ids)}",
+            )
         return brand_id
 
     # ----------------------------------------------------------------------------------
@@ -276,8 +321,10 @@ class SandboxApp:
         key = (game_id, currency)
         body = self._configurations.get(key)
         if body is None:
-            content = [{"gameId": g, "bet": bet, "currencyCode": c}
-                       for g, bet, c in feature_costs(game_id, currency)]
+            content = [
+                {"gameId": g, "bet": bet, "currencyCode": c}
+                for g, bet, c in feature_costs(game_id, currency)
+            ]
             body = self._configurations[key] = dumps_wire({spec.FIELD_CONTENT: content})
         return 200, body
 
@@ -285,27 +332,32 @@ class SandboxApp:
         # The legacy path is named for free rounds (spec.LEGACY_CAMPAIGN_TYPES, assumed).
         return self._create_campaign(call, types=self.config.legacy_campaign_types)
 
-    def _create_campaign(self, call: _Call,
-                         types: tuple[str, ...] | None = None) -> _Answer:
+    def _create_campaign(self, call: _Call, types: tuple[str, ...] | None = None) -> _Answer:
         data = parse_json_object(call.record.body, "campaign")
         config = self.config
-        validate_campaign(data, config.player_id_max_length, config.campaign_players_max_ids,
-                          types=types if types is not None else CAMPAIGN_TYPES,
-                          free_rounds_bet_is_base_bet=config.free_rounds_bet_is_base_bet)
+        validate_campaign(
+            data,
+            config.player_id_max_length,
+            config.campaign_players_max_ids,
+            types=types if types is not None else CAMPAIGN_TYPES,
+            free_rounds_bet_is_base_bet=config.free_rounds_bet_is_base_bet,
+        )
         request_id: str | None = data.get("requestId")
         if request_id is not None:
             earlier = self.state.campaign_for_request_id(call.brand_id, request_id)
             if earlier is not None:
                 if earlier.body != data:
                     raise Refusal(
-                        spec.IDEMPOTENCY_CONFLICT_STATUS, spec.IDEMPOTENCY_CONFLICT_CODE,
+                        spec.IDEMPOTENCY_CONFLICT_STATUS,
+                        spec.IDEMPOTENCY_CONFLICT_CODE,
                         f"requestId {request_id!r} was already used for campaign "
                         f"{earlier.campaign_id} with a different body; use a new requestId "
                         f"for a different campaign",
                     )
-                return _json(spec.CAMPAIGN_REPLAY_STATUS,
-                             {spec.FIELD_CAMPAIGN_ID: earlier.campaign_id,
-                              "requestId": request_id})
+                return _json(
+                    spec.CAMPAIGN_REPLAY_STATUS,
+                    {spec.FIELD_CAMPAIGN_ID: earlier.campaign_id, "requestId": request_id},
+                )
         campaign = self.state.add_campaign(call.brand_id, request_id, data, call.record.at)
         players = data.get(spec.CAMPAIGN_PLAYERS_FIELD)
         if players:
@@ -319,14 +371,18 @@ class SandboxApp:
         campaign_id = call.campaign_id or ""
         campaign = self.state.campaigns.get(campaign_id)
         if campaign is None or campaign.brand_id != call.brand_id:
-            raise Refusal(403, spec.CODE_INVALID_REQUEST,
-                          f"campaign id {campaign_id!r} is invalid or does not exist")
+            raise Refusal(
+                403,
+                spec.CODE_INVALID_REQUEST,
+                f"campaign id {campaign_id!r} is invalid or does not exist",
+            )
         data = parse_json_object(call.record.body, "participant")
         config = self.config
         ids = validate_player_ids(
             data,
             config.batch_participant_max_ids if call.batch else config.participant_max_ids,
-            config.player_id_max_length, call.batch,
+            config.player_id_max_length,
+            call.batch,
         )
         if config.readd_participants_refused:
             # The other reading of spec.PARTICIPANT_ADDITION_IDEMPOTENT: a re-add is an error.
@@ -335,12 +391,15 @@ class SandboxApp:
             if again:
                 shown = ", ".join(repr(p) for p in again[:10])
                 more = f" and {len(again) - 10} more" if len(again) > 10 else ""
-                raise Refusal(spec.PARTICIPANT_EXISTS_STATUS, spec.PARTICIPANT_EXISTS_CODE,
-                              f"already participants of {campaign_id}: {shown}{more}; "
-                              f"nothing was added")
+                raise Refusal(
+                    spec.PARTICIPANT_EXISTS_STATUS,
+                    spec.PARTICIPANT_EXISTS_CODE,
+                    f"already participants of {campaign_id}: {shown}{more}; nothing was added",
+                )
         new = self.state.add_participants(campaign_id, ids)
-        return _json(200, {spec.FIELD_CAMPAIGN_ID: campaign_id, "added": len(ids),
-                           "newParticipants": new})
+        return _json(
+            200, {spec.FIELD_CAMPAIGN_ID: campaign_id, "added": len(ids), "newParticipants": new}
+        )
 
     def _subscription_answer(self, status: int, brand_id: int) -> _Answer:
         stored = self.state.subscriptions[brand_id]
@@ -348,7 +407,8 @@ class SandboxApp:
         answer["brandId"] = brand_id
         wallet = self.state.wallet_url
         answer["deliveryUrl"] = stored.get("callbackUrl") or (
-            wallet.rstrip("/") + spec.DEFAULT_WEBHOOK_PATH if wallet else None)
+            wallet.rstrip("/") + spec.DEFAULT_WEBHOOK_PATH if wallet else None
+        )
         return _json(status, answer)
 
     def _get_subscription(self, call: _Call) -> _Answer:
@@ -358,12 +418,15 @@ class SandboxApp:
 
     def _create_subscription(self, call: _Call) -> _Answer:
         if call.brand_id in self.state.subscriptions:
-            raise Refusal(spec.SUBSCRIPTION_EXISTS_STATUS, spec.SUBSCRIPTION_EXISTS_CODE,
-                          f"brand {call.brand_id} already has a webhook subscription; "
-                          f"update it with PUT")
+            raise Refusal(
+                spec.SUBSCRIPTION_EXISTS_STATUS,
+                spec.SUBSCRIPTION_EXISTS_CODE,
+                f"brand {call.brand_id} already has a webhook subscription; update it with PUT",
+            )
         data = parse_json_object(call.record.body, "webhook subscription")
         self.state.subscriptions[call.brand_id] = validate_subscription(
-            data, self.config.allow_insecure_callbacks)
+            data, self.config.allow_insecure_callbacks
+        )
         return self._subscription_answer(201, call.brand_id)
 
     def _update_subscription(self, call: _Call) -> _Answer:
@@ -371,18 +434,25 @@ class SandboxApp:
             raise _no_subscription(call.brand_id)
         data = parse_json_object(call.record.body, "webhook subscription")
         self.state.subscriptions[call.brand_id] = validate_subscription(
-            data, self.config.allow_insecure_callbacks)
+            data, self.config.allow_insecure_callbacks
+        )
         return self._subscription_answer(200, call.brand_id)
 
 
 def _game_not_found(game_id: str) -> Refusal:
-    return Refusal(spec.GAME_NOT_FOUND_STATUS, spec.GAME_NOT_FOUND_CODE,
-                   f"no game with gameId {game_id!r}; known: {', '.join(GAMES)}")
+    return Refusal(
+        spec.GAME_NOT_FOUND_STATUS,
+        spec.GAME_NOT_FOUND_CODE,
+        f"no game with gameId {game_id!r}; known: {', '.join(GAMES)}",
+    )
 
 
 def _no_subscription(brand_id: int) -> Refusal:
-    return Refusal(spec.NOT_FOUND_STATUS, spec.NOT_FOUND_CODE,
-                   f"brand {brand_id} has no webhook subscription; create one with POST")
+    return Refusal(
+        spec.NOT_FOUND_STATUS,
+        spec.NOT_FOUND_CODE,
+        f"brand {brand_id} has no webhook subscription; create one with POST",
+    )
 
 
 _ROUTES: dict[str, dict[str, _Handler]] = {
@@ -400,15 +470,14 @@ _ROUTES: dict[str, dict[str, _Handler]] = {
 _PARTICIPANT_METHODS: dict[str, _Handler] = {"POST": SandboxApp._add_participants}
 
 
-def _route(method: str, path: str) -> tuple[str | None, str, _Handler,
-                                            tuple[str | None, bool]]:
+def _route(method: str, path: str) -> tuple[str | None, str, _Handler, tuple[str | None, bool]]:
     """Split a path into (brand segment, endpoint path, handler, (campaign id, batch))."""
     if not path.startswith(spec.API_PREFIX + "/"):
         raise _not_found(path)
-    rest = path[len(spec.API_PREFIX):]
+    rest = path[len(spec.API_PREFIX) :]
     segment = None
     if rest.startswith("/brands/"):
-        segment, _, tail = rest[len("/brands/"):].partition("/")
+        segment, _, tail = rest[len("/brands/") :].partition("/")
         rest = "/" + tail
     if len(rest) > 1 and rest.endswith("/"):
         rest = rest[:-1]
@@ -421,14 +490,16 @@ def _route(method: str, path: str) -> tuple[str | None, str, _Handler,
         methods, extra = _PARTICIPANT_METHODS, (match.group(1), match.group(2) is not None)
     handler = methods.get(method)
     if handler is None:
-        raise Refusal(spec.METHOD_NOT_ALLOWED_STATUS, spec.METHOD_NOT_ALLOWED_CODE,
-                      f"{method} is not allowed on {path}; allowed: {', '.join(methods)}")
+        raise Refusal(
+            spec.METHOD_NOT_ALLOWED_STATUS,
+            spec.METHOD_NOT_ALLOWED_CODE,
+            f"{method} is not allowed on {path}; allowed: {', '.join(methods)}",
+        )
     return segment, rest, handler, extra
 
 
 def _not_found(path: str) -> Refusal:
-    return Refusal(spec.NOT_FOUND_STATUS, spec.NOT_FOUND_CODE,
-                   f"no API endpoint at {path}")
+    return Refusal(spec.NOT_FOUND_STATUS, spec.NOT_FOUND_CODE, f"no API endpoint at {path}")
 
 
 _date_cache: tuple[int, bytes] = (0, b"")
@@ -449,8 +520,7 @@ def _dated(send: Send) -> Send:
 
     async def dated(message: Message) -> None:
         if message["type"] == "http.response.start":
-            message = {**message, "headers": [*message.get("headers", ()),
-                                              (b"date", http_date())]}
+            message = {**message, "headers": [*message.get("headers", ()), (b"date", http_date())]}
         await send(message)
 
     return dated
@@ -485,7 +555,8 @@ async def _drop(receive: Receive) -> None:
             pass
 
 
-def create_app(config: SandboxConfig | None = None, *,
-               routes: Sequence[BaseRoute] = ()) -> SandboxApp:
+def create_app(
+    config: SandboxConfig | None = None, *, routes: Sequence[BaseRoute] = ()
+) -> SandboxApp:
     """Build the sandbox's ASGI application (serve it with any ASGI server)."""
     return SandboxApp(config, routes=routes)

@@ -60,15 +60,17 @@ def _d(*values: str) -> tuple[Decimal, ...]:
     return tuple(Decimal(v) for v in values)
 
 
-_STANDARD_BETS: Mapping[str, tuple[Decimal, ...]] = MappingProxyType({
-    "EUR": _d("0.10", "0.15", "0.20", "0.50", "1.00", "2.00", "5.00"),
-    "USD": _d("0.10", "0.20", "0.50", "1.00", "2.00", "5.00"),
-    "GBP": _d("0.10", "0.20", "0.40", "1.00", "2.00"),
-    "SEK": _d("1", "2", "5", "10", "20"),
-    "BRL": _d("0.50", "1.00", "2.50", "5.00"),
-    "JPY": _d("10", "20", "25", "50", "100", "200"),
-    "KWD": _d("0.050", "0.100", "0.250", "0.500", "1.000"),
-})
+_STANDARD_BETS: Mapping[str, tuple[Decimal, ...]] = MappingProxyType(
+    {
+        "EUR": _d("0.10", "0.15", "0.20", "0.50", "1.00", "2.00", "5.00"),
+        "USD": _d("0.10", "0.20", "0.50", "1.00", "2.00", "5.00"),
+        "GBP": _d("0.10", "0.20", "0.40", "1.00", "2.00"),
+        "SEK": _d("1", "2", "5", "10", "20"),
+        "BRL": _d("0.50", "1.00", "2.50", "5.00"),
+        "JPY": _d("10", "20", "25", "50", "100", "200"),
+        "KWD": _d("0.050", "0.100", "0.250", "0.500", "1.000"),
+    }
+)
 
 
 def _bf(kind: str, multiplier: str) -> CatalogueBuyFeature:
@@ -77,16 +79,31 @@ def _bf(kind: str, multiplier: str) -> CatalogueBuyFeature:
 
 #: The games of the sandbox, in a fixed order.
 CATALOGUE: tuple[CatalogueGame, ...] = (
-    CatalogueGame("golden-pharaoh", "Golden Pharaoh",
-                  (_bf("FREE_SPINS", "100"), _bf("SUPER_FREE_SPINS", "200")), _STANDARD_BETS),
+    CatalogueGame(
+        "golden-pharaoh",
+        "Golden Pharaoh",
+        (_bf("FREE_SPINS", "100"), _bf("SUPER_FREE_SPINS", "200")),
+        _STANDARD_BETS,
+    ),
     CatalogueGame("neon-fruits", "Neon Fruits", (_bf("FREE_SPINS", "75.5"),), _STANDARD_BETS),
-    CatalogueGame("viking-raid", "Viking Raid",
-                  (_bf("BONUS_GAME", "50"), _bf("FREE_SPINS", "120")),
-                  MappingProxyType({k: v for k, v in _STANDARD_BETS.items() if k != "KWD"})),
-    CatalogueGame("dragon-pearls", "Dragon Pearls",
-                  (_bf("HOLD_AND_WIN", "62.5"), _bf("FREE_SPINS", "150")), _STANDARD_BETS),
-    CatalogueGame("sweet-cascade", "Sweet Cascade",
-                  (_bf("FREE_SPINS", "100"), _bf("ANTE_FREE_SPINS", "120")), _STANDARD_BETS),
+    CatalogueGame(
+        "viking-raid",
+        "Viking Raid",
+        (_bf("BONUS_GAME", "50"), _bf("FREE_SPINS", "120")),
+        MappingProxyType({k: v for k, v in _STANDARD_BETS.items() if k != "KWD"}),
+    ),
+    CatalogueGame(
+        "dragon-pearls",
+        "Dragon Pearls",
+        (_bf("HOLD_AND_WIN", "62.5"), _bf("FREE_SPINS", "150")),
+        _STANDARD_BETS,
+    ),
+    CatalogueGame(
+        "sweet-cascade",
+        "Sweet Cascade",
+        (_bf("FREE_SPINS", "100"), _bf("ANTE_FREE_SPINS", "120")),
+        _STANDARD_BETS,
+    ),
     CatalogueGame("wild-safari", "Wild Safari", (_bf("FREE_SPINS", "80"),), _STANDARD_BETS),
     CatalogueGame("classic-sevens", "Classic Sevens", (), _STANDARD_BETS),
 )
@@ -111,8 +128,9 @@ def feature_cost(base_bet: Decimal, multiplier: Decimal, currency_code: str) -> 
     )
 
 
-def feature_costs(game_id: str | None = None,
-                  currency_code: str | None = None) -> Iterator[tuple[str, Decimal, str]]:
+def feature_costs(
+    game_id: str | None = None, currency_code: str | None = None
+) -> Iterator[tuple[str, Decimal, str]]:
     """Every ``(game id, feature cost, currency)`` of the catalogue, filters optional.
 
     "One entry per available feature cost": two buy features or base bets that give the
@@ -124,7 +142,10 @@ def feature_costs(game_id: str | None = None,
         for currency, bets in game.bet_sizes.items():
             if currency_code is not None and currency != currency_code:
                 continue
-            costs = dict.fromkeys(feature_cost(base, feature.price_multiplier, currency)
-                                  for feature in game.buy_features for base in bets)
+            costs = dict.fromkeys(
+                feature_cost(base, feature.price_multiplier, currency)
+                for feature in game.buy_features
+                for base in bets
+            )
             for cost in costs:
                 yield game.game_id, cost, currency

@@ -57,8 +57,12 @@ class SandboxConfig:
     def __post_init__(self) -> None:
         if self.rate_window <= timedelta(0):
             raise ValueError(f"rate_window must be positive, got {self.rate_window}")
-        for name in ("participant_max_ids", "batch_participant_max_ids",
-                     "player_id_max_length", "campaign_players_max_ids",
-                     "max_recorded_requests"):
+        for name in (
+            "participant_max_ids",
+            "batch_participant_max_ids",
+            "player_id_max_length",
+            "campaign_players_max_ids",
+            "max_recorded_requests",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")

@@ -167,9 +167,12 @@ class DeliveryTarget:
     authorization: str | None = field(default=None, repr=False)
 
     @classmethod
-    def from_subscription(cls, subscription: Mapping[str, Any], wallet_url: str | None = None,
-                          wallet_credentials: WalletCredentials | None = None
-                          ) -> DeliveryTarget:
+    def from_subscription(
+        cls,
+        subscription: Mapping[str, Any],
+        wallet_url: str | None = None,
+        wallet_credentials: WalletCredentials | None = None,
+    ) -> DeliveryTarget:
         """A target from a subscription body (camelCase wire fields, secrets in clear).
 
         Without ``callbackUrl`` (or without a subscription: ``{}``) the deliveries go to
@@ -179,14 +182,18 @@ class DeliveryTarget:
         url = subscription.get("callbackUrl")
         if not url:
             wallet = wallet_credentials or WalletCredentials()
-            return cls(_default_url(wallet_url), wallet.authentication_type,
-                       wallet.authorization)
+            return cls(_default_url(wallet_url), wallet.authentication_type, wallet.authorization)
         kind = str(subscription.get("authenticationType") or "NONE").upper()
         if kind == "BEARER":
             return cls(url, kind, f"Bearer {_secret(subscription.get('apiKey'))}")
         if kind == "BASIC":
-            return cls(url, kind, _basic(str(subscription.get("username", "")),
-                                         _secret(subscription.get("password"))))
+            return cls(
+                url,
+                kind,
+                _basic(
+                    str(subscription.get("username", "")), _secret(subscription.get("password"))
+                ),
+            )
         return cls(url, "NONE")
 
 
@@ -202,8 +209,9 @@ def _secret(value: object) -> str:
 
 def _default_url(wallet_url: str | None) -> str:
     if not wallet_url:
-        raise ValueError("no callback URL in the subscription and no wallet_url configured: "
-                         "nowhere to deliver")
+        raise ValueError(
+            "no callback URL in the subscription and no wallet_url configured: nowhere to deliver"
+        )
     return wallet_url.rstrip("/") + spec.DEFAULT_WEBHOOK_PATH
 
 
@@ -306,8 +314,7 @@ class WebhookDispatcher:
             transport=transport,
             # Always verified: against the given CA bundle, else the system's store.
             verify=ssl.create_default_context(cafile=ca_bundle) if ca_bundle else True,
-            limits=httpx.Limits(max_connections=concurrency,
-                                max_keepalive_connections=concurrency),
+            limits=httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency),
         )
 
     def close(self) -> None:
@@ -332,11 +339,17 @@ class WebhookDispatcher:
         if self.target is not None:
             return self.target
         subscription = self.subscriptions.get(brand_id, {}) if brand_id is not None else {}
-        return DeliveryTarget.from_subscription(subscription, self.wallet_url,
-                                                self.wallet_credentials)
+        return DeliveryTarget.from_subscription(
+            subscription, self.wallet_url, self.wallet_credentials
+        )
 
-    def enqueue(self, event: GameEventNotification, *, brand_id: int | None = None,
-                at: datetime | None = None) -> None:
+    def enqueue(
+        self,
+        event: GameEventNotification,
+        *,
+        brand_id: int | None = None,
+        at: datetime | None = None,
+    ) -> None:
         """Queue ``event`` for delivery at ``at`` (default: its own timestamp)."""
         due = at or event.timestamp
         pending = _Pending(event, event.to_wire(), self.target_for(brand_id), due)
@@ -363,15 +376,17 @@ class WebhookDispatcher:
                 horizon = max(self.clock.now(), first_due) + self.round_window
                 with self._lock:
                     batch: list[tuple[datetime, _Pending]] = []
-                    while (self._heap and len(batch) < self.concurrency
-                           and self._heap[0][0] <= horizon):
+                    while (
+                        self._heap and len(batch) < self.concurrency and self._heap[0][0] <= horizon
+                    ):
                         due, _, item = heapq.heappop(self._heap)
                         batch.append((due, item))
                 results = list(pool.map(lambda pair: self._attempt(*pair), batch))
                 for (_, item), attempt in zip(batch, results, strict=True):
                     self._settle(item, attempt)
-        statuses = Counter(str(a.status) if a.status is not None else "no answer"
-                           for a in self.attempts)
+        statuses = Counter(
+            str(a.status) if a.status is not None else "no answer" for a in self.attempts
+        )
         return DispatchReport(dict(self.outcomes), len(self.attempts), dict(statuses))
 
     def _attempt(self, due: datetime, item: _Pending) -> Attempt:
@@ -387,14 +402,22 @@ class WebhookDispatcher:
         status: int | None = None
         error: str | None = None
         try:
-            status = self._http.post(item.target.url, content=item.body,
-                                     headers=headers).status_code
+            status = self._http.post(
+                item.target.url, content=item.body, headers=headers
+            ).status_code
         except httpx.TimeoutException:
             error = "timeout"
         except httpx.TransportError as exc:
             error = f"connection failed: {type(exc).__name__}"
-        return Attempt(str(item.event.action_id), item.attempts, item.target.url, sent,
-                       status, error, time.perf_counter() - started)
+        return Attempt(
+            str(item.event.action_id),
+            item.attempts,
+            item.target.url,
+            sent,
+            status,
+            error,
+            time.perf_counter() - started,
+        )
 
     def _settle(self, item: _Pending, attempt: Attempt) -> None:
         self.attempts.append(attempt)
@@ -429,7 +452,8 @@ def attach_dispatcher(sandbox: Any, **options: Any) -> WebhookDispatcher:
     state = sandbox.state
     wallet_url = getattr(state, "wallet_url", None) or sandbox.config.wallet_url
     options.setdefault("wallet_credentials", sandbox.config.wallet_credentials)
-    dispatcher = WebhookDispatcher(subscriptions=state.subscriptions, wallet_url=wallet_url,
-                                   **options)
+    dispatcher = WebhookDispatcher(
+        subscriptions=state.subscriptions, wallet_url=wallet_url, **options
+    )
     sandbox.dispatcher = dispatcher
     return dispatcher

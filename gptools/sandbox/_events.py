@@ -172,10 +172,17 @@ class EventGenerator:
         events = ["FEATURE"] if awarded else ["COIN"]
         return self._event(game_id, player, campaign.bet, campaign.currency_code, events)
 
-    def _event(self, game_id: str, player: str, bet: Decimal, currency: str,
-               events: list[str]) -> GameEventNotification:
+    def _event(
+        self, game_id: str, player: str, bet: Decimal, currency: str, events: list[str]
+    ) -> GameEventNotification:
         round_id, action_id = self._ids()
         return GameEventNotification(
-            round_id=round_id, game_id=game_id, player_id=player, timestamp=self._now,
-            bet=bet, currency_code=currency, events=events, action_id=action_id,
+            round_id=round_id,
+            game_id=game_id,
+            player_id=player,
+            timestamp=self._now,
+            bet=bet,
+            currency_code=currency,
+            events=events,
+            action_id=action_id,
         )

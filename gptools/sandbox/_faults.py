@@ -12,9 +12,13 @@ from decimal import Decimal
 
 from gptools import spec
 
-_CLASSES = frozenset({
-    spec.ENDPOINT_CLASS_PARTICIPANT, spec.ENDPOINT_CLASS_CAMPAIGN_CREATE, spec.ENDPOINT_CLASS_OTHER
-})
+_CLASSES = frozenset(
+    {
+        spec.ENDPOINT_CLASS_PARTICIPANT,
+        spec.ENDPOINT_CLASS_CAMPAIGN_CREATE,
+        spec.ENDPOINT_CLASS_OTHER,
+    }
+)
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # an HTTP header name
 _CRLF = re.compile(r"[\r\n]")
 _CODE_BY_STATUS = {
@@ -67,19 +71,23 @@ class FaultRule:
         if self.latency_s < 0:
             raise ValueError(f"FaultRule latency_s must not be negative, got {self.latency_s}")
         if self.status is not None and not 400 <= self.status <= 599:
-            raise ValueError(f"FaultRule status must be an error status 400..599, "
-                             f"got {self.status}")
+            raise ValueError(
+                f"FaultRule status must be an error status 400..599, got {self.status}"
+            )
         if (self.status is not None) + self.drop + self.commit_then_fail > 1:
             raise ValueError("FaultRule takes one of status, drop and commit_then_fail")
         if self.headers and self.status is None:
             raise ValueError("FaultRule headers go with a status answer; give status")
         for name, value in self.headers:
             if not _TOKEN.fullmatch(name) or not isinstance(value, str) or _CRLF.search(value):
-                raise ValueError(f"FaultRule header {name!r}: {value!r} is not a valid "
-                                 "header name and one-line value")
+                raise ValueError(
+                    f"FaultRule header {name!r}: {value!r} is not a valid "
+                    "header name and one-line value"
+                )
         if self.status is None and not (self.drop or self.commit_then_fail or self.latency_s):
-            raise ValueError("FaultRule does nothing: give status, drop, commit_then_fail "
-                             "or latency_s")
+            raise ValueError(
+                "FaultRule does nothing: give status, drop, commit_then_fail or latency_s"
+            )
         if self.endpoint not in _CLASSES and self.endpoint != "*":
             method, _, glob = self.endpoint.partition(" ")
             if not method or not glob.startswith("/"):
@@ -92,13 +100,20 @@ class FaultRule:
     def from_json(cls, data: object) -> FaultRule:
         """A rule from its JSON object (the fields of this class), types checked."""
         kinds: dict[str, tuple[type, ...]] = {
-            "endpoint": (str,), "status": (int, type(None)), "rate": (int, Decimal, float),
-            "count": (int, type(None)), "latency_s": (int, Decimal, float), "drop": (bool,),
-            "commit_then_fail": (bool,), "code": (str, type(None)), "headers": (dict,),
+            "endpoint": (str,),
+            "status": (int, type(None)),
+            "rate": (int, Decimal, float),
+            "count": (int, type(None)),
+            "latency_s": (int, Decimal, float),
+            "drop": (bool,),
+            "commit_then_fail": (bool,),
+            "code": (str, type(None)),
+            "headers": (dict,),
         }
         if not isinstance(data, dict) or "endpoint" not in data:
-            raise ValueError(f"a fault rule is a JSON object with an endpoint and some of "
-                             f"{sorted(kinds)}")
+            raise ValueError(
+                f"a fault rule is a JSON object with an endpoint and some of {sorted(kinds)}"
+            )
         for key, value in data.items():
             if key not in kinds:
                 raise ValueError(f"unknown fault rule field {key!r}; known: {sorted(kinds)}")
@@ -106,10 +121,14 @@ class FaultRule:
             if bad_bool or not isinstance(value, kinds[key]):
                 raise ValueError(f"fault rule field {key} has the wrong type: {value!r}")
         return cls(
-            endpoint=data["endpoint"], status=data.get("status"),
-            rate=float(data.get("rate", 1.0)), count=data.get("count"),
-            latency_s=float(data.get("latency_s", 0.0)), drop=data.get("drop", False),
-            commit_then_fail=data.get("commit_then_fail", False), code=data.get("code"),
+            endpoint=data["endpoint"],
+            status=data.get("status"),
+            rate=float(data.get("rate", 1.0)),
+            count=data.get("count"),
+            latency_s=float(data.get("latency_s", 0.0)),
+            drop=data.get("drop", False),
+            commit_then_fail=data.get("commit_then_fail", False),
+            code=data.get("code"),
             headers=tuple((str(k), v) for k, v in data.get("headers", {}).items()),
         )
 
@@ -166,15 +185,17 @@ class Faults:
         with self._lock:
             return [r for r, left in zip(self._rules, self._left, strict=True) if left != 0]
 
-    def pick(self, method: str, path: str, endpoint_path: str,
-             endpoint_class: str) -> FaultRule | None:
+    def pick(
+        self, method: str, path: str, endpoint_path: str, endpoint_class: str
+    ) -> FaultRule | None:
         """The rule that hits this request, if any (its count is spent)."""
         if not self._rules:
             return None
         with self._lock:
             for i, rule in enumerate(self._rules):
-                if self._left[i] == 0 or not rule.matches(method, path, endpoint_path,
-                                                          endpoint_class):
+                if self._left[i] == 0 or not rule.matches(
+                    method, path, endpoint_path, endpoint_class
+                ):
                     continue
                 if rule.rate < 1.0 and self._rng.random() >= rule.rate:
                     continue

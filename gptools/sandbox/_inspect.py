@@ -39,8 +39,11 @@ def _answer(payload: Any, status: int = 200) -> Response:
 
 
 def _refuse(request: Request, message: str) -> Response:
-    return Response(error_body(spec.VALIDATION_ERROR_CODE, message, request.url.path), 400,
-                    media_type="application/json")
+    return Response(
+        error_body(spec.VALIDATION_ERROR_CODE, message, request.url.path),
+        400,
+        media_type="application/json",
+    )
 
 
 def build_inspection_app(app: SandboxApp, extra: Sequence[BaseRoute]) -> Starlette:
@@ -48,41 +51,68 @@ def build_inspection_app(app: SandboxApp, extra: Sequence[BaseRoute]) -> Starlet
     state = app.state
 
     async def accounts(request: Request) -> Response:
-        return _answer([
-            {"key": a.key, "username": a.username, "password": a.password,
-             "principalType": a.principal_type, "brandIds": list(a.brand_ids)}
-            for a in app.config.accounts.values()
-        ])
+        return _answer(
+            [
+                {
+                    "key": a.key,
+                    "username": a.username,
+                    "password": a.password,
+                    "principalType": a.principal_type,
+                    "brandIds": list(a.brand_ids),
+                }
+                for a in app.config.accounts.values()
+            ]
+        )
 
     async def requests(request: Request) -> Response:
         try:
             limit = int(request.query_params.get("limit", "0"))
         except ValueError:
-            return _refuse(request, f"limit must be an integer, got "
-                                    f"{request.query_params['limit']!r}")
+            return _refuse(
+                request, f"limit must be an integer, got {request.query_params['limit']!r}"
+            )
         with state.lock:
             records = list(state.requests[-limit:] if limit > 0 else state.requests)
-        return _answer([
-            {"method": r.method, "path": r.path, "query": r.query, "username": r.username,
-             "brandId": r.brand_id, "status": r.status, "at": r.at.isoformat(),
-             "body": r.body.decode("utf-8", errors="replace")}
-            for r in records
-        ])
+        return _answer(
+            [
+                {
+                    "method": r.method,
+                    "path": r.path,
+                    "query": r.query,
+                    "username": r.username,
+                    "brandId": r.brand_id,
+                    "status": r.status,
+                    "at": r.at.isoformat(),
+                    "body": r.body.decode("utf-8", errors="replace"),
+                }
+                for r in records
+            ]
+        )
 
     async def campaigns(request: Request) -> Response:
         with state.lock:
             stored = list(state.campaigns.values())
-        return _answer([
-            {"campaignId": c.campaign_id, "brandId": c.brand_id, "requestId": c.request_id,
-             "createdAt": c.created_at.isoformat(), "body": c.body}
-            for c in stored
-        ])
+        return _answer(
+            [
+                {
+                    "campaignId": c.campaign_id,
+                    "brandId": c.brand_id,
+                    "requestId": c.request_id,
+                    "createdAt": c.created_at.isoformat(),
+                    "body": c.body,
+                }
+                for c in stored
+            ]
+        )
 
     async def participants(request: Request) -> Response:
         campaign_id = request.path_params["campaign_id"]
         if campaign_id not in state.campaigns:
-            return Response(error_body(spec.NOT_FOUND_CODE, f"no campaign {campaign_id!r}",
-                                       request.url.path), 404, media_type="application/json")
+            return Response(
+                error_body(spec.NOT_FOUND_CODE, f"no campaign {campaign_id!r}", request.url.path),
+                404,
+                media_type="application/json",
+            )
         return _answer(state.participants(campaign_id))
 
     async def subscriptions(request: Request) -> Response:

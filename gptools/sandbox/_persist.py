@@ -51,8 +51,11 @@ def _locked(directory: Path) -> Iterator[IO[str]]:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            print(f"waiting for another gptools command that uses the sandbox state in "
-                  f"{directory} ...", file=sys.stderr)
+            print(
+                f"waiting for another gptools command that uses the sandbox state in "
+                f"{directory} ...",
+                file=sys.stderr,
+            )
             fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             yield lock
@@ -67,11 +70,14 @@ def load_state(state: SandboxState, path: Path) -> None:
     except FileNotFoundError:
         return
     except (OSError, ValueError) as exc:
-        raise SandboxStateError(f"{path}: cannot read the sandbox state ({exc}); "
-                                "`gptools sandbox reset` starts afresh") from None
+        raise SandboxStateError(
+            f"{path}: cannot read the sandbox state ({exc}); `gptools sandbox reset` starts afresh"
+        ) from None
     if not isinstance(data, dict) or data.get("version") != _FORMAT_VERSION:
-        raise SandboxStateError(f"{path}: not a sandbox state of this gptools version; "
-                                "`gptools sandbox reset` starts afresh")
+        raise SandboxStateError(
+            f"{path}: not a sandbox state of this gptools version; "
+            "`gptools sandbox reset` starts afresh"
+        )
     state.restore(data)
 
 

@@ -29,15 +29,17 @@ class RateLimiter:
         found = self._applicable.get(key)
         if found is None:
             found = tuple(
-                t for t in self._tiers
+                t
+                for t in self._tiers
                 if (t.methods is None or method in t.methods)
                 and (t.endpoint is None or t.endpoint == endpoint_class)
             )
             self._applicable[key] = found
         return found
 
-    def admit(self, method: str, endpoint: str, endpoint_class: str, user: str,
-              now: float) -> tuple[int, spec.RateTier] | None:
+    def admit(
+        self, method: str, endpoint: str, endpoint_class: str, user: str, now: float
+    ) -> tuple[int, spec.RateTier] | None:
         """Count the request and return ``None``; or, when some tier is full, return the
         Retry-After seconds (>= 1) and the tier that refused (the request is not counted).
 

@@ -12,8 +12,9 @@ from gptools.errors import GptoolsError
 class Refusal(GptoolsError):
     """Raised by a handler to answer with the documented error body."""
 
-    def __init__(self, status: int, code: str, message: str,
-                 headers: tuple[tuple[bytes, bytes], ...] = ()) -> None:
+    def __init__(
+        self, status: int, code: str, message: str, headers: tuple[tuple[bytes, bytes], ...] = ()
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.code = code

@@ -38,15 +38,21 @@ class RemoteState:
     def campaigns(self) -> dict[str, StoredCampaign]:
         """Campaign id -> the stored campaign, as the sandbox has them now."""
         return {
-            c["campaignId"]: StoredCampaign(c["campaignId"], c["brandId"], c["requestId"],
-                                            c["body"], datetime.fromisoformat(c["createdAt"]))
+            c["campaignId"]: StoredCampaign(
+                c["campaignId"],
+                c["brandId"],
+                c["requestId"],
+                c["body"],
+                datetime.fromisoformat(c["createdAt"]),
+            )
             for c in _get(self.base_url, "/campaigns")
         }
 
     def participants(self, campaign_id: str) -> dict[str, int]:
         """Player id -> how many times it was added (empty for an unknown campaign)."""
-        answer = httpx.get(f"{self.base_url}{PREFIX}/campaigns/{campaign_id}/participants",
-                           timeout=_TIMEOUT_S)
+        answer = httpx.get(
+            f"{self.base_url}{PREFIX}/campaigns/{campaign_id}/participants", timeout=_TIMEOUT_S
+        )
         if answer.status_code == 404:
             return {}
         answer.raise_for_status()
@@ -65,8 +71,9 @@ class RemoteSandbox:
         """The sandbox at ``base_url``; reads its accounts (raises if nothing answers)."""
         base_url = base_url.rstrip("/")
         accounts = {
-            a["key"]: SandboxAccount(a["key"], a["username"], a["password"],
-                                     a["principalType"], tuple(a["brandIds"]))
+            a["key"]: SandboxAccount(
+                a["key"], a["username"], a["password"], a["principalType"], tuple(a["brandIds"])
+            )
             for a in _get(base_url, "/accounts")
         }
         return cls(base_url, accounts)

@@ -23,8 +23,9 @@ _STOP_TIMEOUT_S = 10.0
 class _Server(uvicorn.Server):
     """A uvicorn server that reports when it listens (or failed to) through a callback."""
 
-    def __init__(self, config: uvicorn.Config,
-                 on_started: Callable[[_Server], None] | None = None) -> None:
+    def __init__(
+        self, config: uvicorn.Config, on_started: Callable[[_Server], None] | None = None
+    ) -> None:
         super().__init__(config)
         self.ready = threading.Event()
         self._on_started = on_started
@@ -51,8 +52,15 @@ def uvicorn_config(app: SandboxApp, host: str, port: int) -> uvicorn.Config:
     can replace (uvicorn would send both).
     """
     return uvicorn.Config(
-        app, host=host, port=port, loop="uvloop", http="httptools", lifespan="on",
-        log_level="warning", access_log=False, timeout_graceful_shutdown=2,
+        app,
+        host=host,
+        port=port,
+        loop="uvloop",
+        http="httptools",
+        lifespan="on",
+        log_level="warning",
+        access_log=False,
+        timeout_graceful_shutdown=2,
         date_header=False,
     )
 
@@ -94,8 +102,9 @@ class RunningSandbox:
 
 
 @contextmanager
-def run_sandbox(config: SandboxConfig | None = None, *, host: str = "127.0.0.1",
-                port: int = 0) -> Iterator[RunningSandbox]:
+def run_sandbox(
+    config: SandboxConfig | None = None, *, host: str = "127.0.0.1", port: int = 0
+) -> Iterator[RunningSandbox]:
     """Serve a new sandbox with a real uvicorn server in a background thread.
 
     Binds ``host`` on a free port by default, returns once the server accepts
@@ -108,8 +117,9 @@ def run_sandbox(config: SandboxConfig | None = None, *, host: str = "127.0.0.1",
     if not server.ready.wait(_START_TIMEOUT_S) or not server.started:
         server.should_exit = True
         thread.join(_STOP_TIMEOUT_S)
-        raise RuntimeError(f"the sandbox did not start on {host}:{port} "
-                           f"(see the log above for the reason)")
+        raise RuntimeError(
+            f"the sandbox did not start on {host}:{port} (see the log above for the reason)"
+        )
     try:
         yield RunningSandbox(f"http://{host}:{server.port}", app)
     finally:
@@ -117,11 +127,18 @@ def run_sandbox(config: SandboxConfig | None = None, *, host: str = "127.0.0.1",
         thread.join(_STOP_TIMEOUT_S)
 
 
-def serve_forever(config: SandboxConfig, *, host: str, port: int,
-                  on_started: Callable[[str], None], sock: socket.socket | None = None) -> None:
+def serve_forever(
+    config: SandboxConfig,
+    *,
+    host: str,
+    port: int,
+    on_started: Callable[[str], None],
+    sock: socket.socket | None = None,
+) -> None:
     """Serve a sandbox in the foreground until interrupted (Ctrl-C); on ``sock`` when given
     (already bound to ``host:port``), else on a socket uvicorn binds."""
     app = create_app(config)
-    server = _Server(uvicorn_config(app, host, port),
-                     on_started=lambda s: on_started(f"http://{host}:{s.port}"))
+    server = _Server(
+        uvicorn_config(app, host, port), on_started=lambda s: on_started(f"http://{host}:{s.port}")
+    )
     server.run(sockets=None if sock is None else [sock])

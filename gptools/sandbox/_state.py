@@ -88,8 +88,9 @@ class SandboxState:
         campaign_id = self._by_request_id.get((brand_id, request_id))
         return None if campaign_id is None else self.campaigns.get(campaign_id)
 
-    def add_campaign(self, brand_id: int, request_id: str | None, body: dict[str, Any],
-                     at: datetime) -> StoredCampaign:
+    def add_campaign(
+        self, brand_id: int, request_id: str | None, body: dict[str, Any], at: datetime
+    ) -> StoredCampaign:
         """Store a new campaign under the next deterministic id."""
         campaign = StoredCampaign(f"CMP-{self._next_campaign:06d}", brand_id, request_id, body, at)
         self._next_campaign += 1
@@ -116,9 +117,13 @@ class SandboxState:
             return {
                 "next_campaign": self._next_campaign,
                 "campaigns": [
-                    {"campaignId": c.campaign_id, "brandId": c.brand_id,
-                     "requestId": c.request_id, "createdAt": c.created_at.isoformat(),
-                     "body": c.body}
+                    {
+                        "campaignId": c.campaign_id,
+                        "brandId": c.brand_id,
+                        "requestId": c.request_id,
+                        "createdAt": c.created_at.isoformat(),
+                        "body": c.body,
+                    }
                     for c in self.campaigns.values()
                 ],
                 "participants": {k: dict(v) for k, v in self._participants.items()},
@@ -130,17 +135,24 @@ class SandboxState:
         with self.lock:
             self.clear()
             for c in snapshot.get("campaigns", []):
-                campaign = StoredCampaign(str(c["campaignId"]), int(c["brandId"]),
-                                          c.get("requestId"), dict(c["body"]),
-                                          datetime.fromisoformat(c["createdAt"]))
+                campaign = StoredCampaign(
+                    str(c["campaignId"]),
+                    int(c["brandId"]),
+                    c.get("requestId"),
+                    dict(c["body"]),
+                    datetime.fromisoformat(c["createdAt"]),
+                )
                 self.campaigns[campaign.campaign_id] = campaign
                 if campaign.request_id is not None:
                     self._by_request_id[(campaign.brand_id, campaign.request_id)] = (
-                        campaign.campaign_id)
+                        campaign.campaign_id
+                    )
                 self._participants[campaign.campaign_id] = Counter()
             for campaign_id, counts in snapshot.get("participants", {}).items():
                 self._participants[campaign_id] = Counter(
-                    {str(k): int(v) for k, v in counts.items()})
+                    {str(k): int(v) for k, v in counts.items()}
+                )
             self.subscriptions.update(
-                {int(k): dict(v) for k, v in snapshot.get("subscriptions", {}).items()})
+                {int(k): dict(v) for k, v in snapshot.get("subscriptions", {}).items()}
+            )
             self._next_campaign = int(snapshot.get("next_campaign", len(self.campaigns) + 1))

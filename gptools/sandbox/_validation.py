@@ -30,8 +30,9 @@ def _refuse(problems: list[str]) -> Refusal:
     shown = problems[:_SHOWN_PROBLEMS]
     more = len(problems) - len(shown)
     tail = f"; and {more} more" if more > 0 else ""
-    return Refusal(spec.VALIDATION_ERROR_STATUS, spec.VALIDATION_ERROR_CODE,
-                   "; ".join(shown) + tail)
+    return Refusal(
+        spec.VALIDATION_ERROR_STATUS, spec.VALIDATION_ERROR_CODE, "; ".join(shown) + tail
+    )
 
 
 def _show(value: Any) -> str:
@@ -52,8 +53,15 @@ def parse_json_object(body: bytes, what: str) -> dict[str, Any]:
     return data
 
 
-def _text(data: dict[str, Any], name: str, problems: list[str], *, required: bool,
-          min_len: int = 1, max_len: int | None = None) -> str | None:
+def _text(
+    data: dict[str, Any],
+    name: str,
+    problems: list[str],
+    *,
+    required: bool,
+    min_len: int = 1,
+    max_len: int | None = None,
+) -> str | None:
     value = data.get(name)
     if value is None:
         if required:
@@ -65,8 +73,10 @@ def _text(data: dict[str, Any], name: str, problems: list[str], *, required: boo
     if len(value) < min_len:
         problems.append(f"{name} must not be empty")
     elif max_len is not None and len(value) > max_len:
-        problems.append(f"{name} {_show(value)} is {len(value)} characters long; "
-                        f"the limit is {max_len} characters")
+        problems.append(
+            f"{name} {_show(value)} is {len(value)} characters long; "
+            f"the limit is {max_len} characters"
+        )
     return value
 
 
@@ -80,8 +90,10 @@ def player_id_problems(ids: Iterable[Any], field: str, max_length: int) -> list[
         elif not pid.strip():
             problems.append(f"{where} {pid!r} is empty")
         elif len(pid) > max_length:
-            problems.append(f"{where} {_show(pid)} is {len(pid)} characters long; "
-                            f"the limit is {max_length} characters")
+            problems.append(
+                f"{where} {_show(pid)} is {len(pid)} characters long; "
+                f"the limit is {max_length} characters"
+            )
         elif _CONTROL.search(pid):
             problems.append(f"{where} {pid!r} contains a control character")
     return problems
@@ -98,8 +110,10 @@ def _date(data: dict[str, Any], name: str, problems: list[str]) -> datetime | No
             raise TypeError
         return datetime.strptime(value, spec.CAMPAIGN_DATE_FORMAT)
     except (TypeError, ValueError):
-        problems.append(f"{name} {_show(value)} is not a wall-clock date-time like "
-                        f"2026-03-01T00:00:00 (no offset; the zone is timeZone)")
+        problems.append(
+            f"{name} {_show(value)} is not a wall-clock date-time like "
+            f"2026-03-01T00:00:00 (no offset; the zone is timeZone)"
+        )
         return None
 
 
@@ -118,10 +132,14 @@ def _required(name: str) -> bool:
     return name in spec.CAMPAIGN_REQUIRED_FIELDS
 
 
-def validate_campaign(data: dict[str, Any], player_id_max_length: int, players_max: int, *,
-                      types: tuple[str, ...] = CAMPAIGN_TYPES,
-                      free_rounds_bet_is_base_bet: bool = spec.FREE_ROUNDS_BET_IS_BASE_BET,
-                      ) -> None:
+def validate_campaign(
+    data: dict[str, Any],
+    player_id_max_length: int,
+    players_max: int,
+    *,
+    types: tuple[str, ...] = CAMPAIGN_TYPES,
+    free_rounds_bet_is_base_bet: bool = spec.FREE_ROUNDS_BET_IS_BASE_BET,
+) -> None:
     """Check a campaign creation body against every documented limit and assumption.
 
     Which fields are required, and the minima the document does not publish, come from
@@ -135,20 +153,44 @@ def validate_campaign(data: dict[str, Any], player_id_max_length: int, players_m
     kind = _text(data, "type", problems, required=_required("type"))
     if kind is not None and kind and kind not in types:
         if kind in CAMPAIGN_TYPES:
-            problems.append(f"type {_show(kind)} is not served on the legacy "
-                            f"{spec.ENDPOINT_LEGACY_CAMPAIGN} path (accepted: "
-                            f"{', '.join(types)}); use the unified {spec.ENDPOINT_CAMPAIGN} path")
+            problems.append(
+                f"type {_show(kind)} is not served on the legacy "
+                f"{spec.ENDPOINT_LEGACY_CAMPAIGN} path (accepted: "
+                f"{', '.join(types)}); use the unified {spec.ENDPOINT_CAMPAIGN} path"
+            )
         else:
-            problems.append(f"type {_show(kind)} is not a campaign type; "
-                            f"known: {', '.join(types)}")
-    _text(data, "name", problems, required=_required("name"), min_len=spec.NAME_MIN_LENGTH,
-          max_len=spec.NAME_MAX_LENGTH)
-    _text(data, "externalCampaignId", problems, required=_required("externalCampaignId"),
-          min_len=0, max_len=spec.EXTERNAL_CAMPAIGN_ID_MAX_LENGTH)
-    _text(data, "requestId", problems, required=_required("requestId"),
-          max_len=spec.REQUEST_ID_MAX_LENGTH)
-    _text(data, "rulesUrl", problems, required=_required("rulesUrl"), min_len=0,
-          max_len=spec.RULES_URL_MAX_LENGTH)
+            problems.append(f"type {_show(kind)} is not a campaign type; known: {', '.join(types)}")
+    _text(
+        data,
+        "name",
+        problems,
+        required=_required("name"),
+        min_len=spec.NAME_MIN_LENGTH,
+        max_len=spec.NAME_MAX_LENGTH,
+    )
+    _text(
+        data,
+        "externalCampaignId",
+        problems,
+        required=_required("externalCampaignId"),
+        min_len=0,
+        max_len=spec.EXTERNAL_CAMPAIGN_ID_MAX_LENGTH,
+    )
+    _text(
+        data,
+        "requestId",
+        problems,
+        required=_required("requestId"),
+        max_len=spec.REQUEST_ID_MAX_LENGTH,
+    )
+    _text(
+        data,
+        "rulesUrl",
+        problems,
+        required=_required("rulesUrl"),
+        min_len=0,
+        max_len=spec.RULES_URL_MAX_LENGTH,
+    )
 
     bet_number = data.get("betNumber")
     if bet_number is None:
@@ -157,8 +199,10 @@ def validate_campaign(data: dict[str, Any], player_id_max_length: int, players_m
     elif isinstance(bet_number, bool) or not isinstance(bet_number, int):
         problems.append(f"betNumber must be an integer, got {_show(bet_number)}")
     elif not spec.BET_NUMBER_MIN <= bet_number <= spec.BET_NUMBER_MAX:
-        problems.append(f"betNumber {bet_number} is out of range; "
-                        f"allowed {spec.BET_NUMBER_MIN}..{spec.BET_NUMBER_MAX}")
+        problems.append(
+            f"betNumber {bet_number} is out of range; "
+            f"allowed {spec.BET_NUMBER_MIN}..{spec.BET_NUMBER_MAX}"
+        )
 
     games: list[str] = []
     game_ids = data.get("gameIds")
@@ -166,13 +210,16 @@ def validate_campaign(data: dict[str, Any], player_id_max_length: int, players_m
         if _required("gameIds"):
             problems.append("gameIds is required")
     elif not isinstance(game_ids, list) or len(game_ids) < spec.GAME_IDS_MIN:
-        problems.append(f"gameIds must be a list of at least {spec.GAME_IDS_MIN} game id(s), "
-                        f"got {_show(game_ids)}")
+        problems.append(
+            f"gameIds must be a list of at least {spec.GAME_IDS_MIN} game id(s), "
+            f"got {_show(game_ids)}"
+        )
     else:
         for i, gid in enumerate(game_ids):
             if not isinstance(gid, str) or gid not in GAMES:
-                problems.append(f"gameIds[{i}] {_show(gid)} is not a game; "
-                                f"known: {', '.join(GAMES)}")
+                problems.append(
+                    f"gameIds[{i}] {_show(gid)} is not a game; known: {', '.join(GAMES)}"
+                )
             else:
                 games.append(gid)
 
@@ -189,18 +236,27 @@ def validate_campaign(data: dict[str, Any], player_id_max_length: int, players_m
         if _required("bet"):
             problems.append("bet is required")
     elif bet is None or bet <= spec.BET_EXCLUSIVE_MIN:
-        problems.append(f"bet must be a JSON number above {spec.BET_EXCLUSIVE_MIN}, "
-                        f"got {_show(raw_bet)}")
+        problems.append(
+            f"bet must be a JSON number above {spec.BET_EXCLUSIVE_MIN}, got {_show(raw_bet)}"
+        )
     elif currency and games and kind in types:
         problems.extend(_bet_problems(kind, bet, currency, games, free_rounds_bet_is_base_bet))
 
-    start, end = _date(data, spec.CAMPAIGN_START_FIELD, problems), _date(
-        data, spec.CAMPAIGN_END_FIELD, problems)
+    start, end = (
+        _date(data, spec.CAMPAIGN_START_FIELD, problems),
+        _date(data, spec.CAMPAIGN_END_FIELD, problems),
+    )
     if start is not None and end is not None and end <= start:
-        problems.append(f"{spec.CAMPAIGN_END_FIELD} {data[spec.CAMPAIGN_END_FIELD]!r} must be "
-                        f"after {spec.CAMPAIGN_START_FIELD} {data[spec.CAMPAIGN_START_FIELD]!r}")
-    zone = _text(data, spec.CAMPAIGN_TIME_ZONE_FIELD, problems,
-                 required=_required(spec.CAMPAIGN_TIME_ZONE_FIELD))
+        problems.append(
+            f"{spec.CAMPAIGN_END_FIELD} {data[spec.CAMPAIGN_END_FIELD]!r} must be "
+            f"after {spec.CAMPAIGN_START_FIELD} {data[spec.CAMPAIGN_START_FIELD]!r}"
+        )
+    zone = _text(
+        data,
+        spec.CAMPAIGN_TIME_ZONE_FIELD,
+        problems,
+        required=_required(spec.CAMPAIGN_TIME_ZONE_FIELD),
+    )
     if zone:
         problem = spec.time_zone_problem(zone)
         if problem is not None:
@@ -219,13 +275,16 @@ def validate_campaign(data: dict[str, Any], player_id_max_length: int, players_m
         raise _refuse(problems)
 
 
-def _bet_problems(kind: str, bet: Decimal, currency: str, games: list[str],
-                  free_rounds_bet_is_base_bet: bool) -> list[str]:
+def _bet_problems(
+    kind: str, bet: Decimal, currency: str, games: list[str], free_rounds_bet_is_base_bet: bool
+) -> list[str]:
     # spec.BET_MAX_DECIMALS (assumed): no finer than the currency's minor unit.
     quantum = minor_unit_exponent(currency)
     if bet != bet.quantize(quantum):
-        return [f"bet {bet} has more decimals than {currency} allows "
-                f"({get_currency_precision(currency)} decimals)"]
+        return [
+            f"bet {bet} has more decimals than {currency} allows "
+            f"({get_currency_precision(currency)} decimals)"
+        ]
     if kind != spec.CAMPAIGN_TYPE_AWARDED_FEATURE and not free_rounds_bet_is_base_bet:
         return []
     problems = []
@@ -233,19 +292,24 @@ def _bet_problems(kind: str, bet: Decimal, currency: str, games: list[str],
         if kind == spec.CAMPAIGN_TYPE_AWARDED_FEATURE:
             valid = sorted({cost for _, cost, _ in feature_costs(gid, currency)})
             if bet not in valid:
-                hint = (f"valid feature costs (base bet × price multiplier): {_list(valid)}"
-                        if valid else "the game has no buy feature")
+                hint = (
+                    f"valid feature costs (base bet × price multiplier): {_list(valid)}"
+                    if valid
+                    else "the game has no buy feature"
+                )
                 problems.append(f"bet {bet} is not a feature cost of {gid} in {currency}; {hint}")
         else:
             sizes = GAMES[gid].bet_sizes[currency]
             if bet not in sizes:
-                problems.append(f"bet {bet} is not a bet size of {gid} in {currency}; "
-                                f"valid: {_list(sizes)}")
+                problems.append(
+                    f"bet {bet} is not a bet size of {gid} in {currency}; valid: {_list(sizes)}"
+                )
     return problems
 
 
-def validate_player_ids(data: dict[str, Any], max_ids: int, max_length: int,
-                        batch: bool) -> list[str]:
+def validate_player_ids(
+    data: dict[str, Any], max_ids: int, max_length: int, batch: bool
+) -> list[str]:
     """The ``playerIds`` of a participant body, or a refusal naming the offending ids."""
     field = spec.FIELD_PLAYER_IDS
     ids = data.get(field)
@@ -275,13 +339,16 @@ def validate_subscription(data: dict[str, Any], allow_insecure: bool) -> dict[st
     kind = data.get("authenticationType")
     if kind is None:
         if spec.WEBHOOK_AUTH_TYPE_REQUIRED:
-            problems.append(f"authenticationType is required: one of "
-                            f"{', '.join(spec.WEBHOOK_AUTH_TYPES)} (NONE is not recommended "
-                            f"for production)")
+            problems.append(
+                f"authenticationType is required: one of "
+                f"{', '.join(spec.WEBHOOK_AUTH_TYPES)} (NONE is not recommended "
+                f"for production)"
+            )
         kind = "NONE"
     elif kind not in spec.WEBHOOK_AUTH_TYPES:
-        problems.append(f"authenticationType {_show(kind)} is not one of "
-                        f"{', '.join(spec.WEBHOOK_AUTH_TYPES)}")
+        problems.append(
+            f"authenticationType {_show(kind)} is not one of {', '.join(spec.WEBHOOK_AUTH_TYPES)}"
+        )
     required = {"BEARER": ("apiKey",), "BASIC": ("username", "password")}.get(kind, ())
     for name in ("apiKey", "username", "password"):
         value = data.get(name)

@@ -141,7 +141,9 @@ class WebhookReceiver:
         self.clock = clock
         self.faults = faults
         self.writer = GroupCommitWriter(
-            self.store, max_batch=max_batch, wait_limit=ack_timeout,
+            self.store,
+            max_batch=max_batch,
+            wait_limit=ack_timeout,
             state="pending" if handler is not None else "done",
         )
         self.maintenance = Maintenance(self.store, every=purge_every, clock=clock)
@@ -176,8 +178,12 @@ class WebhookReceiver:
         if self.processing is not None:
             self.processing.start()
         self._started = True
-        logger.info("webhook receiver ready: POST %s, store %s, auth %s",
-                    self.path, self.store.url, self.auth.kind)
+        logger.info(
+            "webhook receiver ready: POST %s, store %s, auth %s",
+            self.path,
+            self.store.url,
+            self.auth.kind,
+        )
 
     def stop(self) -> None:
         """Commit what the writer holds, stop the queue after its current run."""
@@ -245,9 +251,16 @@ class WebhookReceiver:
     async def _scrape(self, send: Send) -> None:
         self.metrics.flush()
         body, content_type = await asyncio.to_thread(render, self.store)
-        await send({"type": "http.response.start", "status": 200, "headers": [
-            (b"content-type", content_type.encode()),
-            (b"content-length", str(len(body)).encode())]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [
+                    (b"content-type", content_type.encode()),
+                    (b"content-length", str(len(body)).encode()),
+                ],
+            }
+        )
         await send({"type": "http.response.body", "body": body})
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -268,17 +281,26 @@ class WebhookReceiver:
         received_at = self.clock()
         client = scope.get("client")
         entry = LogEntry(
-            received_at=received_at, status=0, body="", started=started,
+            received_at=received_at,
+            status=0,
+            body="",
+            started=started,
             remote_addr=client[0] if client else None,
         )
         if path != self.path:
-            await self._refuse(send, entry, 404, "not_found",
-                               f"deliveries go to {self.path}, not {path}")
+            await self._refuse(
+                send, entry, 404, "not_found", f"deliveries go to {self.path}, not {path}"
+            )
             return
         if method != "POST":
-            await self._refuse(send, entry, 405, "method_not_allowed",
-                               f"{method} is not allowed; deliveries are POSTed",
-                               extra=[(b"allow", b"POST")])
+            await self._refuse(
+                send,
+                entry,
+                405,
+                "method_not_allowed",
+                f"{method} is not allowed; deliveries are POSTed",
+                extra=[(b"allow", b"POST")],
+            )
             return
 
         authorization = content_type = content_length = None
@@ -293,9 +315,14 @@ class WebhookReceiver:
         body, too_large = await self._read_body(receive, content_length)
         if too_large:
             entry.body = body[:LOGGED_PREFIX_BYTES].decode("utf-8", errors="replace")
-            await self._refuse(send, entry, 413, "payload_too_large",
-                               f"body is larger than the limit of {self.max_body_bytes} bytes"
-                               f" (the log keeps its first {LOGGED_PREFIX_BYTES} bytes)")
+            await self._refuse(
+                send,
+                entry,
+                413,
+                "payload_too_large",
+                f"body is larger than the limit of {self.max_body_bytes} bytes"
+                f" (the log keeps its first {LOGGED_PREFIX_BYTES} bytes)",
+            )
             return
         entry.body = body.decode("utf-8", errors="replace")
         entry.auth_ok = self.auth.check(authorization)
@@ -309,8 +336,13 @@ class WebhookReceiver:
             (content_type or b"").split(b";", 1)[0].strip().lower() != _JSON_MEDIA
         ):
             shown = content_type.decode("latin-1") if content_type else "none"
-            await self._refuse(send, entry, 415, "unsupported_media_type",
-                               f"content type must be {spec.WEBHOOK_CONTENT_TYPE}, got {shown}")
+            await self._refuse(
+                send,
+                entry,
+                415,
+                "unsupported_media_type",
+                f"content type must be {spec.WEBHOOK_CONTENT_TYPE}, got {shown}",
+            )
             return
 
         action_id = _fast_action_id(body)
@@ -326,8 +358,13 @@ class WebhookReceiver:
             if fault.delay:
                 await asyncio.sleep(fault.delay.total_seconds())
             if fault.status is not None:
-                await self._refuse(send, entry, fault.status, "injected_fault",
-                                   "fault drill: answered without storing")
+                await self._refuse(
+                    send,
+                    entry,
+                    fault.status,
+                    "injected_fault",
+                    "fault drill: answered without storing",
+                )
                 return
 
         entry.status = 200
@@ -340,16 +377,24 @@ class WebhookReceiver:
             self.processing.wake()
         # Built by hand: this is the hot path, and a canonical UUID needs no escaping.
         payload = b"".join((_ACCEPTED if new else _DUPLICATE, action_id.encode(), b'"}'))
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": _OK_HEADERS[len(payload)]})
+        await send(
+            {"type": "http.response.start", "status": 200, "headers": _OK_HEADERS[len(payload)]}
+        )
         await send({"type": "http.response.body", "body": payload})
         latency = time.perf_counter() - started
         self.metrics.answered(200, "stored" if new else "duplicate", latency)
         if self._log_accepted:
             # DEBUG only: a line per accepted delivery would cost the hot path dearly.
-            logger.debug("delivery %s", "stored" if new else "duplicate", extra={
-                "event": "delivery_stored" if new else "delivery_duplicate", "status": 200,
-                "actionId": action_id, "latency_ms": round(latency * 1000, 3)})
+            logger.debug(
+                "delivery %s",
+                "stored" if new else "duplicate",
+                extra={
+                    "event": "delivery_stored" if new else "delivery_duplicate",
+                    "status": 200,
+                    "actionId": action_id,
+                    "latency_ms": round(latency * 1000, 3),
+                },
+            )
 
     async def _read_body(self, receive: Receive, declared: bytes | None) -> tuple[bytes, bool]:
         """The request body and False, or what was read and True once it is known to
@@ -405,20 +450,39 @@ class WebhookReceiver:
         latency = _since(entry)
         self.metrics.answered(status, OUTCOMES.get(error, error), latency)
         # The reason, never the headers or the body (which may hold anything).
-        logger.info("delivery refused: %s", error, extra={
-            "event": "delivery_refused", "status": status, "actionId": entry.action_id,
-            "latency_ms": round(latency * 1000, 3)})
+        logger.info(
+            "delivery refused: %s",
+            error,
+            extra={
+                "event": "delivery_refused",
+                "status": status,
+                "actionId": entry.action_id,
+                "latency_ms": round(latency * 1000, 3),
+            },
+        )
 
     async def _unavailable(self, send: Send, entry: LogEntry, exc: BaseException) -> None:
-        await _respond(send, 503, {"error": "store_unavailable",
-                                   "reason": "the delivery could not be stored; retry later"},
-                       extra=[(b"retry-after", b"1")])
+        await _respond(
+            send,
+            503,
+            {
+                "error": "store_unavailable",
+                "reason": "the delivery could not be stored; retry later",
+            },
+            extra=[(b"retry-after", b"1")],
+        )
         latency = _since(entry)
         self.metrics.answered(503, "unavailable", latency)
-        logger.warning("answering 503: %s", str(exc) or "the durable write did not finish "
-                       "in time", extra={"event": "store_unavailable", "status": 503,
-                                         "actionId": entry.action_id,
-                                         "latency_ms": round(latency * 1000, 3)})
+        logger.warning(
+            "answering 503: %s",
+            str(exc) or "the durable write did not finish in time",
+            extra={
+                "event": "store_unavailable",
+                "status": 503,
+                "actionId": entry.action_id,
+                "latency_ms": round(latency * 1000, 3),
+            },
+        )
 
 
 #: The wire names of a notification's fields; a body with exactly these keys may take
@@ -511,8 +575,12 @@ def _parse(
         if any(_is_bad_action_id(err) for err in exc.errors(include_url=False)):
             # The delivery's identity is unreadable (braces, urn:uuid:, no dashes, ...):
             # a bad request, like unreadable JSON, not merely a bad field.
-            return None, 400, (f"actionId must be a UUID in the canonical 8-4-4-4-12 "
-                               f"hexadecimal form ({names})"), fields
+            return (
+                None,
+                400,
+                (f"actionId must be a UUID in the canonical 8-4-4-4-12 hexadecimal form ({names})"),
+                fields,
+            )
         return None, 422, f"not a valid game event notification ({names})", fields
 
 
@@ -527,8 +595,11 @@ def _since(entry: LogEntry) -> float:
 
 
 async def _respond(
-    send: Send, status: int, document: dict[str, Any],
-    *, extra: list[tuple[bytes, bytes]] | None = None,
+    send: Send,
+    status: int,
+    document: dict[str, Any],
+    *,
+    extra: list[tuple[bytes, bytes]] | None = None,
 ) -> None:
     payload = json.dumps(document, separators=(",", ":")).encode()
     headers = [
@@ -564,15 +635,25 @@ def load_handler(spec_text: str) -> Handler:
     return handler
 
 
-def receiver_environment(store_url: str, auth_kind: str, *, path: str = spec.DEFAULT_WEBHOOK_PATH,
-                         max_body_bytes: int = spec.WEBHOOK_MAX_BODY_BYTES,
-                         handler: str | None = None,
-                         metrics_public: bool = True) -> dict[str, str]:
+def receiver_environment(
+    store_url: str,
+    auth_kind: str,
+    *,
+    path: str = spec.DEFAULT_WEBHOOK_PATH,
+    max_body_bytes: int = spec.WEBHOOK_MAX_BODY_BYTES,
+    handler: str | None = None,
+    metrics_public: bool = True,
+) -> dict[str, str]:
     """The ``GP_WEBHOOK_*`` variables :func:`receiver_from_env` reads, for these settings
     (secrets are not among them: each worker reads those from its own environment);
     ``metrics_public`` false keeps ``/metrics`` off the delivery listener."""
-    env = {ENV_STORE: store_url, ENV_AUTH: auth_kind, ENV_PATH: path,
-           ENV_MAX_BODY: str(max_body_bytes), ENV_METRICS_PUBLIC: "1" if metrics_public else "0"}
+    env = {
+        ENV_STORE: store_url,
+        ENV_AUTH: auth_kind,
+        ENV_PATH: path,
+        ENV_MAX_BODY: str(max_body_bytes),
+        ENV_METRICS_PUBLIC: "1" if metrics_public else "0",
+    }
     if handler:
         env[ENV_HANDLER] = handler
     return env

@@ -80,8 +80,13 @@ def iter_jsonl_lines(rows: Iterable[dict[str, Any]]) -> Iterator[bytes]:
 
 
 def export_log(
-    store: Store, out: str | Path, *, format: ExportFormat, target: str | None = None,
-    now: datetime | None = None, settle: timedelta = EXPORT_SETTLE,
+    store: Store,
+    out: str | Path,
+    *,
+    format: ExportFormat,
+    target: str | None = None,
+    now: datetime | None = None,
+    settle: timedelta = EXPORT_SETTLE,
 ) -> ExportResult:
     """Write ``store``'s delivery log to ``out`` as ``jsonl`` or ``parquet``.
 
@@ -125,17 +130,19 @@ def _write_parquet(rows: Iterable[dict[str, Any]], path: Path, *, chunk: int = 5
     pa = import_extra("pyarrow", "analysis", "Parquet export")
     pq = import_extra("pyarrow.parquet", "analysis", "Parquet export")
 
-    schema = pa.schema([
-        ("received_at", pa.timestamp("us", tz="UTC")),
-        ("status", pa.int32()),
-        ("latency_ms", pa.float64()),
-        ("body", pa.string()),
-        ("action_id", pa.string()),
-        ("duplicate", pa.bool_()),
-        ("auth_ok", pa.bool_()),
-        ("error", pa.string()),
-        ("remote_addr", pa.string()),
-    ])
+    schema = pa.schema(
+        [
+            ("received_at", pa.timestamp("us", tz="UTC")),
+            ("status", pa.int32()),
+            ("latency_ms", pa.float64()),
+            ("body", pa.string()),
+            ("action_id", pa.string()),
+            ("duplicate", pa.bool_()),
+            ("auth_ok", pa.bool_()),
+            ("error", pa.string()),
+            ("remote_addr", pa.string()),
+        ]
+    )
     assert tuple(schema.names) == LOG_COLUMNS
     count = 0
     with pq.ParquetWriter(path, schema) as writer:
@@ -150,4 +157,3 @@ def _write_parquet(rows: Iterable[dict[str, Any]], path: Path, *, chunk: int = 5
             writer.write_table(pa.Table.from_pylist(buffer, schema=schema))
             count += len(buffer)
     return count
-

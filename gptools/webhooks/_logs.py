@@ -18,8 +18,7 @@ from typing import Any
 #: The record attributes (set with ``extra=``) a JSON line carries besides the message.
 FIELDS = ("status", "actionId", "latency_ms")
 #: The environment variables whose values are secrets, blanked wherever they appear.
-SECRET_VARIABLES = ("GP_WEBHOOK_API_KEY", "GP_WEBHOOK_PASSWORD",
-                    "GP_WEBHOOK_SSL_KEYFILE_PASSWORD")
+SECRET_VARIABLES = ("GP_WEBHOOK_API_KEY", "GP_WEBHOOK_PASSWORD", "GP_WEBHOOK_SSL_KEYFILE_PASSWORD")
 _CREDENTIALS = re.compile(r"(?i)\b(bearer|basic)\s+[^\s\"',;]+")
 REDACTED = "[redacted]"
 
@@ -34,8 +33,9 @@ class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         """The record as one line of JSON."""
         document: dict[str, Any] = {
-            "time": datetime.fromtimestamp(record.created, UTC).isoformat(
-                timespec="microseconds").replace("+00:00", "Z"),
+            "time": datetime.fromtimestamp(record.created, UTC)
+            .isoformat(timespec="microseconds")
+            .replace("+00:00", "Z"),
             "level": record.levelname.lower(),
             "logger": record.name,
             "event": self._clean(getattr(record, "event", None) or record.getMessage()),
@@ -67,8 +67,17 @@ def log_config(log_format: str) -> dict[str, Any] | None:
         "version": 1,
         "disable_existing_loggers": False,
         "formatters": {"json": {"()": f"{__name__}.JsonFormatter"}},
-        "handlers": {"json": {"class": "logging.StreamHandler", "formatter": "json",
-                              "stream": "ext://sys.stderr"}},
-        "loggers": {"uvicorn": handler, "uvicorn.error": handler,
-                    "uvicorn.access": handler, "gptools": handler},
+        "handlers": {
+            "json": {
+                "class": "logging.StreamHandler",
+                "formatter": "json",
+                "stream": "ext://sys.stderr",
+            }
+        },
+        "loggers": {
+            "uvicorn": handler,
+            "uvicorn.error": handler,
+            "uvicorn.access": handler,
+            "gptools": handler,
+        },
     }

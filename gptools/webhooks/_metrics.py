@@ -56,17 +56,24 @@ def _instruments() -> _Instruments:
     from prometheus_client import Counter, Histogram
 
     return _Instruments(
-        deliveries=Counter("gptools_webhook_deliveries_total",
-                           "Deliveries answered, by HTTP status and outcome.",
-                           ["status", "outcome"]),
-        request_seconds=Histogram("gptools_webhook_request_seconds",
-                                  "Time from a delivery's arrival to its answer.",
-                                  buckets=_LATENCY_BUCKETS),
-        commit_seconds=Histogram("gptools_webhook_store_commit_seconds",
-                                 "Time to write and commit one group-commit batch.",
-                                 buckets=_LATENCY_BUCKETS),
-        handler_failures=Counter("gptools_webhook_handler_failures_total",
-                                 "Handler runs that raised or timed out."),
+        deliveries=Counter(
+            "gptools_webhook_deliveries_total",
+            "Deliveries answered, by HTTP status and outcome.",
+            ["status", "outcome"],
+        ),
+        request_seconds=Histogram(
+            "gptools_webhook_request_seconds",
+            "Time from a delivery's arrival to its answer.",
+            buckets=_LATENCY_BUCKETS,
+        ),
+        commit_seconds=Histogram(
+            "gptools_webhook_store_commit_seconds",
+            "Time to write and commit one group-commit batch.",
+            buckets=_LATENCY_BUCKETS,
+        ),
+        handler_failures=Counter(
+            "gptools_webhook_handler_failures_total", "Handler runs that raised or timed out."
+        ),
     )
 
 
@@ -138,14 +145,17 @@ class _QueueCollector:
             counts = conn.queue_counts()
         finally:
             conn.close()
-        depth = GaugeMetricFamily("gptools_webhook_queue_actions",
-                                  "Actions in the processing queue, by state.",
-                                  labels=["state"])
+        depth = GaugeMetricFamily(
+            "gptools_webhook_queue_actions",
+            "Actions in the processing queue, by state.",
+            labels=["state"],
+        )
         for state in ("pending", "done", "dead"):
             depth.add_metric([state], getattr(counts, state))
         yield depth
-        yield GaugeMetricFamily("gptools_webhook_dead_letters",
-                                "Actions whose handler runs gave up.", value=counts.dead)
+        yield GaugeMetricFamily(
+            "gptools_webhook_dead_letters", "Actions whose handler runs gave up.", value=counts.dead
+        )
 
 
 def render(store: Store) -> tuple[bytes, str]:

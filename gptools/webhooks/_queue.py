@@ -128,8 +128,9 @@ class StoreLink:
     def _down(self, error: str) -> None:
         self.reachable = False
         self.error = error
-        self._next_try = time.monotonic() + backoff_delay(self._failed_opens, base=self._first,
-                                                          cap=self._max)
+        self._next_try = time.monotonic() + backoff_delay(
+            self._failed_opens, base=self._first, cap=self._max
+        )
         self._failed_opens += 1
 
     def close(self) -> None:
@@ -148,8 +149,9 @@ class LoopHealth:
     keeps trying, at the longest backoff, and is ok again after a clean run.
     """
 
-    def __init__(self, name: str, *, give_up_after: int = 5,
-                 max_backoff: timedelta = timedelta(seconds=5)) -> None:
+    def __init__(
+        self, name: str, *, give_up_after: int = 5, max_backoff: timedelta = timedelta(seconds=5)
+    ) -> None:
         self.name = name
         self.give_up_after = give_up_after
         self.max_backoff = max_backoff.total_seconds()
@@ -165,7 +167,7 @@ class LoopHealth:
         return running and self.failures < self.give_up_after
 
     def describe(self) -> str:
-        """"ok", or why not."""
+        """ "ok", or why not."""
         if self.ok:
             return "ok"
         if self.thread is None or not self.thread.is_alive():
@@ -176,8 +178,9 @@ class LoopHealth:
         """Record an unexpected error; return how long to back off before going on."""
         self.failures += 1
         self.last_error = f"{type(exc).__name__}: {exc}"
-        logger.exception("background loop %s failed (%d in a row); going on", self.name,
-                         self.failures)
+        logger.exception(
+            "background loop %s failed (%d in a row); going on", self.name, self.failures
+        )
         return backoff_delay(self.failures - 1, base=0.05, cap=self.max_backoff)
 
     def clean(self) -> None:
@@ -202,8 +205,7 @@ class LoopHealth:
                         self.clean()
 
         self.stopping = False
-        self.thread = threading.Thread(target=supervise, name=f"webhook-{self.name}",
-                                       daemon=True)
+        self.thread = threading.Thread(target=supervise, name=f"webhook-{self.name}", daemon=True)
         self.thread.start()
 
 
@@ -260,6 +262,7 @@ def _begin(handovers: list[_Handover]) -> Callable[[], None]:
             with h.lock:
                 if h.state == _WAITING:
                     h.state = _WRITING
+
     return begin
 
 
@@ -383,8 +386,10 @@ class GroupCommitWriter:
         if not self._started:
             return
         self._started = False
-        for health, stop, inbox in ((self.writer_health, self._stop_writer, self._queue),
-                                    (self.sync_health, self._stop_sync, self._committed)):
+        for health, stop, inbox in (
+            (self.writer_health, self._stop_writer, self._queue),
+            (self.sync_health, self._stop_sync, self._committed),
+        ):
             health.stopping = True
             inbox.put(None)
             if health.thread is not None:
@@ -437,7 +442,8 @@ class GroupCommitWriter:
         try:
             try:
                 outcome = self.link.get().write_batch(
-                    items, state=self.state, durable=False, on_begin=_begin(batch))
+                    items, state=self.state, durable=False, on_begin=_begin(batch)
+                )
             except CommitUncertain:
                 raise
             except StoreError as exc:
@@ -448,7 +454,8 @@ class GroupCommitWriter:
                 # kill): nothing was written, so the batch goes again on a new one at once.
                 logger.warning("the store connection broke (%s); reconnecting", exc)
                 outcome = self.link.get(now_or_never=True).write_batch(
-                    items, state=self.state, durable=False, on_begin=_begin(batch))
+                    items, state=self.state, durable=False, on_begin=_begin(batch)
+                )
         except CommitUncertain as exc:
             self.link.failed(exc)
             return self._resolve(exc)
@@ -477,17 +484,21 @@ class GroupCommitWriter:
                 continue
             self.link.ok()
             if status == "committed":
-                logger.warning("a batch whose COMMIT lost its connection was committed: "
-                               "answering 200 as its log rows say")
+                logger.warning(
+                    "a batch whose COMMIT lost its connection was committed: "
+                    "answering 200 as its log rows say"
+                )
                 self.batches += 1
                 result: list[bool] = uncertain.result
                 return result
             if status != "in progress":
                 return uncertain
             time.sleep(0.01)
-        logger.error("the outcome of a COMMIT that lost its connection is still unknown after "
-                     "%.0f s: answered 503, though its log rows may say otherwise",
-                     self._resolve_seconds)
+        logger.error(
+            "the outcome of a COMMIT that lost its connection is still unknown after "
+            "%.0f s: answered 503, though its log rows may say otherwise",
+            self._resolve_seconds,
+        )
         return uncertain
 
     def _probe(self) -> None:
@@ -569,8 +580,9 @@ class Maintenance:
     :meth:`~gptools.webhooks._store.StoreConnection.purge_log`). Supervised; ``clock``
     gives the time the retentions are measured against."""
 
-    def __init__(self, store: Store, *, every: timedelta = timedelta(hours=1),
-                 clock: Clock = utc_now) -> None:
+    def __init__(
+        self, store: Store, *, every: timedelta = timedelta(hours=1), clock: Clock = utc_now
+    ) -> None:
         self.store = store
         self.every = every
         self.clock = clock
@@ -603,8 +615,13 @@ class Maintenance:
             raise
         self.link.ok()
         if keys or log.rows:
-            logger.info("purged %d dedupe keys and %d log rows (%d steps, longest write-lock "
-                        "hold %.1f ms)", keys, log.rows, log.steps, log.longest_hold * 1000)
+            logger.info(
+                "purged %d dedupe keys and %d log rows (%d steps, longest write-lock hold %.1f ms)",
+                keys,
+                log.rows,
+                log.steps,
+                log.longest_hold * 1000,
+            )
         return keys, log.rows
 
     def _step(self) -> bool:
@@ -630,8 +647,7 @@ class _HandlerThread:
         self._inbox: queue.SimpleQueue[
             tuple[GameEventNotification, threading.Event, list[Any]] | None
         ] = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._serve, name="webhook-handler",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._serve, name="webhook-handler", daemon=True)
         self._thread.start()
 
     def _serve(self) -> None:
@@ -695,8 +711,10 @@ class ProcessingQueue:
         if max_attempts < 1:
             raise ValueError(f"max_attempts must be at least 1, got {max_attempts}")
         if handler_timeout >= lease:
-            raise ValueError(f"handler_timeout {handler_timeout} must be shorter than the "
-                             f"lease {lease}, or a slow run would be taken over while it runs")
+            raise ValueError(
+                f"handler_timeout {handler_timeout} must be shorter than the "
+                f"lease {lease}, or a slow run would be taken over while it runs"
+            )
         self.store = store
         self.handler = handler
         self.max_attempts = max_attempts
@@ -722,9 +740,14 @@ class ProcessingQueue:
 
     def delay_after(self, attempt: int) -> timedelta:
         """The wait before the run that follows failed run number ``attempt`` (1-based)."""
-        return timedelta(seconds=backoff_delay(attempt - 1, base=self.first_delay.total_seconds(),
-                                               cap=self.max_delay.total_seconds(),
-                                               factor=self.factor))
+        return timedelta(
+            seconds=backoff_delay(
+                attempt - 1,
+                base=self.first_delay.total_seconds(),
+                cap=self.max_delay.total_seconds(),
+                factor=self.factor,
+            )
+        )
 
     def start(self) -> None:
         """Run the queue in a background thread until :meth:`stop`."""
@@ -754,8 +777,9 @@ class ProcessingQueue:
             self.link.failed(exc)
             self._store_failures += 1
             if self._store_failures == 1 or self._store_failures % 20 == 0:
-                logger.warning("processing queue (%d failures in a row): %s",
-                               self._store_failures, exc)
+                logger.warning(
+                    "processing queue (%d failures in a row): %s", self._store_failures, exc
+                )
             # The store's trouble: back off (doubling up to 5 s), and go on.
             wait = backoff_delay(self._store_failures, base=self.idle_wait.total_seconds(), cap=5.0)
             self._stop.wait(wait)
@@ -774,18 +798,23 @@ class ProcessingQueue:
             self.abandoned = [t for t in self.abandoned if t.is_alive()]
             if len(self.abandoned) >= self.max_hung:
                 # Not a store error: the supervisor counts it, and health fails.
-                raise HandlerTimeout(f"{len(self.abandoned)} handler runs timed out and have "
-                                     "not returned yet; no more runs until they do")
-            action = conn.claim_next(self.clock(), lease=self.lease,
-                                     max_attempts=self.max_attempts)
+                raise HandlerTimeout(
+                    f"{len(self.abandoned)} handler runs timed out and have "
+                    "not returned yet; no more runs until they do"
+                )
+            action = conn.claim_next(self.clock(), lease=self.lease, max_attempts=self.max_attempts)
             if action is None:
                 break
             state, error, retry_at = self._run_one(action)
-            if not conn.finish(action.action_id, state, owner=action.owner, error=error,
-                               retry_at=retry_at):
-                logger.warning("action %s: the lease ran out and another run took it over; "
-                               "this run's outcome (%s) is not recorded", action.action_id,
-                               state)
+            if not conn.finish(
+                action.action_id, state, owner=action.owner, error=error, retry_at=retry_at
+            ):
+                logger.warning(
+                    "action %s: the lease ran out and another run took it over; "
+                    "this run's outcome (%s) is not recorded",
+                    action.action_id,
+                    state,
+                )
             ran += 1
         return ran
 
@@ -813,9 +842,7 @@ class ProcessingQueue:
             self.abandoned.append(runner._thread)
             raise HandlerTimeout(f"the handler did not return within {self.handler_timeout}")
 
-    def _run_one(
-        self, action: ClaimedAction
-    ) -> tuple[ActionState, str | None, datetime | None]:
+    def _run_one(self, action: ClaimedAction) -> tuple[ActionState, str | None, datetime | None]:
         attempt = action.attempts
         try:
             event = GameEventNotification.model_validate(loads_wire(action.body))
@@ -829,4 +856,3 @@ class ProcessingQueue:
                 return "dead", error, None
             return "pending", error, self.clock() + self.delay_after(attempt)
         return "done", None, None
-

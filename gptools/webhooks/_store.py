@@ -265,7 +265,12 @@ def _sqlite_ts(moment: datetime) -> str:
     if moment.tzinfo is not UTC:
         return format_utc(moment)
     return "%04d-%02d-%02dT%02d:%02d:%02d.%06dZ" % (  # noqa: UP031  (faster than f-string)
-        moment.year, moment.month, moment.day, moment.hour, moment.minute, moment.second,
+        moment.year,
+        moment.month,
+        moment.day,
+        moment.hour,
+        moment.minute,
+        moment.second,
         moment.microsecond,
     )
 
@@ -302,7 +307,8 @@ class _SQLiteActionInserts(_ActionInserts):
         # One fixed statement whatever the batch size: the ids travel as a JSON array.
         self.seen: set[str | None] = (
             {row[0] for row in cur.execute(_SQLITE_EXISTING, (json.dumps(ids),)).fetchall()}
-            if ids else set()
+            if ids
+            else set()
         )
 
     def add(self, row: tuple[Any, ...]) -> bool:
@@ -322,14 +328,19 @@ class _PostgresActionInserts(_ActionInserts):
     (ON CONFLICT DO NOTHING), all of a batch in one statement sent here, which also reads
     the transaction id; :meth:`add` then only says whether the key was one it inserted."""
 
-    def __init__(self, cur: Any, items: Sequence[WriteItem], *, keep_body: bool,
-                 state: ActionState) -> None:
+    def __init__(
+        self, cur: Any, items: Sequence[WriteItem], *, keep_body: bool, state: ActionState
+    ) -> None:
         accepted = [item.log for item in items if item.accept]
-        xid, inserted = cur.execute(_PG_INSERT_ACTIONS, (
-            state, [log.action_id for log in accepted],
-            [_pg_ts(log.received_at) for log in accepted],
-            [log.body if keep_body else "" for log in accepted],
-        )).fetchone()
+        xid, inserted = cur.execute(
+            _PG_INSERT_ACTIONS,
+            (
+                state,
+                [log.action_id for log in accepted],
+                [_pg_ts(log.received_at) for log in accepted],
+                [log.body if keep_body else "" for log in accepted],
+            ),
+        ).fetchone()
         self.xid = int(xid)
         self.inserted: set[str | None] = set(inserted)
 
@@ -380,8 +391,9 @@ class _Dialect:
         """Whether the connection itself is gone, so that only a new one can go on."""
         return False
 
-    def action_inserts(self, cur: Any, items: Sequence[WriteItem], *, keep_body: bool,
-                       state: ActionState) -> _ActionInserts:
+    def action_inserts(
+        self, cur: Any, items: Sequence[WriteItem], *, keep_body: bool, state: ActionState
+    ) -> _ActionInserts:
         """How the action rows of ``items`` go in, each inserted once (in ``state``, with
         its body when ``keep_body``)."""
         raise NotImplementedError
@@ -413,13 +425,16 @@ class _SQLiteDialect(_Dialect):
         if "lease_owner" not in columns:  # a store made before leases had owners
             execute("ALTER TABLE webhook_actions ADD COLUMN lease_owner TEXT")
 
-    def action_inserts(self, cur: Any, items: Sequence[WriteItem], *, keep_body: bool,
-                       state: ActionState) -> _ActionInserts:
+    def action_inserts(
+        self, cur: Any, items: Sequence[WriteItem], *, keep_body: bool, state: ActionState
+    ) -> _ActionInserts:
         return _SQLiteActionInserts(cur, items)
 
     def delete_at(self, table: str, where: str, found: list[Any]) -> tuple[str, Any]:
-        return (f"DELETE FROM {table} WHERE rowid IN (SELECT value FROM json_each(?))"
-                f" AND {where}", json.dumps(found))
+        return (
+            f"DELETE FROM {table} WHERE rowid IN (SELECT value FROM json_each(?)) AND {where}",
+            json.dumps(found),
+        )
 
 
 class _PostgresDialect(_Dialect):
@@ -450,13 +465,16 @@ class _PostgresDialect(_Dialect):
     def broken(self, raw: Any) -> bool:
         return bool(raw.closed or getattr(raw, "broken", False))
 
-    def action_inserts(self, cur: Any, items: Sequence[WriteItem], *, keep_body: bool,
-                       state: ActionState) -> _ActionInserts:
+    def action_inserts(
+        self, cur: Any, items: Sequence[WriteItem], *, keep_body: bool, state: ActionState
+    ) -> _ActionInserts:
         return _PostgresActionInserts(cur, items, keep_body=keep_body, state=state)
 
     def delete_at(self, table: str, where: str, found: list[Any]) -> tuple[str, Any]:
-        return (f"DELETE FROM {table} WHERE ctid = ANY(%s::tid[]) AND {where}",
-                [str(t) for t in found])
+        return (
+            f"DELETE FROM {table} WHERE ctid = ANY(%s::tid[]) AND {where}",
+            [str(t) for t in found],
+        )
 
 
 _SQLITE = _SQLiteDialect()
@@ -661,7 +679,8 @@ class PostgresStore(Store):
     def _raw_connect(self) -> Any:
         psycopg = import_extra("psycopg", "postgres", "A PostgreSQL store")
         raw = psycopg.connect(
-            self.dsn, autocommit=True,
+            self.dsn,
+            autocommit=True,
             connect_timeout=max(1, round(self.connect_timeout.total_seconds())),
         )
         ms = int(self.lock_timeout.total_seconds() * 1000)
@@ -802,9 +821,9 @@ class StoreConnection:
                     self._execute(
                         "INSERT INTO webhook_actions (action_id, first_received_at, body,"
                         " next_attempt_at, state) VALUES (?, ?, '', ?, 'done')",
-                        (probe, now, now))
-                    self._execute(_INSERT_LOG, (now, 0, 0.0, probe, probe, False, True,
-                                                None, None))
+                        (probe, now, now),
+                    )
+                    self._execute(_INSERT_LOG, (now, 0, 0.0, probe, probe, False, True, None, None))
                 finally:
                     self.raw.execute("ROLLBACK")
             finally:
@@ -825,8 +844,12 @@ class StoreConnection:
     # -- writes -----------------------------------------------------------------------
 
     def write_batch(
-        self, items: Sequence[WriteItem], *, state: ActionState = "pending",
-        durable: bool = True, on_begin: Callable[[], None] | None = None,
+        self,
+        items: Sequence[WriteItem],
+        *,
+        state: ActionState = "pending",
+        durable: bool = True,
+        on_begin: Callable[[], None] | None = None,
     ) -> list[bool]:
         """Write ``items`` in ONE transaction; return, per item, whether its action was new.
 
@@ -866,15 +889,27 @@ class StoreConnection:
                     new = False
                     if item.accept:
                         new = inserts.add(
-                            (log.action_id, ts, log.body if keep_body else "", ts, state))
+                            (log.action_id, ts, log.body if keep_body else "", ts, state)
+                        )
                         log.duplicate = not new
                     fresh.append(new)
                     if log.latency_ms is None:
                         start = log.started if log.started is not None else now
                         log.latency_ms = round((now - start) * 1000.0, 3)
                     # bools bind as 0/1 in SQLite and as booleans in PostgreSQL.
-                    rows.append((ts, log.status, log.latency_ms, log.body, log.action_id,
-                                 log.duplicate, log.auth_ok, log.error, log.remote_addr))
+                    rows.append(
+                        (
+                            ts,
+                            log.status,
+                            log.latency_ms,
+                            log.body,
+                            log.action_id,
+                            log.duplicate,
+                            log.auth_ok,
+                            log.error,
+                            log.remote_addr,
+                        )
+                    )
                 inserts.flush()
                 cur.executemany(self._sql(_INSERT_LOG), rows)
         except CommitUncertain as exc:
@@ -889,7 +924,11 @@ class StoreConnection:
     # -- processing queue -------------------------------------------------------------
 
     def claim_next(
-        self, now: datetime, *, lease: timedelta, max_attempts: int,
+        self,
+        now: datetime,
+        *,
+        lease: timedelta,
+        max_attempts: int,
     ) -> ClaimedAction | None:
         """Start the run of the next due pending action: lease it for ``lease`` (one run,
         not a batch), count the attempt now, and return it; None when nothing is due.
@@ -916,12 +955,18 @@ class StoreConnection:
                 self._execute(
                     "UPDATE webhook_actions SET state = 'dead', lease_until = NULL,"
                     " lease_owner = NULL, last_error = ? WHERE action_id = ?",
-                    (f"{attempts} runs started and the last one never finished (its worker "
-                     f"died, hung or ran past its lease); error before that: "
-                     f"{self._last_error(action_id)}", action_id),
+                    (
+                        f"{attempts} runs started and the last one never finished (its worker "
+                        f"died, hung or ran past its lease); error before that: "
+                        f"{self._last_error(action_id)}",
+                        action_id,
+                    ),
                 )
-                logger.error("action %s dead-lettered: its last of %d runs never finished",
-                             action_id, attempts)
+                logger.error(
+                    "action %s dead-lettered: its last of %d runs never finished",
+                    action_id,
+                    attempts,
+                )
             owner = uuid.uuid4().hex
             body, attempts = self._execute(
                 "UPDATE webhook_actions SET attempts = attempts + 1, lease_until = ?,"
@@ -931,12 +976,20 @@ class StoreConnection:
         return ClaimedAction(action_id, str(body), int(attempts), owner)
 
     def _last_error(self, action_id: str) -> str | None:
-        row = self._execute("SELECT last_error FROM webhook_actions WHERE action_id = ?",
-                            (action_id,)).fetchone()
+        row = self._execute(
+            "SELECT last_error FROM webhook_actions WHERE action_id = ?", (action_id,)
+        ).fetchone()
         return None if row is None else row[0]
 
-    def finish(self, action_id: str, state: ActionState, *, owner: str,
-               error: str | None = None, retry_at: datetime | None = None) -> bool:
+    def finish(
+        self,
+        action_id: str,
+        state: ActionState,
+        *,
+        owner: str,
+        error: str | None = None,
+        retry_at: datetime | None = None,
+    ) -> bool:
         """Record a run's outcome: ``done``, ``dead``, or ``pending`` again at ``retry_at``.
 
         Only the holder of the run's lease (``owner``, from :meth:`claim_next`) may: when
@@ -984,15 +1037,18 @@ class StoreConnection:
     def retry_dead(self, now: datetime, action_ids: Sequence[str] | None = None) -> int:
         """Put dead-lettered actions (all, or those of ``action_ids``) back in the queue,
         due at ``now`` with their attempts counted from zero; returns how many."""
-        sql = ("UPDATE webhook_actions SET state = 'pending', attempts = 0, lease_until = NULL,"
-               " lease_owner = NULL, next_attempt_at = ? WHERE state = 'dead'")
+        sql = (
+            "UPDATE webhook_actions SET state = 'pending', attempts = 0, lease_until = NULL,"
+            " lease_owner = NULL, next_attempt_at = ? WHERE state = 'dead'"
+        )
         with self._errors("retry the dead letters"), self._transaction():
             if action_ids is None:
                 return int(self._execute(sql, (self._ts(now),)).rowcount)
             count = 0
             for action_id in action_ids:
-                count += int(self._execute(sql + " AND action_id = ?",
-                                           (self._ts(now), action_id)).rowcount)
+                count += int(
+                    self._execute(sql + " AND action_id = ?", (self._ts(now), action_id)).rowcount
+                )
             return count
 
     # -- retention --------------------------------------------------------------------
@@ -1047,8 +1103,9 @@ class StoreConnection:
     def export_mark(self, target: str) -> datetime | None:
         """Up to which ``received_at`` the export ``target`` has written the log."""
         with self._errors("read an export mark"):
-            row = self._execute("SELECT exported_through FROM log_export_marks WHERE target = ?",
-                                (target,)).fetchone()
+            row = self._execute(
+                "SELECT exported_through FROM log_export_marks WHERE target = ?", (target,)
+            ).fetchone()
         return None if row is None else self._d.from_ts(row[0])
 
     def set_export_mark(self, target: str, through: datetime) -> None:
@@ -1067,7 +1124,10 @@ class StoreConnection:
         return {str(r[0]) for r in self._execute("SELECT action_id FROM webhook_actions")}
 
     def iter_log(
-        self, *, batch: int = 5000, after: datetime | None = None,
+        self,
+        *,
+        batch: int = 5000,
+        after: datetime | None = None,
         through: datetime | None = None,
     ) -> Iterator[dict[str, Any]]:
         """Every ``delivery_log`` row as a dict, oldest ``received_at`` first (only those
@@ -1081,8 +1141,12 @@ class StoreConnection:
             params.append(self._ts(through))
         condition = f" WHERE {' AND '.join(where)}" if where else ""
         cur = self.raw.cursor()
-        cur.execute(self._sql(f"SELECT {', '.join(LOG_COLUMNS)} FROM delivery_log{condition}"
-                              " ORDER BY received_at"), params)
+        cur.execute(
+            self._sql(
+                f"SELECT {', '.join(LOG_COLUMNS)} FROM delivery_log{condition} ORDER BY received_at"
+            ),
+            params,
+        )
         while rows := cur.fetchmany(batch):
             for row in rows:
                 rec = dict(zip(LOG_COLUMNS, row, strict=True))
@@ -1135,7 +1199,9 @@ class _Transaction:
                     if xid is not None and self.conn.broken:
                         raise CommitUncertain(
                             f"the connection to {self.conn.store.url} broke during COMMIT: "
-                            f"{commit_error}", xid) from commit_error
+                            f"{commit_error}",
+                            xid,
+                        ) from commit_error
                     raise
             else:
                 # The original error is the one to report; a failed rollback adds nothing.

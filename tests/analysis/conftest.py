@@ -274,8 +274,7 @@ class LogBuilder:
         )
         with conn.cursor() as cur:
             cur.executemany(
-                f'INSERT INTO "{schema}".delivery_log VALUES'
-                " (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                f'INSERT INTO "{schema}".delivery_log VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)',
                 [(r[0], *r[1:5], bool(r[5]), bool(r[6]), *r[7:]) for r in self.store_rows()],
             )
 

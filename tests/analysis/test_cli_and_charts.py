@@ -38,7 +38,9 @@ def test_analyze_json(builder: LogBuilder, log_path: Path) -> None:
     doc = json.loads(result.stdout)
     t = builder.truth
     assert (doc["deliveries"], doc["retries"], doc["duplicate_deliveries"]) == (
-        t.deliveries, t.retries, t.duplicates
+        t.deliveries,
+        t.retries,
+        t.duplicates,
     )
     assert (doc["lost_actions"], doc["pending_actions"]) == (t.lost, t.pending)
     assert doc["check"]["holds"] is True

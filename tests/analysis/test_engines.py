@@ -124,13 +124,17 @@ def _mixed_log(root: Path) -> tuple[LogBuilder, dict[str, list[int]]]:
 
 def test_generated_partitioned_log_on_both_engines(spark: Any, tmp_path: Path) -> None:
     b, malformed = _mixed_log(tmp_path / "log")
-    with analyze(tmp_path / "log") as duck, analyze(
-        tmp_path / "log", engine="spark", spark=spark
-    ) as sp:
+    with (
+        analyze(tmp_path / "log") as duck,
+        analyze(tmp_path / "log", engine="spark", spark=spark) as sp,
+    ):
         for analysis in (duck, sp):
             r, t = analysis.report, b.truth
             assert (r.deliveries, r.actions, r.retries, r.duplicate_deliveries) == (
-                t.deliveries, t.actions, t.retries, t.duplicates
+                t.deliveries,
+                t.actions,
+                t.retries,
+                t.duplicates,
             )
             assert (r.lost_actions, r.pending_actions) == (t.lost, t.pending)
             assert r.invalid_by_reason == dict(t.invalid_by_reason)

@@ -21,9 +21,9 @@ def _pct(values: list[float], q: float) -> float:
 
 
 @pytest.fixture(scope="module", params=[0, 1, 2])
-def generated(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[
-    LogBuilder, DeliveryAnalysis
-]:
+def generated(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[LogBuilder, DeliveryAnalysis]:
     b = random_log(request.param)
     path = b.write_jsonl(tmp_path_factory.mktemp("log") / "log.jsonl")
     analysis = analyze(path)
@@ -132,8 +132,9 @@ def test_drill_downs_add_up(generated: tuple[LogBuilder, DeliveryAnalysis]) -> N
     # Bets are exact decimals, summed in the engine per game and currency, never across.
     assert "bet_total" not in games.columns
     bets = analysis.bets_per_game()
-    assert {(g, c): v for g, c, v in zip(bets.game_id, bets.currency_code, bets.bet_total,
-                                         strict=True)} == b.truth.bets
+    assert {
+        (g, c): v for g, c, v in zip(bets.game_id, bets.currency_code, bets.bet_total, strict=True)
+    } == b.truth.bets
     assert sum(currencies_total(analysis), Decimal(0)) == b.truth.bet_total
     currencies = analysis.per_currency()
     assert currencies.actions.sum() == r.actions
@@ -145,9 +146,15 @@ def test_drill_downs_add_up(generated: tuple[LogBuilder, DeliveryAnalysis]) -> N
 
 def test_bets_are_summed_per_currency_at_its_exponent(tmp_path: Path) -> None:
     b = LogBuilder(seed=7)
-    bets = [("g1", "EUR", "10.5"), ("g1", "EUR", "2.25"), ("g1", "JPY", "1500"),
-            ("g1", "JPY", "300"), ("g1", "KWD", "1.25"), ("g2", "BRL", "0.1"),
-            ("g2", "ZZZ", "7")]
+    bets = [
+        ("g1", "EUR", "10.5"),
+        ("g1", "EUR", "2.25"),
+        ("g1", "JPY", "1500"),
+        ("g1", "JPY", "300"),
+        ("g1", "KWD", "1.25"),
+        ("g2", "BRL", "0.1"),
+        ("g2", "ZZZ", "7"),
+    ]
     for n, (game, currency, bet) in enumerate(bets):
         b.action([200], at=START + timedelta(minutes=n))
         b.records[-1]["payload"].update(gameId=game, currencyCode=currency, bet=Decimal(bet))
@@ -155,11 +162,18 @@ def test_bets_are_summed_per_currency_at_its_exponent(tmp_path: Path) -> None:
         games = analysis.per_game()
         assert list(games.game_id) == ["g1", "g2"] and "bet_total" not in games.columns
         rows = analysis.bets_per_game()
-        shown = {(g, c): str(v) for g, c, v in zip(rows.game_id, rows.currency_code,
-                                                    rows.bet_total, strict=True)}
+        shown = {
+            (g, c): str(v)
+            for g, c, v in zip(rows.game_id, rows.currency_code, rows.bet_total, strict=True)
+        }
         # Each at its currency's exponent; ZZZ (not an ISO code) keeps its own digits.
-        assert shown == {("g1", "EUR"): "12.75", ("g1", "JPY"): "1800", ("g1", "KWD"): "1.250",
-                         ("g2", "BRL"): "0.10", ("g2", "ZZZ"): "7"}
+        assert shown == {
+            ("g1", "EUR"): "12.75",
+            ("g1", "JPY"): "1800",
+            ("g1", "KWD"): "1.250",
+            ("g2", "BRL"): "0.10",
+            ("g2", "ZZZ"): "7",
+        }
         assert list(rows.actions) == [2, 2, 1, 1, 1]
         currencies = analysis.per_currency().set_index("currency_code")
         assert str(currencies.at["EUR", "bet_total"]) == "12.75"
@@ -351,8 +365,7 @@ def test_escaped_strings_come_out_unescaped(tmp_path: Path) -> None:
     b = LogBuilder(6)
     players = ['pl"ayer\\1', "joueur-é-\u2603", "tab\there"]
     ids = {
-        p: b.action([400], at=START + timedelta(seconds=i), player=p)
-        for i, p in enumerate(players)
+        p: b.action([400], at=START + timedelta(seconds=i), player=p) for i, p in enumerate(players)
     }
     path = b.write_jsonl(tmp_path / "escaped.jsonl")
     with analyze(path) as analysis:

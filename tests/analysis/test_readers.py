@@ -134,13 +134,14 @@ def test_payload_that_is_not_an_object_is_counted(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        ('{"received_at": "yesterday", "status": 200, "latency_ms": 1, "body": "x"}\n',
-         "line 1"),
-        ('{"received_at": "2026-03-01T12:00:00Z", "latency_ms": 1, "body": "x"}\n'
-         '{"received_at": "2026-03-01T12:00:00Z", "status": 200, "latency_ms": 1, "body": "x"}\n',
-         "line 1"),
-        ('\n{"received_at": "2026-03-01T12:00:00Z", "status": "OK", "latency_ms": 1}\n',
-         "line 2"),
+        ('{"received_at": "yesterday", "status": 200, "latency_ms": 1, "body": "x"}\n', "line 1"),
+        (
+            '{"received_at": "2026-03-01T12:00:00Z", "latency_ms": 1, "body": "x"}\n'
+            '{"received_at": "2026-03-01T12:00:00Z", "status": 200, "latency_ms": 1, '
+            '"body": "x"}\n',
+            "line 1",
+        ),
+        ('\n{"received_at": "2026-03-01T12:00:00Z", "status": "OK", "latency_ms": 1}\n', "line 2"),
     ],
     ids=["bad-time", "no-status", "text-status"],
 )

@@ -50,9 +50,9 @@ BODIES: list[str] = [
     _with(actionId="{a8098c1a-f86e-11da-bd1a-00112444be1e}"),
     _with(actionId="urn:uuid:a8098c1a-f86e-11da-bd1a-00112444be1e"),
     "not json at all",
-    "{\"roundId\": ",
+    '{"roundId": ',
     "[1, 2]",
-    "\"a string\"",
+    '"a string"',
     "42",
     "null",
     "{}",
@@ -128,7 +128,9 @@ def test_sql_validity_matches_the_model(tmp_path: Path, as_payload: bool) -> Non
     assert sum(expected) == 11, "the matrix holds 11 valid bodies"
     with analyze(path) as analysis:
         got = analysis.log.con.execute(
-            analysis.attempts.order_by("received_at").select(valid=analysis.attempts.reason.isnull())
+            analysis.attempts.order_by("received_at").select(
+                valid=analysis.attempts.reason.isnull()
+            )
         )
     mismatches = [
         (body, want) for body, want, have in zip(BODIES, expected, got.valid, strict=True)

@@ -133,9 +133,10 @@ def run_pandas(path: Path, lines: int) -> float:
     """(c) plain pandas on the first ``lines`` lines: read, normalise, group by action."""
     import pandas as pd
 
-    with tempfile.NamedTemporaryFile("wb", suffix=".jsonl", delete=False) as tmp, path.open(
-        "rb"
-    ) as src:
+    with (
+        tempfile.NamedTemporaryFile("wb", suffix=".jsonl", delete=False) as tmp,
+        path.open("rb") as src,
+    ):
         for _, line in zip(range(lines), src, strict=False):
             tmp.write(line)
     try:
@@ -170,8 +171,7 @@ def main() -> None:
         pandas_slice_s = run_pandas(path, PANDAS_SLICE)
         pandas_s = pandas_slice_s * LINES / PANDAS_SLICE
         print(
-            f"(c) pandas on {PANDAS_SLICE:,} lines: {pandas_slice_s:.1f} s,"
-            f" scaled {pandas_s:.1f} s"
+            f"(c) pandas on {PANDAS_SLICE:,} lines: {pandas_slice_s:.1f} s, scaled {pandas_s:.1f} s"
         )
     own_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"(this process, incl. pandas: peak {own_peak:.0f} MB)")

@@ -67,6 +67,7 @@ def raw_httpx_rps(base_url: str) -> float:
     async def main() -> float:
         auth = httpx.BasicAuth(ACCOUNT.username, ACCOUNT.password)
         async with httpx.AsyncClient(base_url=base_url, auth=auth) as raw:
+
             async def get() -> None:
                 r = await raw.get(PATH, params=PARAMS)
                 r.raise_for_status()
@@ -79,8 +80,9 @@ def raw_httpx_rps(base_url: str) -> float:
 
 def async_client_rps(base_url: str) -> float:
     async def main() -> float:
-        async with AsyncClient(base_url, ACCOUNT.username, ACCOUNT.password, env_file=None,
-                               rate_tiers=()) as client:
+        async with AsyncClient(
+            base_url, ACCOUNT.username, ACCOUNT.password, env_file=None, rate_tiers=()
+        ) as client:
             await client.self()
 
             async def get() -> None:
@@ -92,8 +94,9 @@ def async_client_rps(base_url: str) -> float:
 
 
 def sync_threads_rps(base_url: str) -> float:
-    with Client(base_url, ACCOUNT.username, ACCOUNT.password, env_file=None,
-                rate_tiers=()) as client:
+    with Client(
+        base_url, ACCOUNT.username, ACCOUNT.password, env_file=None, rate_tiers=()
+    ) as client:
         client.self()
         lock = threading.Lock()
 
@@ -128,17 +131,22 @@ def main() -> None:
     names = list(variants)
     with served("--no-rate-limits") as url:
         for round_no in range(ROUNDS):
-            order = names[round_no % len(names):] + names[:round_no % len(names)]
+            order = names[round_no % len(names) :] + names[: round_no % len(names)]
             for name in order:
                 figures[name].append(variants[name](url))
-            print(f"round {round_no + 1}: " + ", ".join(
-                f"{name}={figures[name][-1]:.0f}" for name in names), flush=True)
+            print(
+                f"round {round_no + 1}: "
+                + ", ".join(f"{name}={figures[name][-1]:.0f}" for name in names),
+                flush=True,
+            )
     med = {name: statistics.median(values) for name, values in figures.items()}
-    print(f"RESULT async_rps={med['async_rps']:.0f} "
-          f"httpx_async_rps={med['httpx_async_rps']:.0f} "
-          f"sync_threads_rps={med['sync_threads_rps']:.0f} "
-          f"async_speedup={med['async_rps'] / med['httpx_async_rps']:.2f} "
-          f"async_vs_sync={med['async_rps'] / med['sync_threads_rps']:.2f}")
+    print(
+        f"RESULT async_rps={med['async_rps']:.0f} "
+        f"httpx_async_rps={med['httpx_async_rps']:.0f} "
+        f"sync_threads_rps={med['sync_threads_rps']:.0f} "
+        f"async_speedup={med['async_rps'] / med['httpx_async_rps']:.2f} "
+        f"async_vs_sync={med['async_rps'] / med['sync_threads_rps']:.2f}"
+    )
 
 
 if __name__ == "__main__":

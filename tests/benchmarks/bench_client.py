@@ -50,8 +50,12 @@ GAME = CATALOGUE[0]
 @contextmanager
 def served(*extra: str) -> Iterator[str]:
     """``gptools sandbox serve`` on a free loopback port; yields its base URL."""
-    proc = subprocess.Popen([GPTOOLS, "sandbox", "serve", "--port", "0", *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [GPTOOLS, "sandbox", "serve", "--port", "0", *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         assert proc.stdout is not None
         deadline = time.monotonic() + 60
@@ -74,10 +78,16 @@ def served(*extra: str) -> Iterator[str]:
 
 def _campaign_request() -> CampaignRequest:
     return CampaignRequest(
-        type=spec.FREE_ROUNDS_CAMPAIGN_TYPE, name="bench", bet_number=1,
-        game_ids=[GAME.game_id], bet=GAME.bet_sizes["EUR"][0], currency_code="EUR",
-        start_date=datetime(2026, 3, 1), end_date=datetime(2026, 3, 8),
-        time_zone="Europe/Malta")
+        type=spec.FREE_ROUNDS_CAMPAIGN_TYPE,
+        name="bench",
+        bet_number=1,
+        game_ids=[GAME.game_id],
+        bet=GAME.bet_sizes["EUR"][0],
+        currency_code="EUR",
+        start_date=datetime(2026, 3, 1),
+        end_date=datetime(2026, 3, 8),
+        time_zone="Europe/Malta",
+    )
 
 
 def _refused(base_url: str) -> int:
@@ -85,8 +95,10 @@ def _refused(base_url: str) -> int:
     records = httpx.get(f"{base_url}/_sandbox/requests", timeout=30).json()
     posted = [r for r in records if r["path"].endswith("/participant")]
     if len(posted) < N_PARTICIPANT:
-        raise RuntimeError(f"the sandbox recorded {len(posted)} participant requests, "
-                           f"expected at least {N_PARTICIPANT}")
+        raise RuntimeError(
+            f"the sandbox recorded {len(posted)} participant requests, "
+            f"expected at least {N_PARTICIPANT}"
+        )
     return sum(1 for r in posted if r["status"] == spec.RATE_LIMIT_STATUS)
 
 
@@ -101,8 +113,10 @@ def participant_rate(base_url: str) -> tuple[float, int]:
         with ThreadPoolExecutor(max_workers=4) as pool:
             done = sorted(pool.map(add, range(N_PARTICIPANT)))
         rate = (N_PARTICIPANT - 1) / (done[-1] - done[0])
-        print(f"(a) {N_PARTICIPANT} participant requests: {rate:.1f}/s against {LIMIT}/s; "
-              f"client stats {client.stats}")
+        print(
+            f"(a) {N_PARTICIPANT} participant requests: {rate:.1f}/s against {LIMIT}/s; "
+            f"client stats {client.stats}"
+        )
     return rate / LIMIT, _refused(base_url)
 
 
@@ -110,10 +124,10 @@ def async_participant_rate(base_url: str) -> tuple[float, int]:
     """(a) again through ``AsyncClient`` (default transport) with ``ASYNC_TASKS`` tasks."""
 
     async def main() -> list[float]:
-        async with AsyncClient(base_url, ACCOUNT.username, ACCOUNT.password,
-                               env_file=None) as client:
-            campaign = (await client.create_campaign(_campaign_request(),
-                                                     brand=BRAND)).campaign_id
+        async with AsyncClient(
+            base_url, ACCOUNT.username, ACCOUNT.password, env_file=None
+        ) as client:
+            campaign = (await client.create_campaign(_campaign_request(), brand=BRAND)).campaign_id
             left = iter(range(N_PARTICIPANT))
             done: list[float] = []
 
@@ -128,8 +142,10 @@ def async_participant_rate(base_url: str) -> tuple[float, int]:
 
     done = asyncio.run(main())
     rate = (N_PARTICIPANT - 1) / (done[-1] - done[0])
-    print(f"(a, async) {N_PARTICIPANT} participant requests from {ASYNC_TASKS} tasks: "
-          f"{rate:.1f}/s against {LIMIT}/s")
+    print(
+        f"(a, async) {N_PARTICIPANT} participant requests from {ASYNC_TASKS} tasks: "
+        f"{rate:.1f}/s against {LIMIT}/s"
+    )
     return rate / LIMIT, _refused(base_url)
 
 
@@ -139,8 +155,12 @@ def overhead(base_url: str) -> float:
     path = spec.BRAND_PREFIX_TEMPLATE.format(brand_id=BRAND) + "/" + spec.ENDPOINT_GAME
     params = {spec.QUERY_GAME_ID: GAME.game_id}
     auth = httpx.BasicAuth(ACCOUNT.username, ACCOUNT.password)
-    with Client(base_url, ACCOUNT.username, ACCOUNT.password, env_file=None,
-                rate_tiers=roomy) as client, httpx.Client(base_url=base_url, auth=auth) as raw:
+    with (
+        Client(
+            base_url, ACCOUNT.username, ACCOUNT.password, env_file=None, rate_tiers=roomy
+        ) as client,
+        httpx.Client(base_url=base_url, auth=auth) as raw,
+    ):
         client.self()
 
         def via_client() -> None:
@@ -166,8 +186,10 @@ def overhead(base_url: str) -> float:
                     fn()
                     spent[fn] += clock() - start
             ratios.append(spent[via_client] / spent[via_raw])
-            print(f"(b) round: client {spent[via_client] / PER_ROUND * 1e3:.3f} ms, raw httpx "
-                  f"{spent[via_raw] / PER_ROUND * 1e3:.3f} ms, ratio {ratios[-1]:.3f}")
+            print(
+                f"(b) round: client {spent[via_client] / PER_ROUND * 1e3:.3f} ms, raw httpx "
+                f"{spent[via_raw] / PER_ROUND * 1e3:.3f} ms, ratio {ratios[-1]:.3f}"
+            )
     return statistics.median(ratios)
 
 
@@ -178,9 +200,11 @@ def main() -> None:
         async_ratio, async_refused = async_participant_rate(url)
     with served("--no-rate-limits") as url:
         overhead_ratio = overhead(url)
-    print(f"RESULT participant_rate_ratio={rate_ratio:.3f} rate_limited={refused} "
-          f"overhead_ratio={overhead_ratio:.3f} async_participant_rate_ratio={async_ratio:.3f} "
-          f"async_rate_limited={async_refused}")
+    print(
+        f"RESULT participant_rate_ratio={rate_ratio:.3f} rate_limited={refused} "
+        f"overhead_ratio={overhead_ratio:.3f} async_participant_rate_ratio={async_ratio:.3f} "
+        f"async_rate_limited={async_refused}"
+    )
 
 
 if __name__ == "__main__":

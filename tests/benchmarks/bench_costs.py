@@ -22,8 +22,7 @@ from gptools.sandbox import CATALOGUE, CURRENCIES, FaultRule, SandboxConfig, run
 LATENCY_S = 0.03
 
 
-def _timed_table(sb_url: str, user: str, password: str, workers: int
-                 ) -> tuple[float, float, int]:
+def _timed_table(sb_url: str, user: str, password: str, workers: int) -> tuple[float, float, int]:
     """Seconds for the first table, seconds for the cached repeat, requests made."""
     with Client(sb_url, user, password) as client:
         book = CostBook(client, brand=201, max_workers=workers)
@@ -42,12 +41,14 @@ def main() -> None:
         acct = sb.accounts["partner"]
         _timed_table(sb.base_url, acct.username, acct.password, 4)  # warm-up
         sb.reset()
-        sb.faults.add(FaultRule(endpoint="GET /awarded-feature-configurations",
-                                latency_s=LATENCY_S))
+        sb.faults.add(
+            FaultRule(endpoint="GET /awarded-feature-configurations", latency_s=LATENCY_S)
+        )
         seq, _, requests_seq = _timed_table(sb.base_url, acct.username, acct.password, 1)
         sb.reset()
-        sb.faults.add(FaultRule(endpoint="GET /awarded-feature-configurations",
-                                latency_s=LATENCY_S))
+        sb.faults.add(
+            FaultRule(endpoint="GET /awarded-feature-configurations", latency_s=LATENCY_S)
+        )
         con, cached, requests = _timed_table(sb.base_url, acct.username, acct.password, 8)
         assert requests_seq == requests
 
@@ -58,20 +59,31 @@ def main() -> None:
     build = (time.perf_counter() - began) / 20
     began = time.perf_counter()
     for _ in range(20):
-        bare = [b * f.price_multiplier for g in games for bets in g.bet_sizes.values()
-                for f in g.buy_features for b in bets]
+        bare = [
+            b * f.price_multiplier
+            for g in games
+            for bets in g.bet_sizes.values()
+            for f in g.buy_features
+            for b in bets
+        ]
     bare_s = (time.perf_counter() - began) / 20
     assert len(bare) == len(table) and cross_check(table, table).ok
     assert all(isinstance(v, Decimal) for v in table["feature_cost"])
 
-    print(f"preview of {requests} (game, currency) pairs, {LATENCY_S * 1000:.0f} ms each: "
-          f"1 worker {seq:.3f} s, 8 workers {con:.3f} s, from cache {cached * 1000:.2f} ms")
-    print(f"cost table of {len(table)} rows: {build * 1000:.2f} ms "
-          f"(bare Decimal products {bare_s * 1000:.3f} ms)")
-    print(f"RESULT requests={requests} sequential_s={seq:.3f} concurrent_s={con:.3f} "
-          f"speedup={seq / con:.2f} cached_ms={cached * 1000:.2f} "
-          f"table_rows={len(table)} table_ms={build * 1000:.2f} "
-          f"table_vs_bare={build / bare_s:.1f}")
+    print(
+        f"preview of {requests} (game, currency) pairs, {LATENCY_S * 1000:.0f} ms each: "
+        f"1 worker {seq:.3f} s, 8 workers {con:.3f} s, from cache {cached * 1000:.2f} ms"
+    )
+    print(
+        f"cost table of {len(table)} rows: {build * 1000:.2f} ms "
+        f"(bare Decimal products {bare_s * 1000:.3f} ms)"
+    )
+    print(
+        f"RESULT requests={requests} sequential_s={seq:.3f} concurrent_s={con:.3f} "
+        f"speedup={seq / con:.2f} cached_ms={cached * 1000:.2f} "
+        f"table_rows={len(table)} table_ms={build * 1000:.2f} "
+        f"table_vs_bare={build / bare_s:.1f}"
+    )
 
 
 if __name__ == "__main__":

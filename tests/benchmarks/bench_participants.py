@@ -67,8 +67,12 @@ print(json.dumps(out))
 def serve_sandbox() -> tuple[subprocess.Popen[str], str]:
     """Start ``gptools sandbox serve`` on a free loopback port; return it and its URL."""
     code = "import sys; from gptools.cli import main; main(sys.argv[1:])"
-    proc = subprocess.Popen([sys.executable, "-c", code, "sandbox", "serve", "--port", "0"],
-                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, "sandbox", "serve", "--port", "0"],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+    )
     assert proc.stderr is not None
     for line in proc.stderr:
         match = re.search(r"serving at (http://127\.0\.0\.1:\d+)", line)
@@ -79,9 +83,15 @@ def serve_sandbox() -> tuple[subprocess.Popen[str], str]:
 
 def new_campaign(client: Client) -> str:
     request = CampaignRequest(
-        type="FREE_ROUNDS", name="benchmark", bet_number=10, game_ids=["golden-pharaoh"],
-        bet=Decimal("0.10"), currency_code="EUR", start_date=datetime(2026, 3, 1),
-        end_date=datetime(2026, 3, 8), time_zone="Europe/Malta",
+        type="FREE_ROUNDS",
+        name="benchmark",
+        bet_number=10,
+        game_ids=["golden-pharaoh"],
+        bet=Decimal("0.10"),
+        currency_code="EUR",
+        start_date=datetime(2026, 3, 1),
+        end_date=datetime(2026, 3, 8),
+        time_zone="Europe/Malta",
     )
     return client.create_campaign(request, brand=BRAND).campaign_id
 
@@ -101,8 +111,9 @@ def steady_rate(base_url: str, campaign: str) -> tuple[float, int]:
 
 
 def run_loader(env: dict[str, str], *args: str) -> dict[str, object]:
-    done = subprocess.run([sys.executable, "-c", _LOADER, *args], env=env, text=True,
-                          capture_output=True, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", _LOADER, *args], env=env, text=True, capture_output=True, check=False
+    )
     if done.returncode != 0:
         raise SystemExit(f"the loader failed:\n{done.stderr}")
     result: dict[str, object] = json.loads(done.stdout)
@@ -113,24 +124,39 @@ def main() -> None:
     from gptools.participants import load_participants
 
     server, base_url = serve_sandbox()
-    env = {**os.environ, "GP_BASE_URL": base_url, "GP_USERNAME": ACCOUNT[0],
-           "GP_PASSWORD": ACCOUNT[1]}
+    env = {
+        **os.environ,
+        "GP_BASE_URL": base_url,
+        "GP_USERNAME": ACCOUNT[0],
+        "GP_PASSWORD": ACCOUNT[1],
+    }
     try:
-        with tempfile.TemporaryDirectory(prefix="gptools-bench-") as tmp, \
-                Client(base_url, *ACCOUNT, env_file=None) as client:
+        with (
+            tempfile.TemporaryDirectory(prefix="gptools-bench-") as tmp,
+            Client(base_url, *ACCOUNT, env_file=None) as client,
+        ):
             work = Path(tmp)
             # (a) one id per request, at the documented limit.
             campaign = new_campaign(client)
             ids = [f"single-{i:06d}" for i in range(SINGLE_IDS)]
-            single = load_participants(client, campaign, ids, brand=BRAND, chunk_size=1,
-                                       journal=work / "single.sqlite", progress=False)
+            single = load_participants(
+                client,
+                campaign,
+                ids,
+                brand=BRAND,
+                chunk_size=1,
+                journal=work / "single.sqlite",
+                progress=False,
+            )
             assert single.loaded == SINGLE_IDS and single.requests == SINGLE_IDS
             achieved, refused = steady_rate(base_url, campaign)
             ratio = achieved / LIMIT
             rate_limited = single.rate_limited + refused
-            print(f"(a) chunk size 1: {single.requests} requests in {single.elapsed_s:.2f} s; "
-                  f"{achieved:.1f} req/s over whole 1 s windows; limit "
-                  f"{LIMIT}/s; ratio {ratio:.3f}; rate-limited {rate_limited}")
+            print(
+                f"(a) chunk size 1: {single.requests} requests in {single.elapsed_s:.2f} s; "
+                f"{achieved:.1f} req/s over whole 1 s windows; limit "
+                f"{LIMIT}/s; ratio {ratio:.3f}; rate-limited {rate_limited}"
+            )
 
             # (b) a million ids, default chunking, in a process of its own.
             players = work / "players.csv"
@@ -138,21 +164,26 @@ def main() -> None:
                 fh.write("playerId\n")
                 for i in range(IDS):
                     fh.write(f"player-{i:08d}\n")
-            staged = run_loader(env, str(players), "none", str(work / "stage.sqlite"),
-                                "stage-only")
+            staged = run_loader(env, str(players), "none", str(work / "stage.sqlite"), "stage-only")
             campaign = new_campaign(client)
             big = run_loader(env, str(players), campaign, str(work / "big.sqlite"), str(BRAND))
             assert big["loaded"] == IDS and big["balanced"], big
             wall = float(big["wall_s"])  # type: ignore[arg-type]
             floor = -(-IDS // spec.PARTICIPANT_MAX_IDS) / LIMIT
-            print(f"(b) {IDS:,} ids: {wall:.1f} s, {IDS / wall:,.0f} ids/s, peak "
-                  f"{big['peak_mb']:.0f} MB, {big['requests']} requests, "
-                  f"{big['rate_limited']} rate-limited")
-            print(f"    baselines: rate-limit floor {floor:.1f} s; reading + validating + "
-                  f"journaling alone {staged['wall_s']:.1f} s (peak {staged['peak_mb']:.0f} MB)")
-            print(f"RESULT limit_ratio={ratio:.3f} rate_limited={rate_limited} "
-                  f"ids_per_s_1m={IDS / wall:.0f} peak_mb={big['peak_mb']:.0f} "
-                  f"wall_s_1m={wall:.1f}")
+            print(
+                f"(b) {IDS:,} ids: {wall:.1f} s, {IDS / wall:,.0f} ids/s, peak "
+                f"{big['peak_mb']:.0f} MB, {big['requests']} requests, "
+                f"{big['rate_limited']} rate-limited"
+            )
+            print(
+                f"    baselines: rate-limit floor {floor:.1f} s; reading + validating + "
+                f"journaling alone {staged['wall_s']:.1f} s (peak {staged['peak_mb']:.0f} MB)"
+            )
+            print(
+                f"RESULT limit_ratio={ratio:.3f} rate_limited={rate_limited} "
+                f"ids_per_s_1m={IDS / wall:.0f} peak_mb={big['peak_mb']:.0f} "
+                f"wall_s_1m={wall:.1f}"
+            )
     finally:
         server.terminate()
         server.communicate(timeout=30)

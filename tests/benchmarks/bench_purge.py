@@ -35,9 +35,11 @@ from gptools.webhooks._store import LOG_COLUMNS, WriteItem, format_utc
 
 ROWS = int(os.environ.get("BENCH_ROWS", "1000000"))
 STEP = os.environ.get("BENCH_STEP")  # to compare step sizes
-BODY = ('{"roundId":"R-1","gameId":"golden-pharaoh","playerId":"player-00001",'
-        '"timestamp":"2026-03-02T10:15:30.123456","bet":2.10,"currencyCode":"EUR",'
-        '"events":["COIN"],"actionId":"%s"}')
+BODY = (
+    '{"roundId":"R-1","gameId":"golden-pharaoh","playerId":"player-00001",'
+    '"timestamp":"2026-03-02T10:15:30.123456","bet":2.10,"currencyCode":"EUR",'
+    '"events":["COIN"],"actionId":"%s"}'
+)
 
 
 def _fill(db: Path, old: datetime) -> None:
@@ -64,8 +66,10 @@ def main() -> None:
         now = datetime.now(UTC)
         t = time.perf_counter()
         _fill(store.path, now - store.log_retention - timedelta(days=1))
-        print(f"filled {ROWS:,} expired log rows in {time.perf_counter() - t:.1f} s "
-              f"({store.path.stat().st_size / 1e6:.0f} MB)")
+        print(
+            f"filled {ROWS:,} expired log rows in {time.perf_counter() - t:.1f} s "
+            f"({store.path.stat().st_size / 1e6:.0f} MB)"
+        )
 
         stop = threading.Event()
         waits: list[float] = []
@@ -75,8 +79,10 @@ def main() -> None:
             nonlocal written
             conn = store.connect()
             while not stop.is_set():
-                batch = [WriteItem(LogEntry(datetime.now(UTC), 200, BODY % uuid.uuid4(),
-                                            latency_ms=1.0)) for _ in range(50)]
+                batch = [
+                    WriteItem(LogEntry(datetime.now(UTC), 200, BODY % uuid.uuid4(), latency_ms=1.0))
+                    for _ in range(50)
+                ]
                 started = time.perf_counter()
                 conn.write_batch(batch)
                 waits.append(time.perf_counter() - started)
@@ -95,17 +101,25 @@ def main() -> None:
         writer.join()
         left = conn.log_count()
         conn.close()
-        print(f"purged {result.rows:,} rows in {result.steps} steps of up to "
-              f"{conn.purge_step} in {purge_s:.1f} s; longest write-lock hold "
-              f"{result.longest_hold * 1000:.1f} ms")
+        print(
+            f"purged {result.rows:,} rows in {result.steps} steps of up to "
+            f"{conn.purge_step} in {purge_s:.1f} s; longest write-lock hold "
+            f"{result.longest_hold * 1000:.1f} ms"
+        )
         waits.sort()
-        print(f"concurrent writer: {len(waits)} batches of 50, median "
-              f"{waits[len(waits) // 2] * 1000:.1f} ms, max {waits[-1] * 1000:.1f} ms")
+        print(
+            f"concurrent writer: {len(waits)} batches of 50, median "
+            f"{waits[len(waits) // 2] * 1000:.1f} ms, max {waits[-1] * 1000:.1f} ms"
+        )
         if result.rows != ROWS or left != written:
-            raise SystemExit(f"FAILED: purged {result.rows} of {ROWS}; {left} rows left, "
-                             f"the writer wrote {written}")
-        print(f"RESULT rows={result.rows} longest_lock_ms={result.longest_hold * 1000:.1f} "
-              f"writer_max_ms={waits[-1] * 1000:.1f} purge_s={purge_s:.1f}")
+            raise SystemExit(
+                f"FAILED: purged {result.rows} of {ROWS}; {left} rows left, "
+                f"the writer wrote {written}"
+            )
+        print(
+            f"RESULT rows={result.rows} longest_lock_ms={result.longest_hold * 1000:.1f} "
+            f"writer_max_ms={waits[-1] * 1000:.1f} purge_s={purge_s:.1f}"
+        )
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

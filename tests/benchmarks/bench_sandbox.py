@@ -54,8 +54,12 @@ GAME_PATH = "/api/v1/game?gameId=neon-fruits"
 @contextmanager
 def server(code: str, *args: str) -> Iterator[str]:
     """Run a server process; yield its base URL once it prints it."""
-    proc = subprocess.Popen([sys.executable, "-c", code, *args], stderr=subprocess.PIPE,
-                            stdout=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, *args],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+    )
     try:
         assert proc.stderr is not None
         for _ in range(50):
@@ -133,8 +137,10 @@ def main() -> None:
 
     sandbox_runs: list[float] = []
     bare_runs: list[float] = []
-    with server(SANDBOX_SERVER, "sandbox", "serve", "--port", "0", "--no-rate-limits") as sb, \
-            server(BARE_SERVER) as bare:
+    with (
+        server(SANDBOX_SERVER, "sandbox", "serve", "--port", "0", "--no-rate-limits") as sb,
+        server(BARE_SERVER) as bare,
+    ):
         check = httpx.get(sb + GAME_PATH, headers=auth)
         check.raise_for_status()
         assert check.json()["gameId"] == "neon-fruits"
@@ -148,8 +154,10 @@ def main() -> None:
 
     sandbox_rps, bare_rps = max(sandbox_runs), max(bare_runs)
     ratio = sandbox_rps / bare_rps
-    print(f"goal: sandbox >= 1000 req/s ({'met' if sandbox_rps >= 1000 else 'MISSED'}), "
-          f"ratio >= 0.50 ({'met' if ratio >= 0.5 else 'MISSED'})")
+    print(
+        f"goal: sandbox >= 1000 req/s ({'met' if sandbox_rps >= 1000 else 'MISSED'}), "
+        f"ratio >= 0.50 ({'met' if ratio >= 0.5 else 'MISSED'})"
+    )
     print(f"RESULT sandbox_rps={sandbox_rps:.0f} bare_rps={bare_rps:.0f} ratio={ratio:.2f}")
 
 

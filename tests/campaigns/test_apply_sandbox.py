@@ -46,22 +46,27 @@ def test_bets_are_checked_against_the_configurations_endpoint_before_sending(
     with pytest.raises(PlanInvalidError, match=r"currencies.EUR.bet = 0.20"):
         apply_plan(client, plan, now=NOW)
     assert _posts(fresh_sandbox, "/campaign") == 0
-    assert any(r.path.endswith("/awarded-feature-configurations")
-               for r in fresh_sandbox.state.requests)
+    assert any(
+        r.path.endswith("/awarded-feature-configurations") for r in fresh_sandbox.state.requests
+    )
 
 
-def test_participants_are_added_when_asked(
-    client: Client, fresh_sandbox: RunningSandbox
-) -> None:
+def test_participants_are_added_when_asked(client: Client, fresh_sandbox: RunningSandbox) -> None:
     result = apply_plan(client, make_plan(), now=NOW, add_participants=True)
     eur = result.campaign_ids["EUR"]
     assert fresh_sandbox.state.participants(eur) == {"p1": 1, "p2": 1}
-    assert {c.currency: c.participants_sent for c in result.campaigns} == \
-        {"EUR": 2, "JPY": 0, "KWD": 0}
+    assert {c.currency: c.participants_sent for c in result.campaigns} == {
+        "EUR": 2,
+        "JPY": 0,
+        "KWD": 0,
+    }
     sent = add_participants_to(client, result, {"JPY": ["j1", "j2", "j3"]}, brand=201)
     assert sent == {"JPY": 3}
-    assert fresh_sandbox.state.participants(result.campaign_ids["JPY"]) == \
-        {"j1": 1, "j2": 1, "j3": 1}
+    assert fresh_sandbox.state.participants(result.campaign_ids["JPY"]) == {
+        "j1": 1,
+        "j2": 1,
+        "j3": 1,
+    }
     with pytest.raises(KeyError, match="no campaign in"):
         add_participants_to(client, result, {"GBP": ["x"]}, brand=201)
     html = result._repr_html_()
@@ -71,8 +76,9 @@ def test_participants_are_added_when_asked(
 def test_add_players_sends_chunks(client: Client, fresh_sandbox: RunningSandbox) -> None:
     result = apply_plan(client, make_plan(), now=NOW)
     before = _posts(fresh_sandbox, "/participant")
-    sent = add_players(client.brand(201), result.campaign_ids["KWD"], ["a", "b", "c", "d", "e"],
-                       chunk_size=2)
+    sent = add_players(
+        client.brand(201), result.campaign_ids["KWD"], ["a", "b", "c", "d", "e"], chunk_size=2
+    )
     assert sent == 5
     assert _posts(fresh_sandbox, "/participant") - before == 3
     with pytest.raises(ValueError, match="chunk_size"):

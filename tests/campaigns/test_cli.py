@@ -29,8 +29,12 @@ def test_plan_json_reports_budget_and_requests(cli_runner: CliRunner) -> None:
 
 def test_plan_with_errors_exits_2_with_the_document(cli_runner: CliRunner, tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
-    bad.write_text(Path(EXAMPLE).read_text().replace('bet: "20.00"', 'bet: "0.20"')
-                   .replace("bet_number: 10", "bet_number: 1501"))
+    bad.write_text(
+        Path(EXAMPLE)
+        .read_text()
+        .replace('bet: "20.00"', 'bet: "0.20"')
+        .replace("bet_number: 10", "bet_number: 1501")
+    )
     result = cli_runner.invoke(cli, ["campaigns", "plan", str(bad), "--now", NOW, "--json"])
     assert result.exit_code == 2
     doc = json.loads(result.stdout)
@@ -57,8 +61,20 @@ def test_apply_twice_gives_the_same_campaigns(
 def test_apply_adds_participants_through_the_batch_endpoint(
     cli_runner: CliRunner, fresh_sandbox: RunningSandbox
 ) -> None:
-    result = cli_runner.invoke(cli, ["campaigns", "apply", EXAMPLE, "--now", NOW, "--json",
-                                     "--add-participants", "--endpoint", "batch"])
+    result = cli_runner.invoke(
+        cli,
+        [
+            "campaigns",
+            "apply",
+            EXAMPLE,
+            "--now",
+            NOW,
+            "--json",
+            "--add-participants",
+            "--endpoint",
+            "batch",
+        ],
+    )
     assert result.exit_code == 0, result.output
     sent = [c["participantsSent"] for c in json.loads(result.stdout)["campaigns"]]
     posts = [r.path for r in fresh_sandbox.state.requests if "/participant" in r.path]
@@ -66,13 +82,16 @@ def test_apply_adds_participants_through_the_batch_endpoint(
     assert all(p.endswith("/participant/batch") for p in posts)
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["plan", "/nonexistent.yaml"], "cannot read"),
-    (["plan", EXAMPLE, "--now", "yesterday"], "not an ISO 8601"),
-    (["plan", EXAMPLE, "--now", "2030-01-01T00:00:00"], "needs an offset"),
-    (["apply", EXAMPLE, "--now", "2031-01-01T00:00:00+00:00"], "start in the future"),
-    (["apply", EXAMPLE, "--now", NOW, "--brand", "901"], "BRAND_NOT_ALLOWED"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["plan", "/nonexistent.yaml"], "cannot read"),
+        (["plan", EXAMPLE, "--now", "yesterday"], "not an ISO 8601"),
+        (["plan", EXAMPLE, "--now", "2030-01-01T00:00:00"], "needs an offset"),
+        (["apply", EXAMPLE, "--now", "2031-01-01T00:00:00+00:00"], "start in the future"),
+        (["apply", EXAMPLE, "--now", NOW, "--brand", "901"], "BRAND_NOT_ALLOWED"),
+    ],
+)
 def test_bad_input_exits_2(cli_runner: CliRunner, args: list[str], message: str) -> None:
     result = cli_runner.invoke(cli, ["campaigns", *args, "--json"])
     assert result.exit_code == 2, result.output

@@ -8,8 +8,9 @@ from pathlib import Path
 import gptools.campaigns
 
 PACKAGE = Path(gptools.campaigns.__file__).parent
-MODULES = sorted(f"gptools.campaigns.{p.stem}" for p in PACKAGE.glob("_*.py")
-                 if p.stem != "__init__")
+MODULES = sorted(
+    f"gptools.campaigns.{p.stem}" for p in PACKAGE.glob("_*.py") if p.stem != "__init__"
+)
 
 
 def _graph() -> dict[str, set[str]]:
@@ -18,8 +19,9 @@ def _graph() -> dict[str, set[str]]:
     names = {*MODULES, "gptools.campaigns"}
     graph: dict[str, set[str]] = {}
     for path in PACKAGE.glob("*.py"):
-        module = ("gptools.campaigns" if path.stem == "__init__"
-                  else f"gptools.campaigns.{path.stem}")
+        module = (
+            "gptools.campaigns" if path.stem == "__init__" else f"gptools.campaigns.{path.stem}"
+        )
         targets: set[str] = set()
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import):
@@ -36,7 +38,7 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
     def visit(node: str, path: list[str]) -> list[str] | None:
         if node in path:
-            return [*path[path.index(node):], node]
+            return [*path[path.index(node) :], node]
         if node in done:
             return None
         for target in sorted(graph.get(node, ())):

@@ -24,10 +24,12 @@ def test_the_example_plan_loads_exactly() -> None:
 
 def test_json_plan_keeps_decimal_digits(tmp_path: Path) -> None:
     path = tmp_path / "plan.json"
-    path.write_text('{"name": "n", "campaign_type": "AWARDED_FEATURE", "game_ids": ["g"],'
-                    ' "currencies": {"EUR": {"bet": 0.10, "players": 1}}, "bet_number": 1,'
-                    ' "start": "2030-01-01T10:00:00", "end": "2030-01-05T10:00:00",'
-                    ' "time_zone": "UTC"}')
+    path.write_text(
+        '{"name": "n", "campaign_type": "AWARDED_FEATURE", "game_ids": ["g"],'
+        ' "currencies": {"EUR": {"bet": 0.10, "players": 1}}, "bet_number": 1,'
+        ' "start": "2030-01-01T10:00:00", "end": "2030-01-05T10:00:00",'
+        ' "time_zone": "UTC"}'
+    )
     plan = load_plan(path)
     assert str(plan.currencies["EUR"].bet) == "0.10"
 
@@ -41,9 +43,11 @@ def test_yaml_float_is_read_from_its_digits(tmp_path: Path) -> None:
 
 def test_type_problems_are_all_named(tmp_path: Path) -> None:
     path = tmp_path / "plan.yaml"
-    path.write_text("name: n\ncampaign_type: AWARDED_FEATURE\ngame_ids: [g]\n"
-                    "currencies: {EUR: {bet: lots, players: 1}}\nbet_number: many\n"
-                    "start: 2030-01-01T10:00:00\nend: not-a-date\ntime_zone: UTC\ncolour: red\n")
+    path.write_text(
+        "name: n\ncampaign_type: AWARDED_FEATURE\ngame_ids: [g]\n"
+        "currencies: {EUR: {bet: lots, players: 1}}\nbet_number: many\n"
+        "start: 2030-01-01T10:00:00\nend: not-a-date\ntime_zone: UTC\ncolour: red\n"
+    )
     with pytest.raises(PlanFileError) as info:
         load_plan(path)
     message = str(info.value)
@@ -51,11 +55,14 @@ def test_type_problems_are_all_named(tmp_path: Path) -> None:
         assert f"{path}: field {field}:" in message
 
 
-@pytest.mark.parametrize(("name", "text", "match"), [
-    ("bad.json", '{"name": ', r"bad.json:1: not valid JSON"),
-    ("bad.yaml", "name: [unclosed\n", r"bad.yaml:2: not valid YAML"),
-    ("list.yaml", "- 1\n- 2\n", "expected a mapping of plan fields, got list"),
-])
+@pytest.mark.parametrize(
+    ("name", "text", "match"),
+    [
+        ("bad.json", '{"name": ', r"bad.json:1: not valid JSON"),
+        ("bad.yaml", "name: [unclosed\n", r"bad.yaml:2: not valid YAML"),
+        ("list.yaml", "- 1\n- 2\n", "expected a mapping of plan fields, got list"),
+    ],
+)
 def test_unreadable_files(tmp_path: Path, name: str, text: str, match: str) -> None:
     path = tmp_path / name
     path.write_text(text)

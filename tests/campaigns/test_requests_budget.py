@@ -53,8 +53,9 @@ def test_equal_amounts_give_equal_ids() -> None:
     long = make_plan(currencies={"EUR": CurrencyLine(bet=Decimal("20.00"), players=1)})
     assert campaign_request(short, "EUR").request_id == campaign_request(long, "EUR").request_id
     # the players count and ids are the budget's business, not the campaign body's
-    more = make_plan(currencies={"EUR": CurrencyLine(bet=Decimal("20.00"), players=9,
-                                                     player_ids=("a",))})
+    more = make_plan(
+        currencies={"EUR": CurrencyLine(bet=Decimal("20.00"), players=9, player_ids=("a",))}
+    )
     assert campaign_request(more, "EUR").request_id == campaign_request(long, "EUR").request_id
 
 
@@ -86,8 +87,11 @@ def test_budget_per_currency_and_in_the_reporting_currency() -> None:
 
 
 def test_budget_rounds_each_conversion_and_adds_what_is_shown() -> None:
-    plan = make_plan(currencies={"JPY": CurrencyLine(bet=Decimal("1"), players=1)},
-                     bet_number=1, exchange_rates={"JPY": Decimal("0.005")})
+    plan = make_plan(
+        currencies={"JPY": CurrencyLine(bet=Decimal("1"), players=1)},
+        bet_number=1,
+        exchange_rates={"JPY": Decimal("0.005")},
+    )
     result = budget(plan)
     assert result.table["reporting_value"].iloc[0] == Decimal("0.01")  # 0.005 rounds half up
     assert result.total == Decimal("0.01")
@@ -103,13 +107,18 @@ def test_budget_without_a_rate_names_the_currency() -> None:
 def test_player_view_follows_the_display_options() -> None:
     view = player_view(make_plan(), "EUR")
     shown = dict(zip(view["item"], view["shown"], strict=True))
-    assert shown == {"Value of Promotion": True, "Final Winning Value": True,
-                     "Campaign/Feature Player Expiry Time": False, "Play Later Button": True,
-                     "Bet Value (Awarded Feature only)": False,
-                     "Opt-Out Button and Function": False}
+    assert shown == {
+        "Value of Promotion": True,
+        "Final Winning Value": True,
+        "Campaign/Feature Player Expiry Time": False,
+        "Play Later Button": True,
+        "Bet Value (Awarded Feature only)": False,
+        "Opt-Out Button and Function": False,
+    }
     assert "10 features, worth EUR 200.00" in view["what"].iloc[0]
-    switched = make_plan(display_options=DisplayOptions(show_bet_value=True,
-                                                        show_player_expiry_time=True))
+    switched = make_plan(
+        display_options=DisplayOptions(show_bet_value=True, show_player_expiry_time=True)
+    )
     html = switched._repr_html_()
     assert "EUR 20.00 per feature" in html and "ends 2030-03-31 22:00" in html
     free = player_view(make_plan(campaign_type="FREE_ROUNDS"), "EUR")
@@ -120,8 +129,10 @@ def test_player_view_follows_the_display_options() -> None:
 def test_free_rounds_type_is_the_spec_assumption() -> None:
     req = campaign_request(make_plan(campaign_type="FREE_ROUNDS"), "EUR")
     assert req.type == "FREE_ROUNDS"
-    assert campaign_request(make_plan(campaign_type="FREE_ROUNDS", free_rounds_type="FR"),
-                            "EUR").type == "FR"
+    assert (
+        campaign_request(make_plan(campaign_type="FREE_ROUNDS", free_rounds_type="FR"), "EUR").type
+        == "FR"
+    )
 
 
 def test_review_shows_validation_budget_and_requests(costs: pd.DataFrame) -> None:

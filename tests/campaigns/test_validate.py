@@ -16,8 +16,11 @@ from tests.campaigns.conftest import NOW, make_plan
 MALTA = ZoneInfo("Europe/Malta")
 
 
-def _problems(plan: Plan, costs: pd.DataFrame | None = None, field: str | None = None,
-              ) -> list[tuple[str, str]]:
+def _problems(
+    plan: Plan,
+    costs: pd.DataFrame | None = None,
+    field: str | None = None,
+) -> list[tuple[str, str]]:
     found = validate_plan(plan, now=NOW, costs=costs).problems
     return [(p.field, p.severity) for p in found if field is None or p.field == field]
 
@@ -29,11 +32,14 @@ def test_the_reference_plan_is_valid(costs: pd.DataFrame) -> None:
     assert "no problems" in validation._repr_html_()
 
 
-@pytest.mark.parametrize(("field", "limit"), [
-    ("name", spec.NAME_MAX_LENGTH),
-    ("external_campaign_id", spec.EXTERNAL_CAMPAIGN_ID_MAX_LENGTH),
-    ("rules_url", spec.RULES_URL_MAX_LENGTH),
-])
+@pytest.mark.parametrize(
+    ("field", "limit"),
+    [
+        ("name", spec.NAME_MAX_LENGTH),
+        ("external_campaign_id", spec.EXTERNAL_CAMPAIGN_ID_MAX_LENGTH),
+        ("rules_url", spec.RULES_URL_MAX_LENGTH),
+    ],
+)
 def test_text_limits_at_the_boundary(field: str, limit: int) -> None:
     assert _problems(make_plan(**{field: "x" * limit}), field=field) == []
     problem = validate_plan(make_plan(**{field: "x" * (limit + 1)}), now=NOW).errors[0]
@@ -46,8 +52,7 @@ def test_name_is_required() -> None:
     assert _problems(make_plan(name=""), field="name") == [("name", "error")]
 
 
-@pytest.mark.parametrize(("bet_number", "ok"), [(0, False), (1, True), (1500, True),
-                                                  (1501, False)])
+@pytest.mark.parametrize(("bet_number", "ok"), [(0, False), (1, True), (1500, True), (1501, False)])
 def test_bet_number_limits(bet_number: int, ok: bool) -> None:
     problems = _problems(make_plan(bet_number=bet_number), field="bet_number")
     assert (problems == []) is ok
@@ -64,14 +69,17 @@ def test_start_must_be_in_the_future() -> None:
 def test_end_after_start_and_the_24_hour_warning(costs: pd.DataFrame) -> None:
     start = datetime(2030, 3, 1, 10, 0)
     assert _problems(make_plan(start=start, end=start), field="end") == [("end", "error")]
-    assert _problems(make_plan(start=start, end=start - timedelta(hours=1)),
-                     field="end") == [("end", "error")]
-    short = validate_plan(make_plan(start=start, end=start + timedelta(hours=23, minutes=59)),
-                          now=NOW, costs=costs)
+    assert _problems(make_plan(start=start, end=start - timedelta(hours=1)), field="end") == [
+        ("end", "error")
+    ]
+    short = validate_plan(
+        make_plan(start=start, end=start + timedelta(hours=23, minutes=59)), now=NOW, costs=costs
+    )
     assert short.ok and [p.field for p in short.warnings] == ["end"]
     assert "atypical" in short.warnings[0].message
-    day = validate_plan(make_plan(start=start, end=start + timedelta(hours=24)), now=NOW,
-                        costs=costs)
+    day = validate_plan(
+        make_plan(start=start, end=start + timedelta(hours=24)), now=NOW, costs=costs
+    )
     assert day.warnings == ()
 
 
@@ -81,14 +89,17 @@ def test_24_hours_are_measured_in_real_time_across_dst() -> None:
     assert _problems(make_plan(start=start, end=end), field="end") == [("end", "warning")]
 
 
-@pytest.mark.parametrize(("wall", "kind"), [
-    (datetime(2030, 3, 31, 2, 30), "nonexistent"),
-    (datetime(2030, 3, 31, 1, 59), "ok"),
-    (datetime(2030, 3, 31, 3, 0), "ok"),
-    (datetime(2030, 10, 27, 2, 30), "ambiguous"),
-    (datetime(2030, 10, 27, 1, 59), "ok"),
-    (datetime(2030, 10, 27, 3, 0), "ok"),
-])
+@pytest.mark.parametrize(
+    ("wall", "kind"),
+    [
+        (datetime(2030, 3, 31, 2, 30), "nonexistent"),
+        (datetime(2030, 3, 31, 1, 59), "ok"),
+        (datetime(2030, 3, 31, 3, 0), "ok"),
+        (datetime(2030, 10, 27, 2, 30), "ambiguous"),
+        (datetime(2030, 10, 27, 1, 59), "ok"),
+        (datetime(2030, 10, 27, 3, 0), "ok"),
+    ],
+)
 def test_local_time_kinds_follow_the_zone(wall: datetime, kind: str) -> None:
     assert local_time_kind(wall, MALTA) == kind
 
@@ -96,8 +107,10 @@ def test_local_time_kinds_follow_the_zone(wall: datetime, kind: str) -> None:
 def test_dst_gap_and_overlap_are_errors_naming_the_zone() -> None:
     plan = make_plan(start=datetime(2030, 3, 31, 2, 30), end=datetime(2030, 10, 27, 2, 30))
     errors = validate_plan(plan, now=NOW).errors
-    assert [(p.field, "gap" in p.message, "twice" in p.message) for p in errors] == \
-        [("start", True, False), ("end", False, True)]
+    assert [(p.field, "gap" in p.message, "twice" in p.message) for p in errors] == [
+        ("start", True, False),
+        ("end", False, True),
+    ]
     assert all("Europe/Malta" in str(p.limit) for p in errors)
 
 
@@ -109,8 +122,9 @@ def test_other_zone_other_dates() -> None:
 
 
 def test_unknown_zone_and_aware_dates() -> None:
-    assert _problems(make_plan(time_zone="Mars/Olympus"), field="time_zone") == \
-        [("time_zone", "error")]
+    assert _problems(make_plan(time_zone="Mars/Olympus"), field="time_zone") == [
+        ("time_zone", "error")
+    ]
     aware = datetime(2030, 3, 1, 10, 0, tzinfo=MALTA)
     assert _problems(make_plan(start=aware), field="start") == [("start", "error")]
 
@@ -142,11 +156,15 @@ def test_without_costs_the_bet_check_is_a_warning() -> None:
 
 
 def test_currency_rules() -> None:
-    plan = make_plan(currencies={
-        "JPY": CurrencyLine(bet=Decimal("1.5"), players=1),
-        "XYZ": CurrencyLine(bet=Decimal("1"), players=1),
-        "EUR": CurrencyLine(bet=Decimal("0"), players=0, player_ids=("a", "a", "")),
-    }, reporting_currency=None, exchange_rates={})
+    plan = make_plan(
+        currencies={
+            "JPY": CurrencyLine(bet=Decimal("1.5"), players=1),
+            "XYZ": CurrencyLine(bet=Decimal("1"), players=1),
+            "EUR": CurrencyLine(bet=Decimal("0"), players=0, player_ids=("a", "a", "")),
+        },
+        reporting_currency=None,
+        exchange_rates={},
+    )
     fields = {p.field: p for p in validate_plan(plan, now=NOW).errors}
     assert fields["currencies.JPY.bet"].limit == "0 decimals"
     assert "currencies.XYZ" in fields
@@ -167,8 +185,14 @@ def test_exchange_rates_rules() -> None:
 
 
 def test_every_problem_is_reported_at_once() -> None:
-    plan = make_plan(name="", bet_number=0, campaign_type="JACKPOT", game_ids=(),
-                     time_zone="Nowhere/City", rules_url="u" * 3000)
+    plan = make_plan(
+        name="",
+        bet_number=0,
+        campaign_type="JACKPOT",
+        game_ids=(),
+        time_zone="Nowhere/City",
+        rules_url="u" * 3000,
+    )
     validation = validate_plan(plan, now=NOW)
     fields = {p.field for p in validation.errors}
     assert {"name", "bet_number", "campaign_type", "game_ids", "time_zone", "rules_url"} <= fields

@@ -14,24 +14,38 @@ RATES = {"BRL": Decimal("0.17"), "GBP": Decimal("1.15"), "JPY": Decimal("0.0061"
 
 
 def test_pure_result_for_inputs(costs: pd.DataFrame) -> None:
-    inputs = PlannerInputs(game_ids=("golden-pharaoh",), currencies=("EUR", "JPY"),
-                           buy_feature_type="SUPER_FREE_SPINS", level=1, bet_number=5,
-                           players=20, start="2030-03-01 10:00", end="2030-03-31 22:00")
+    inputs = PlannerInputs(
+        game_ids=("golden-pharaoh",),
+        currencies=("EUR", "JPY"),
+        buy_feature_type="SUPER_FREE_SPINS",
+        level=1,
+        bet_number=5,
+        players=20,
+        start="2030-03-01 10:00",
+        end="2030-03-31 22:00",
+    )
     result = planner_result(costs, inputs, now=NOW, rates=RATES, reporting_currency="EUR")
     assert result.validation is not None and result.validation.ok
     rows = {r["currency"]: r for r in result.table.to_dict(orient="records")}
     assert rows["EUR"]["base_bet"] == Decimal("0.15")
-    assert rows["EUR"]["feature_cost"] == Decimal("30.00")        # 0.15 x 200
-    assert rows["EUR"]["max_exposure"] == Decimal("3000.00")      # 20 x 5 x 30.00
-    assert rows["JPY"]["feature_cost"] == Decimal("4000")         # 20 x 200
-    assert rows["JPY"]["reporting_value"] == Decimal("2440.00")   # 400000 x 0.0061
+    assert rows["EUR"]["feature_cost"] == Decimal("30.00")  # 0.15 x 200
+    assert rows["EUR"]["max_exposure"] == Decimal("3000.00")  # 20 x 5 x 30.00
+    assert rows["JPY"]["feature_cost"] == Decimal("4000")  # 20 x 200
+    assert rows["JPY"]["reporting_value"] == Decimal("2440.00")  # 400000 x 0.0061
     assert not any(isinstance(v, float) for col in result.table for v in result.table[col])
 
 
 def test_bad_dates_are_an_input_error(costs: pd.DataFrame) -> None:
-    inputs = PlannerInputs(game_ids=("golden-pharaoh",), currencies=("EUR",),
-                           buy_feature_type="FREE_SPINS", level=0, bet_number=5, players=1,
-                           start="tomorrow", end="2030-03-31 22:00")
+    inputs = PlannerInputs(
+        game_ids=("golden-pharaoh",),
+        currencies=("EUR",),
+        buy_feature_type="FREE_SPINS",
+        level=0,
+        bet_number=5,
+        players=1,
+        start="tomorrow",
+        end="2030-03-31 22:00",
+    )
     result = planner_result(costs, inputs, now=NOW)
     assert result.plan is None and result.error is not None and "2030-03-01 10:00" in result.error
 
@@ -53,8 +67,8 @@ def test_controls_drive_the_table(costs: pd.DataFrame) -> None:
     c["bet_number"].value = 3
     assert ui.result is not None
     table = ui.result.table.set_index("currency")
-    assert table.at["EUR", "feature_cost"] == Decimal("20.00")    # 0.20 x 100
-    assert table.at["GBP", "feature_cost"] == Decimal("40.00")    # 0.40 x 100
+    assert table.at["EUR", "feature_cost"] == Decimal("20.00")  # 0.20 x 100
+    assert table.at["GBP", "feature_cost"] == Decimal("40.00")  # 0.40 x 100
     assert table.at["EUR", "max_exposure"] == Decimal("600.00")
     assert "600.00" in ui.output.value
 
@@ -65,8 +79,10 @@ def test_controls_drive_the_table(costs: pd.DataFrame) -> None:
 
     c["bet_number"].value = 3
     c["games"].value = ("golden-pharaoh", "neon-fruits")  # 20.00 is not a neon-fruits cost
-    assert {p.field for p in ui.result.validation.errors} == \
-        {"currencies.EUR.bet", "currencies.GBP.bet"}
+    assert {p.field for p in ui.result.validation.errors} == {
+        "currencies.EUR.bet",
+        "currencies.GBP.bet",
+    }
 
     c["games"].value = ("viking-raid",)
     assert c["feature"].options == ("BONUS_GAME", "FREE_SPINS")

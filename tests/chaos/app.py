@@ -45,14 +45,19 @@ def make() -> WebhookReceiver:
     url = os.environ["CHAOS_STORE"]
     store: Store
     if url.startswith("sqlite:///") and "CHAOS_MAX_PAGES" in os.environ:
-        store = CappedSQLiteStore(url[len("sqlite:///"):], int(os.environ["CHAOS_MAX_PAGES"]))
+        store = CappedSQLiteStore(url[len("sqlite:///") :], int(os.environ["CHAOS_MAX_PAGES"]))
     else:
         store = open_store(url)
     return WebhookReceiver(
-        store, auth=ReceiverAuth.none(), handler=_handler,
-        queue_options={"max_attempts": 3, "lease": timedelta(seconds=2),
-                       "handler_timeout": timedelta(seconds=1),
-                       "first_delay": timedelta(milliseconds=100),
-                       "idle_wait": timedelta(milliseconds=50)},
+        store,
+        auth=ReceiverAuth.none(),
+        handler=_handler,
+        queue_options={
+            "max_attempts": 3,
+            "lease": timedelta(seconds=2),
+            "handler_timeout": timedelta(seconds=1),
+            "first_delay": timedelta(milliseconds=100),
+            "idle_wait": timedelta(milliseconds=50),
+        },
         purge_every=timedelta(seconds=1),
     )

@@ -68,8 +68,9 @@ class Receiver:
 
     def workers(self) -> list[int]:
         """The pids of the worker processes (uvicorn's children that serve)."""
-        out = subprocess.run(["pgrep", "-P", str(self.proc.pid)], capture_output=True,
-                             text=True, check=False).stdout.split()
+        out = subprocess.run(
+            ["pgrep", "-P", str(self.proc.pid)], capture_output=True, text=True, check=False
+        ).stdout.split()
         pids = []
         for pid in out:
             try:
@@ -87,8 +88,10 @@ class Receiver:
             if self.proc.poll() is not None:
                 raise AssertionError(f"receiver exited: {self.log.read_text()[-3000:]}")
             if time.monotonic() > deadline:
-                raise AssertionError(f"{what} not within {timeout} s; receiver output: "
-                                     f"{self.log.read_text()[-3000:]}")
+                raise AssertionError(
+                    f"{what} not within {timeout} s; receiver output: "
+                    f"{self.log.read_text()[-3000:]}"
+                )
             time.sleep(0.05)
 
     def healthy(self) -> bool:
@@ -109,21 +112,48 @@ def start_receiver(tmp_path: Path) -> Iterator[Callable[..., Receiver]]:
         log = tmp_path / "receiver.log"
         processed = tmp_path / "processed.txt"
         processed.touch()
-        environ = {**os.environ, "CHAOS_STORE": store, "CHAOS_KILLERS": ",".join(killers),
-                   "CHAOS_PROCESSED": str(processed), **env}
+        environ = {
+            **os.environ,
+            "CHAOS_STORE": store,
+            "CHAOS_KILLERS": ",".join(killers),
+            "CHAOS_PROCESSED": str(processed),
+            **env,
+        }
         with log.open("wb") as out:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "uvicorn", "tests.chaos.app:make", "--factory",
-                 "--port", str(port), "--workers", str(WORKERS), "--http", "httptools",
-                 "--loop", "uvloop", "--log-level", "warning", "--no-access-log",
-                 "--timeout-graceful-shutdown", "5"],
-                cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=environ,
+                [
+                    sys.executable,
+                    "-m",
+                    "uvicorn",
+                    "tests.chaos.app:make",
+                    "--factory",
+                    "--port",
+                    str(port),
+                    "--workers",
+                    str(WORKERS),
+                    "--http",
+                    "httptools",
+                    "--loop",
+                    "uvloop",
+                    "--log-level",
+                    "warning",
+                    "--no-access-log",
+                    "--timeout-graceful-shutdown",
+                    "5",
+                ],
+                cwd=ROOT,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=environ,
                 start_new_session=True,
             )
         receiver = Receiver(proc, port, log, processed)
         started.append(receiver)
-        receiver.wait_until("ready", lambda: receiver.healthy() and
-                            len(receiver.workers()) == WORKERS, READY_TIMEOUT_S)
+        receiver.wait_until(
+            "ready",
+            lambda: receiver.healthy() and len(receiver.workers()) == WORKERS,
+            READY_TIMEOUT_S,
+        )
         return receiver
 
     yield start
@@ -141,15 +171,18 @@ def _recovers(load: LoadGenerator, timeout: float, oks: int = 100) -> None:
     """The load gets ``oks`` more 200s within ``timeout`` s."""
     mark = len(load.statuses())
     assert load.wait_for(lambda s: s[mark:].count(200) >= oks, timeout), (
-        f"no recovery within {timeout} s: {load.statuses()[mark:][-20:]}")
+        f"no recovery within {timeout} s: {load.statuses()[mark:][-20:]}"
+    )
 
 
 def _sigkill_a_worker(receiver: Receiver, load: LoadGenerator) -> None:
     victim = receiver.workers()[0]
     os.kill(victim, signal.SIGKILL)
-    receiver.wait_until("a replacement worker",
-                        lambda: victim not in receiver.workers()
-                        and len(receiver.workers()) == WORKERS, 60)
+    receiver.wait_until(
+        "a replacement worker",
+        lambda: victim not in receiver.workers() and len(receiver.workers()) == WORKERS,
+        60,
+    )
     _recovers(load, 30)
 
 
@@ -160,8 +193,9 @@ def _killer_handlers(receiver: Receiver, load: LoadGenerator, killers: list[str]
             # The worker that runs it dies; its request may be cut off: send until a 200.
             while True:
                 try:
-                    status = client.post(receiver.url, content=wire(event(killer)),
-                                         headers=JSON).status_code
+                    status = client.post(
+                        receiver.url, content=wire(event(killer)), headers=JSON
+                    ).status_code
                 except httpx.TransportError:
                     status = 0
                 load.record(killer, status)
@@ -170,19 +204,23 @@ def _killer_handlers(receiver: Receiver, load: LoadGenerator, killers: list[str]
                 assert time.monotonic() < deadline, "a killer action was never acknowledged"
 
 
-def _final_checks(receiver: Receiver, load: LoadGenerator, killers: list[str],
-                  store_url: str, parent: int) -> None:
+def _final_checks(
+    receiver: Receiver, load: LoadGenerator, killers: list[str], store_url: str, parent: int
+) -> None:
     try:
         _check(receiver, load, killers, store_url, parent)
     except AssertionError as exc:
-        lines = [ln for ln in receiver.log.read_text().splitlines()
-                 if "WARNING" in ln or "ERROR" in ln]
-        raise AssertionError(f"{exc}\nreceiver warnings and errors:\n"
-                             + "\n".join(lines[-60:])) from exc
+        lines = [
+            ln for ln in receiver.log.read_text().splitlines() if "WARNING" in ln or "ERROR" in ln
+        ]
+        raise AssertionError(
+            f"{exc}\nreceiver warnings and errors:\n" + "\n".join(lines[-60:])
+        ) from exc
 
 
-def _check(receiver: Receiver, load: LoadGenerator, killers: list[str],
-           store_url: str, parent: int) -> None:
+def _check(
+    receiver: Receiver, load: LoadGenerator, killers: list[str], store_url: str, parent: int
+) -> None:
     acknowledged = load.acknowledged()
     assert set(killers) <= acknowledged
     store = open_store(store_url)
@@ -210,14 +248,14 @@ def _check(receiver: Receiver, load: LoadGenerator, killers: list[str],
     assert set(dead) == set(killers), f"dead letters: {list(dead.items())[:3]}"
     assert all("the last one never finished" in (d.last_error or "") for d in dead.values())
     processed = set(receiver.processed.read_text().split())
-    lost = {a for a in acknowledged - set(killers) if states.get(a) != "done"
-            or a not in processed}
+    lost = {a for a in acknowledged - set(killers) if states.get(a) != "done" or a not in processed}
     assert not lost, f"{len(lost)} acknowledged actions never processed"
     assert receiver.get("/healthz").json()["store"] == "ok"
 
 
-def test_chaos_on_postgres(pg_url: str, start_receiver: Callable[..., Receiver],
-                           postgres_restarts: Callable[[], None]) -> None:
+def test_chaos_on_postgres(
+    pg_url: str, start_receiver: Callable[..., Receiver], postgres_restarts: Callable[[], None]
+) -> None:
     killers = [str(uuid.uuid4()) for _ in range(2)]
     receiver = start_receiver(pg_url, killers)
     parent = receiver.proc.pid
@@ -248,16 +286,25 @@ def test_chaos_on_sqlite(tmp_path: Path, start_receiver: Callable[..., Receiver]
         _recovers(load, 30, oks=200)
         # The disk fills: only 503s, and the receiver is not ready.
         while (pages := filler.execute("PRAGMA page_count").fetchone()[0]) < MAX_PAGES - 2:
-            filler.executemany("INSERT INTO filler VALUES (zeroblob(4000))",
-                               [()] * max(1, min(2000, MAX_PAGES - 2 - pages)))
+            filler.executemany(
+                "INSERT INTO filler VALUES (zeroblob(4000))",
+                [()] * max(1, min(2000, MAX_PAGES - 2 - pages)),
+            )
         assert load.wait_for(lambda s: s[-30:] == [503] * 30, 30), load.statuses()[-30:]
-        receiver.wait_until("unready on a full disk",
-                            lambda: receiver.get("/readyz").status_code == 503, 10)
+        receiver.wait_until(
+            "unready on a full disk", lambda: receiver.get("/readyz").status_code == 503, 10
+        )
         assert receiver.get("/healthz").status_code == 200  # unready, not dead
         _sigkill_a_worker_while_full = receiver.workers()[0]
         os.kill(_sigkill_a_worker_while_full, signal.SIGKILL)  # a worker restarts on a full disk
-        receiver.wait_until("a replacement worker", lambda: len(receiver.workers()) == WORKERS
-                            and _sigkill_a_worker_while_full not in receiver.workers(), 60)
+        receiver.wait_until(
+            "a replacement worker",
+            lambda: (
+                len(receiver.workers()) == WORKERS
+                and _sigkill_a_worker_while_full not in receiver.workers()
+            ),
+            60,
+        )
         filler.execute("DELETE FROM filler")  # space is back
         _recovers(load, 10, oks=20)
         _sigkill_a_worker(receiver, load)

@@ -89,12 +89,18 @@ def make(kind: str, sb: RunningSandbox, loop: asyncio.AbstractEventLoop) -> Iter
     twin) logged in to the sandbox as a demo account; closed after the test."""
     made: list[Any] = []
 
-    def factory(account: str = "partner", sandbox: RunningSandbox | None = None,
-                **options: Any) -> Any:
+    def factory(
+        account: str = "partner", sandbox: RunningSandbox | None = None, **options: Any
+    ) -> Any:
         server = sandbox or sb
         acct = server.accounts[account]
-        kwargs: dict[str, Any] = {"base_url": server.base_url, "username": acct.username,
-                                  "password": acct.password, "env_file": None, **FAST_BACKOFF}
+        kwargs: dict[str, Any] = {
+            "base_url": server.base_url,
+            "username": acct.username,
+            "password": acct.password,
+            "env_file": None,
+            **FAST_BACKOFF,
+        }
         kwargs.update(options)
         if kind == "sync":
             client: Any = Client(**kwargs)
@@ -108,8 +114,9 @@ def make(kind: str, sb: RunningSandbox, loop: asyncio.AbstractEventLoop) -> Iter
         client.close()
 
 
-def run_concurrently(client: Any, jobs: Sequence[tuple[str, tuple[Any, ...], dict[str, Any]]],
-                     *, workers: int = 8) -> list[Any]:
+def run_concurrently(
+    client: Any, jobs: Sequence[tuple[str, tuple[Any, ...], dict[str, Any]]], *, workers: int = 8
+) -> list[Any]:
     """Run ``(method, args, kwargs)`` jobs on ``client`` concurrently: a thread pool for the
     sync client, tasks on its loop for the async twin. Returns results or exceptions."""
     return run_on_clients([(client, *job) for job in jobs], workers=workers)
@@ -127,8 +134,9 @@ def run_on_clients(
         async def main() -> list[Any]:
             gate = asyncio.Semaphore(workers * 2)
 
-            async def one(twin: AsyncTwin, name: str, args: tuple[Any, ...],
-                          kwargs: dict[str, Any]) -> Any:
+            async def one(
+                twin: AsyncTwin, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+            ) -> Any:
                 async with gate:
                     return await getattr(twin.target, name)(*args, **kwargs)
 

@@ -30,9 +30,14 @@ GAME = next(g for g in CATALOGUE if g.buy_features and "KWD" in g.bet_sizes)
 def free_rounds(**overrides: Any) -> CampaignRequest:
     """A valid FREE_ROUNDS campaign on the sandbox's catalogue."""
     fields: dict[str, Any] = {
-        "type": spec.FREE_ROUNDS_CAMPAIGN_TYPE, "name": "Spring spins", "bet_number": 10,
-        "game_ids": [GAME.game_id], "bet": GAME.bet_sizes["EUR"][0], "currency_code": "EUR",
-        "start_date": datetime(2026, 3, 1, 10), "end_date": datetime(2026, 3, 8, 10),
+        "type": spec.FREE_ROUNDS_CAMPAIGN_TYPE,
+        "name": "Spring spins",
+        "bet_number": 10,
+        "game_ids": [GAME.game_id],
+        "bet": GAME.bet_sizes["EUR"][0],
+        "currency_code": "EUR",
+        "start_date": datetime(2026, 3, 1, 10),
+        "end_date": datetime(2026, 3, 8, 10),
         "time_zone": "Europe/Malta",
     }
     fields.update(overrides)
@@ -66,7 +71,8 @@ def test_catalogue_operations_return_exact_models(make: MakeClient, sb: RunningS
     assert game.bet_sizes["KWD"] == list(GAME.bet_sizes["KWD"])
     assert all(isinstance(b, Decimal) for b in game.bet_sizes["KWD"])
     assert [f.price_multiplier for f in game.buy_features] == [
-        f.price_multiplier for f in GAME.buy_features]
+        f.price_multiplier for f in GAME.buy_features
+    ]
     confs = c.awarded_feature_configurations(GAME.game_id, "KWD")
     expected = [cost for _, cost, _ in feature_costs(GAME.game_id, "KWD")]
     assert [x.bet for x in confs.content] == expected
@@ -85,8 +91,9 @@ def test_campaign_and_participants(make: MakeClient, sb: RunningSandbox) -> None
     assert stored.body["bet"] == GAME.bet_sizes["EUR"][0]
     added = c.add_participants(created.campaign_id, ["p-1", "p-2"], brand=201)
     assert added.retries == 0 and added.campaign_id == created.campaign_id
-    batch = c.add_participants_batch(created.campaign_id, [f"b-{i}" for i in range(2500)],
-                                     brand=201)
+    batch = c.add_participants_batch(
+        created.campaign_id, [f"b-{i}" for i in range(2500)], brand=201
+    )
     assert batch.model_extra is not None
     assert len(sb.state.participants(created.campaign_id)) == 2502
     assert sb.state.requests[-1].path.endswith(f"/campaign/{created.campaign_id}/participant/batch")
@@ -121,8 +128,12 @@ def test_legacy_campaign_path(make: MakeClient, sb: RunningSandbox) -> None:
     ]
     # The legacy path serves free rounds (spec.LEGACY_CAMPAIGN_TYPES, assumed): an awarded
     # feature is refused before sending, as the sandbox would refuse it.
-    awarded = free_rounds(type=spec.CAMPAIGN_TYPE_AWARDED_FEATURE, bet=Decimal("7.55"),
-                          game_ids=["neon-fruits"], currency_code="EUR")
+    awarded = free_rounds(
+        type=spec.CAMPAIGN_TYPE_AWARDED_FEATURE,
+        bet=Decimal("7.55"),
+        game_ids=["neon-fruits"],
+        currency_code="EUR",
+    )
     with pytest.raises(ValueError, match="legacy"):
         c.create_campaign(awarded)
     assert len(paths(sb)) == 3
@@ -131,8 +142,9 @@ def test_legacy_campaign_path(make: MakeClient, sb: RunningSandbox) -> None:
 
 def test_webhook_subscription(make: MakeClient, sb: RunningSandbox) -> None:
     c = make("third_party").brand(301)
-    sub = WebhookSubscription(callback_url="https://hooks.example.com/gp",
-                              authentication_type="BEARER", api_key="k-123")
+    sub = WebhookSubscription(
+        callback_url="https://hooks.example.com/gp", authentication_type="BEARER", api_key="k-123"
+    )
     created = c.create_webhook_subscription(sub)
     assert created.callback_url == "https://hooks.example.com/gp"
     assert sb.state.subscriptions[301]["apiKey"] == "k-123"
@@ -170,8 +182,9 @@ def test_webhook_subscription(make: MakeClient, sb: RunningSandbox) -> None:
         ("internal", 201, "/api/v1/brands/201/game"),
     ],
 )
-def test_path_form_per_principal(make: MakeClient, sb: RunningSandbox, account: str,
-                                 brand: int | None, expected_path: str) -> None:
+def test_path_form_per_principal(
+    make: MakeClient, sb: RunningSandbox, account: str, brand: int | None, expected_path: str
+) -> None:
     c = make(account)
     c.game(GAME.game_id, brand=brand)
     last = sb.state.requests[-1]
@@ -202,9 +215,11 @@ def test_brand_outside_int32_is_refused_locally(make: MakeClient, sb: RunningSan
     with pytest.raises(ValueError, match="int32"):
         c.game(GAME.game_id, brand=2**31)
     assert len(sb.state.requests) == before
-    response = httpx.get(f"{sb.base_url}/api/v1/brands/{2**31}/game",
-                         params={"gameId": GAME.game_id},
-                         auth=(sb.accounts["internal"].username, sb.accounts["internal"].password))
+    response = httpx.get(
+        f"{sb.base_url}/api/v1/brands/{2**31}/game",
+        params={"gameId": GAME.game_id},
+        auth=(sb.accounts["internal"].username, sb.accounts["internal"].password),
+    )
     assert (response.status_code, response.json()["code"]) == spec.BRAND_ID_NOT_INT32
 
 
@@ -219,7 +234,10 @@ def test_brand_outside_int32_is_refused_locally(make: MakeClient, sb: RunningSan
     ],
 )
 def test_brand_errors_raised_locally_before_sending(
-    make: MakeClient, sb: RunningSandbox, account: str, brand: int | None,
+    make: MakeClient,
+    sb: RunningSandbox,
+    account: str,
+    brand: int | None,
     error: type[errors.ApiError],
 ) -> None:
     c = make(account)
@@ -272,17 +290,33 @@ def test_invalid_campaign_id(make: MakeClient, sb: RunningSandbox) -> None:
     [
         (FaultRule("other", status=500), errors.UnknownServerError, 500, spec.CODE_UNKNOWN_ERROR),
         (FaultRule("other", status=504), errors.GatewayTimeoutError, 504, spec.CODE_TIMEOUT),
-        (FaultRule("other", status=503, code="MAINTENANCE"), errors.ServerError, 503,
-         "MAINTENANCE"),
-        (FaultRule("other", status=400, code=spec.VALIDATION_ERROR_CODE),
-         errors.CampaignValidationError, 400, spec.VALIDATION_ERROR_CODE),
-        (FaultRule("other", status=418, code="I_AM_A_TEAPOT"), errors.ApiError, 418,
-         "I_AM_A_TEAPOT"),
+        (
+            FaultRule("other", status=503, code="MAINTENANCE"),
+            errors.ServerError,
+            503,
+            "MAINTENANCE",
+        ),
+        (
+            FaultRule("other", status=400, code=spec.VALIDATION_ERROR_CODE),
+            errors.CampaignValidationError,
+            400,
+            spec.VALIDATION_ERROR_CODE,
+        ),
+        (
+            FaultRule("other", status=418, code="I_AM_A_TEAPOT"),
+            errors.ApiError,
+            418,
+            "I_AM_A_TEAPOT",
+        ),
     ],
 )
 def test_error_classes_from_injected_faults(
-    make: MakeClient, sb: RunningSandbox, rule: FaultRule, error: type[errors.ApiError],
-    status: int, code: str,
+    make: MakeClient,
+    sb: RunningSandbox,
+    rule: FaultRule,
+    error: type[errors.ApiError],
+    status: int,
+    code: str,
 ) -> None:
     c = make("partner", max_retries=0)
     c.self()
@@ -319,8 +353,9 @@ class _ProxyHandler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         if self.path == spec.SELF_PATH:
-            body = json.dumps({"principalType": "INDIVIDUAL",
-                               "allowedBrands": [{"id": 1, "name": "B"}]}).encode()
+            body = json.dumps(
+                {"principalType": "INDIVIDUAL", "allowedBrands": [{"id": 1, "name": "B"}]}
+            ).encode()
             self._answer(200, "application/json", body)
         else:
             self._answer(502, "text/html", b"<html><body>502 Bad Gateway</body></html>")
@@ -347,14 +382,22 @@ def proxy_url() -> Iterator[str]:
     thread.join()
 
 
-def test_non_json_error_body_is_kept(kind: str, proxy_url: str,
-                                     loop: asyncio.AbstractEventLoop) -> None:
-    options: dict[str, Any] = {"base_url": proxy_url, "username": "u", "password": "p",
-                               "env_file": None, "max_retries": 1, **FAST_BACKOFF}
+def test_non_json_error_body_is_kept(
+    kind: str, proxy_url: str, loop: asyncio.AbstractEventLoop
+) -> None:
+    options: dict[str, Any] = {
+        "base_url": proxy_url,
+        "username": "u",
+        "password": "p",
+        "env_file": None,
+        "max_retries": 1,
+        **FAST_BACKOFF,
+    }
     if kind == "sync":
         with Client(**options) as c, pytest.raises(errors.ServerError) as caught:
             c.game("g")
     else:
+
         async def main() -> None:
             async with AsyncClient(**options, **async_options(kind)) as c:
                 await c.game("g")
@@ -375,8 +418,11 @@ class _OtherShapeHandler(_ProxyHandler):
         if self.path == spec.SELF_PATH:
             super().do_GET()
         elif self.path.startswith("/api/v1/game"):
-            self._answer(200, "application/json",
-                         b'{"gameId": "g", "features": [{"type": "FS", "multiplier": 100}]}')
+            self._answer(
+                200,
+                "application/json",
+                b'{"gameId": "g", "features": [{"type": "FS", "multiplier": 100}]}',
+            )
         else:
             self._answer(200, "application/json", b'{"items": []}')
 
@@ -388,8 +434,7 @@ def test_an_answer_of_another_shape_fails_loudly_naming_the_endpoint() -> None:
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        with Client(f"http://127.0.0.1:{server.server_address[1]}", "u", "p",
-                    env_file=None) as c:
+        with Client(f"http://127.0.0.1:{server.server_address[1]}", "u", "p", env_file=None) as c:
             with pytest.raises(errors.ApiError) as game:
                 c.game("g")
             with pytest.raises(errors.ApiError) as confs:
@@ -421,19 +466,21 @@ def test_sync_client_works_inside_a_running_loop(sb: RunningSandbox) -> None:
     assert asyncio.run(kernel_cell()) == spec.PRINCIPAL_INDIVIDUAL
 
 
-def test_three_lines_from_the_environment(kind: str, sb: RunningSandbox,
-                                          monkeypatch: pytest.MonkeyPatch,
-                                          loop: asyncio.AbstractEventLoop) -> None:
+def test_three_lines_from_the_environment(
+    kind: str, sb: RunningSandbox, monkeypatch: pytest.MonkeyPatch, loop: asyncio.AbstractEventLoop
+) -> None:
     acct = sb.accounts["partner"]
     monkeypatch.setenv("GP_BASE_URL", sb.base_url)
     monkeypatch.setenv("GP_USERNAME", acct.username)
     monkeypatch.setenv("GP_PASSWORD", acct.password)
     if kind == "sync":
         from gptools.client import Client as C
+
         client = C(env_file=None)
         brands = [b.id for b in client.self().allowed_brands]
         client.close()
     else:
+
         async def cell() -> list[int]:
             async with AsyncClient(env_file=None, **async_options(kind)) as ac:
                 return [b.id for b in (await ac.self()).allowed_brands]

@@ -57,10 +57,13 @@ def test_all_is_sorted_and_importable() -> None:
         (409, False, True, True, False),
     ],
 )
-def test_should_retry(status: int | None, rate_limited: bool, idempotent: bool, reached: bool,
-                      expected: bool) -> None:
-    assert should_retry(status, rate_limited=rate_limited, idempotent=idempotent,
-                        reached=reached) is expected
+def test_should_retry(
+    status: int | None, rate_limited: bool, idempotent: bool, reached: bool, expected: bool
+) -> None:
+    assert (
+        should_retry(status, rate_limited=rate_limited, idempotent=idempotent, reached=reached)
+        is expected
+    )
 
 
 def test_backoff_is_exponential_capped_and_jittered() -> None:
@@ -98,22 +101,27 @@ def test_server_date() -> None:
         return httpx.Response(429, headers=headers)
 
     assert server_date(answer(Date="Sun, 06 Nov 1994 08:49:37 GMT")) == datetime(
-        1994, 11, 6, 8, 49, 37, tzinfo=UTC)
+        1994, 11, 6, 8, 49, 37, tzinfo=UTC
+    )
     assert server_date(answer()) is None
     assert server_date(answer(Date="yesterday")) is None
 
 
-@pytest.mark.parametrize(("status", "code", "rate_limit_status", "expected"), [
-    (429, None, 429, True),
-    (429, "UNKNOWN_ERROR", 429, True),
-    (503, spec.RATE_LIMIT_CODE, 429, True),
-    (503, None, 429, False),
-    (503, "SLOW_DOWN", 503, True),
-    (429, None, 503, False),
-    (None, None, 429, False),
-])
-def test_one_predicate_for_rate_limited(status: int | None, code: str | None,
-                                        rate_limit_status: int, expected: bool) -> None:
+@pytest.mark.parametrize(
+    ("status", "code", "rate_limit_status", "expected"),
+    [
+        (429, None, 429, True),
+        (429, "UNKNOWN_ERROR", 429, True),
+        (503, spec.RATE_LIMIT_CODE, 429, True),
+        (503, None, 429, False),
+        (503, "SLOW_DOWN", 503, True),
+        (429, None, 503, False),
+        (None, None, 429, False),
+    ],
+)
+def test_one_predicate_for_rate_limited(
+    status: int | None, code: str | None, rate_limit_status: int, expected: bool
+) -> None:
     assert is_rate_limited(status, code, rate_limit_status=rate_limit_status) is expected
     klass = error_class(status, code, rate_limit_status=rate_limit_status)
     assert issubclass(klass, RateLimitedError) is expected
@@ -127,8 +135,9 @@ def test_limiter_refuses_an_endless_pause() -> None:
         lim.release(ticket, 0.0, rate_limited=True, retry_after=float("inf"))
 
 
-def _tier(name: str, per_second: int, endpoint: str | None = None,
-          methods: frozenset[str] | None = None) -> spec.RateTier:
+def _tier(
+    name: str, per_second: int, endpoint: str | None = None, methods: frozenset[str] | None = None
+) -> spec.RateTier:
     return spec.RateTier(name, "per_user_endpoint", per_second, methods, endpoint)
 
 
@@ -136,13 +145,25 @@ def test_limiter_tiers_follow_the_rate_table() -> None:
     lim = RateLimiter()
     participant = "/api/v1/brands/201/campaign/CMP-1/participant"
     assert set(lim.tiers_for("POST", participant)) == {
-        "global_all", "user_participant", "endpoint_participant"}
+        "global_all",
+        "user_participant",
+        "endpoint_participant",
+    }
     assert set(lim.tiers_for("GET", "/api/v1/game")) == {
-        "global_all", "global_get", "user_other GET /game"}
+        "global_all",
+        "global_get",
+        "user_other GET /game",
+    }
     assert set(lim.tiers_for("GET", "/api/v1/brands/201/game")) == {
-        "global_all", "global_get", "user_other GET /game"}
+        "global_all",
+        "global_get",
+        "user_other GET /game",
+    }
     assert set(lim.tiers_for("POST", "/api/v1/freeround/campaign")) == {
-        "global_all", "user_campaign", "endpoint_campaign"}
+        "global_all",
+        "user_campaign",
+        "endpoint_campaign",
+    }
     assert RateLimiter(()).tiers_for("GET", "/api/v1/self") == ()
 
 

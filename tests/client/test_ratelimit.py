@@ -13,12 +13,14 @@ from tests.client.test_operations import GAME, free_rounds
 
 
 @pytest.mark.slow
-def test_1000_participant_requests_at_the_documented_limit(make: MakeClient,
-                                                           sb: RunningSandbox) -> None:
+def test_1000_participant_requests_at_the_documented_limit(
+    make: MakeClient, sb: RunningSandbox
+) -> None:
     c = make("partner")
     campaign = c.create_campaign(free_rounds(), brand=201).campaign_id
-    jobs = [("add_participants", (campaign, [f"player-{i:04d}"]), {"brand": 201})
-            for i in range(1000)]
+    jobs = [
+        ("add_participants", (campaign, [f"player-{i:04d}"]), {"brand": 201}) for i in range(1000)
+    ]
     results = run_concurrently(c, jobs, workers=8)
     failures = [r for r in results if isinstance(r, BaseException)]
     assert failures == []
@@ -39,10 +41,12 @@ def test_1000_participant_requests_at_the_documented_limit(make: MakeClient,
 MIXED = (
     spec.RateTier("global_all", "global", 40, None, None),
     spec.RateTier("global_get", "global", 30, frozenset({"GET"}), None),
-    spec.RateTier("user_participant", "per_user_endpoint", 20, None,
-                  spec.ENDPOINT_CLASS_PARTICIPANT),
-    spec.RateTier("user_campaign", "per_user_endpoint", 4, None,
-                  spec.ENDPOINT_CLASS_CAMPAIGN_CREATE),
+    spec.RateTier(
+        "user_participant", "per_user_endpoint", 20, None, spec.ENDPOINT_CLASS_PARTICIPANT
+    ),
+    spec.RateTier(
+        "user_campaign", "per_user_endpoint", 4, None, spec.ENDPOINT_CLASS_CAMPAIGN_CREATE
+    ),
     spec.RateTier("user_other", "per_user_endpoint", 10, None, spec.ENDPOINT_CLASS_OTHER),
 )
 

@@ -24,9 +24,13 @@ GAME_PATH = "/api/v1/brands/201/game"
 
 
 def retry_logs(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
-    return [r for r in caplog.records
-            if r.name == "gptools.client" and r.levelno == logging.INFO
-            and r.getMessage().startswith("retry ")]
+    return [
+        r
+        for r in caplog.records
+        if r.name == "gptools.client"
+        and r.levelno == logging.INFO
+        and r.getMessage().startswith("retry ")
+    ]
 
 
 @pytest.mark.parametrize(
@@ -39,8 +43,9 @@ def retry_logs(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
     ],
     ids=["500", "503", "504-timeout", "dropped"],
 )
-def test_retried_until_success(make: MakeClient, sb: RunningSandbox, rule: FaultRule,
-                               caplog: pytest.LogCaptureFixture) -> None:
+def test_retried_until_success(
+    make: MakeClient, sb: RunningSandbox, rule: FaultRule, caplog: pytest.LogCaptureFixture
+) -> None:
     c = make("partner")
     c.self()
     sb.faults.add(rule)
@@ -65,8 +70,9 @@ def test_retries_exhausted_raise_with_count(make: MakeClient, sb: RunningSandbox
     assert len(sb.state.requests) == 1 + 3
 
 
-def test_dropped_connections_exhausted_give_transport_error(make: MakeClient,
-                                                            sb: RunningSandbox) -> None:
+def test_dropped_connections_exhausted_give_transport_error(
+    make: MakeClient, sb: RunningSandbox
+) -> None:
     c = make("partner", max_retries=1)
     c.self()
     sb.faults.add(FaultRule("other", drop=True))
@@ -78,8 +84,9 @@ def test_dropped_connections_exhausted_give_transport_error(make: MakeClient,
     assert [r.status for r in sb.state.requests[1:]] == [0, 0]  # 0: dropped, no answer
 
 
-def test_read_timeout_is_retried_and_overridable_per_call(make: MakeClient,
-                                                          sb: RunningSandbox) -> None:
+def test_read_timeout_is_retried_and_overridable_per_call(
+    make: MakeClient, sb: RunningSandbox
+) -> None:
     c = make("partner")
     c.self()
     sb.faults.add(FaultRule("other", latency_s=1.5, count=1))
@@ -132,16 +139,25 @@ def test_callers_waiting_for_a_failed_self_share_its_error(make: MakeClient) -> 
     [
         (FaultRule("other", status=400, code="BAD"), errors.BadRequestError),
         (FaultRule("other", status=401, code=spec.CODE_NOT_AUTHORIZED), errors.NotAuthorizedError),
-        (FaultRule("other", status=403, code=spec.CODE_BRAND_NOT_ALLOWED),
-         errors.BrandNotAllowedError),
-        (FaultRule("other", status=403, code=spec.CODE_INVALID_REQUEST),
-         errors.InvalidRequestError),
+        (
+            FaultRule("other", status=403, code=spec.CODE_BRAND_NOT_ALLOWED),
+            errors.BrandNotAllowedError,
+        ),
+        (
+            FaultRule("other", status=403, code=spec.CODE_INVALID_REQUEST),
+            errors.InvalidRequestError,
+        ),
         (FaultRule("other", status=404, code=spec.NOT_FOUND_CODE), errors.NotFoundError),
     ],
     ids=["400", "401", "403-brand", "403-invalid", "404"],
 )
-def test_no_retry_on_4xx(make: MakeClient, sb: RunningSandbox, rule: FaultRule,
-                         error: type[errors.ApiError], caplog: pytest.LogCaptureFixture) -> None:
+def test_no_retry_on_4xx(
+    make: MakeClient,
+    sb: RunningSandbox,
+    rule: FaultRule,
+    error: type[errors.ApiError],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     c = make("partner")
     c.self()
     sb.faults.add(rule)
@@ -152,8 +168,9 @@ def test_no_retry_on_4xx(make: MakeClient, sb: RunningSandbox, rule: FaultRule,
     assert c.stats.retries == 0 and retry_logs(caplog) == []
 
 
-def test_commit_then_fail_creates_exactly_one_campaign(make: MakeClient,
-                                                       sb: RunningSandbox) -> None:
+def test_commit_then_fail_creates_exactly_one_campaign(
+    make: MakeClient, sb: RunningSandbox
+) -> None:
     c = make("partner")
     sb.faults.add(FaultRule(spec.ENDPOINT_CLASS_CAMPAIGN_CREATE, commit_then_fail=True, count=2))
     created = c.create_campaign(free_rounds(), brand=202)
@@ -167,8 +184,7 @@ def test_commit_then_fail_creates_exactly_one_campaign(make: MakeClient,
     assert len(key) == 36 and uuid.UUID(key).version == 4
 
 
-def test_participant_retry_after_commit_is_harmless(make: MakeClient,
-                                                    sb: RunningSandbox) -> None:
+def test_participant_retry_after_commit_is_harmless(make: MakeClient, sb: RunningSandbox) -> None:
     c = make("partner").brand(203)
     campaign = c.create_campaign(free_rounds()).campaign_id
     sb.faults.add(FaultRule(spec.ENDPOINT_CLASS_PARTICIPANT, commit_then_fail=True, count=1))
@@ -187,8 +203,9 @@ def test_participant_retries_against_a_server_that_refuses_re_adds(make: MakeCli
     with run_sandbox(config) as strict:
         c = make("partner", sandbox=strict).brand(203)
         campaign = c.create_campaign(free_rounds()).campaign_id
-        strict.faults.add(FaultRule(spec.ENDPOINT_CLASS_PARTICIPANT, commit_then_fail=True,
-                                    count=1))
+        strict.faults.add(
+            FaultRule(spec.ENDPOINT_CLASS_PARTICIPANT, commit_then_fail=True, count=1)
+        )
         with pytest.raises(errors.ConflictError) as refused:
             c.add_participants(campaign, ["p-1", "p-2"])
         assert refused.value.code == spec.PARTICIPANT_EXISTS_CODE
@@ -196,8 +213,9 @@ def test_participant_retries_against_a_server_that_refuses_re_adds(make: MakeCli
         assert strict.state.participants(campaign) == {"p-1": 1, "p-2": 1}
 
         careful = make("partner", sandbox=strict, participant_retries=False).brand(203)
-        strict.faults.add(FaultRule(spec.ENDPOINT_CLASS_PARTICIPANT, commit_then_fail=True,
-                                    count=1))
+        strict.faults.add(
+            FaultRule(spec.ENDPOINT_CLASS_PARTICIPANT, commit_then_fail=True, count=1)
+        )
         with pytest.raises(errors.ServerError) as lost:
             careful.add_participants(campaign, ["p-3"])
         assert lost.value.status == 504 and lost.value.retries == 0
@@ -217,9 +235,14 @@ def test_participant_retries_against_a_server_that_refuses_re_adds(make: MakeCli
         (504, spec.CODE_TIMEOUT, errors.GatewayTimeoutError, True),
     ],
 )
-def test_self_errors_of_the_document(make: MakeClient, sb: RunningSandbox, status: int,
-                                     code: str, error: type[errors.ApiError],
-                                     retried: bool) -> None:
+def test_self_errors_of_the_document(
+    make: MakeClient,
+    sb: RunningSandbox,
+    status: int,
+    code: str,
+    error: type[errors.ApiError],
+    retried: bool,
+) -> None:
     """GET /self lists 401, 403, 500 and 504 with the error body: the sandbox answers them
     as seeded faults; a 403 is raised at once, 500/504 are retried and raised when they
     persist, and a passing one is retried to success."""
@@ -242,9 +265,11 @@ def test_self_errors_of_the_document(make: MakeClient, sb: RunningSandbox, statu
 
 
 def test_subscription_creation_not_repeated_after_ambiguous_failure(
-    make: MakeClient, sb: RunningSandbox,
+    make: MakeClient,
+    sb: RunningSandbox,
 ) -> None:
     from gptools.models import WebhookSubscription
+
     c = make("partner").brand(201)
     sb.faults.add(FaultRule("POST /webhook-subscription", commit_then_fail=True, count=1))
     with pytest.raises(errors.GatewayTimeoutError) as caught:
@@ -286,8 +311,7 @@ def test_retry_after_is_honoured(make: MakeClient, tight_sandbox: RunningSandbox
     assert c.limiter.allowed()["user_other GET /game"] < 60
 
 
-def test_retry_after_above_ceiling_raises(make: MakeClient,
-                                          tight_sandbox: RunningSandbox) -> None:
+def test_retry_after_above_ceiling_raises(make: MakeClient, tight_sandbox: RunningSandbox) -> None:
     tight_sandbox.reset()
     c = make("partner", sandbox=tight_sandbox, retry_after_ceiling=0.5)
     c.self()
@@ -296,12 +320,17 @@ def test_retry_after_above_ceiling_raises(make: MakeClient,
         c.game(GAME.game_id, brand=201)
     e = caught.value
     assert (e.status, e.code, e.retry_after, e.retries) == (
-        spec.RATE_LIMIT_STATUS, spec.RATE_LIMIT_CODE, 1.0, 0)
+        spec.RATE_LIMIT_STATUS,
+        spec.RATE_LIMIT_CODE,
+        1.0,
+        0,
+    )
     assert len(tight_sandbox.state.requests) == 3
 
 
 def test_client_with_the_servers_figures_never_sees_429(
-    make: MakeClient, tight_sandbox: RunningSandbox,
+    make: MakeClient,
+    tight_sandbox: RunningSandbox,
 ) -> None:
     tight_sandbox.reset()
     c = make("partner", sandbox=tight_sandbox, rate_tiers=TIGHT)
@@ -314,10 +343,16 @@ def test_client_with_the_servers_figures_never_sees_429(
 
 def test_sync_client_rejects_async_transport(sb: RunningSandbox) -> None:
     import httpx
+
     acct = sb.accounts["partner"]
     with pytest.raises(TypeError, match="AsyncClient"):
-        Client(sb.base_url, acct.username, acct.password, env_file=None,
-               transport=httpx.AsyncHTTPTransport())
+        Client(
+            sb.base_url,
+            acct.username,
+            acct.password,
+            env_file=None,
+            transport=httpx.AsyncHTTPTransport(),
+        )
 
 
 # --------------------------------------------------------------------------------------
@@ -334,7 +369,8 @@ def _limiter_wait(c: object, path: str = GAME_PATH) -> float:
 
 
 def test_retry_after_above_ceiling_pauses_only_up_to_the_ceiling(
-        make: MakeClient, sb: RunningSandbox) -> None:
+    make: MakeClient, sb: RunningSandbox
+) -> None:
     c = make("partner", retry_after_ceiling=0.5)
     c.self()
     sb.faults.add(FaultRule("other", status=429, count=1, headers=(("Retry-After", "120"),)))
@@ -350,8 +386,9 @@ def test_retry_after_above_ceiling_pauses_only_up_to_the_ceiling(
 
 
 @pytest.mark.parametrize("value", ["inf", "1e400", "Infinity", "-inf"])
-def test_non_finite_retry_after_is_refused(make: MakeClient, sb: RunningSandbox,
-                                           value: str) -> None:
+def test_non_finite_retry_after_is_refused(
+    make: MakeClient, sb: RunningSandbox, value: str
+) -> None:
     c = make("partner")
     c.self()
     sb.faults.add(FaultRule("other", status=429, count=1, headers=(("Retry-After", value),)))
@@ -363,17 +400,24 @@ def test_non_finite_retry_after_is_refused(make: MakeClient, sb: RunningSandbox,
     assert [r.status for r in sb.state.requests[1:]] == [429, 200, 200]
 
 
-@pytest.mark.parametrize("server_now", ["Sun, 06 Nov 1994 08:49:37 GMT",
-                                        "Fri, 01 Jan 2100 00:00:00 GMT"],
-                         ids=["server-clock-behind", "server-clock-ahead"])
+@pytest.mark.parametrize(
+    "server_now",
+    ["Sun, 06 Nov 1994 08:49:37 GMT", "Fri, 01 Jan 2100 00:00:00 GMT"],
+    ids=["server-clock-behind", "server-clock-ahead"],
+)
 def test_retry_after_date_is_measured_against_the_servers_date(
-        make: MakeClient, sb: RunningSandbox, server_now: str) -> None:
-    retry_at = format_datetime(parsedate_to_datetime(server_now) + timedelta(seconds=1),
-                               usegmt=True)
+    make: MakeClient, sb: RunningSandbox, server_now: str
+) -> None:
+    retry_at = format_datetime(
+        parsedate_to_datetime(server_now) + timedelta(seconds=1), usegmt=True
+    )
     c = make("partner")
     c.self()
-    sb.faults.add(FaultRule("other", status=429, count=1,
-                            headers=(("Date", server_now), ("Retry-After", retry_at))))
+    sb.faults.add(
+        FaultRule(
+            "other", status=429, count=1, headers=(("Date", server_now), ("Retry-After", retry_at))
+        )
+    )
     game = c.game(GAME.game_id, brand=201)
     assert game.retries == 1
     refused, retried = sb.state.requests[-2:]
@@ -388,7 +432,8 @@ def test_retry_after_date_is_measured_against_the_servers_date(
 
 
 def test_rate_limit_code_on_another_status_slows_the_limiter_down(
-        make: MakeClient, sb: RunningSandbox) -> None:
+    make: MakeClient, sb: RunningSandbox
+) -> None:
     c = make("partner")
     c.self()
     sb.faults.add(FaultRule("other", status=503, code=spec.RATE_LIMIT_CODE, count=1))
@@ -398,9 +443,11 @@ def test_rate_limit_code_on_another_status_slows_the_limiter_down(
     assert c.limiter.allowed()["user_other GET /game"] <= 31.0  # halved, then one success back
 
 
-def test_overridden_rate_limit_status_works_end_to_end(make: MakeClient,
-                                                       sb: RunningSandbox) -> None:
+def test_overridden_rate_limit_status_works_end_to_end(
+    make: MakeClient, sb: RunningSandbox
+) -> None:
     from gptools.models import WebhookSubscription
+
     c = make("partner", rate_limit_status=503, max_retries=1)
     c.self()
     sb.faults.add(FaultRule("other", status=503, code="SLOW_DOWN"))
@@ -413,7 +460,8 @@ def test_overridden_rate_limit_status_works_end_to_end(make: MakeClient,
     # The rate-limit answer did nothing, so even a creation is repeated after it.
     sb.faults.add(FaultRule("POST /webhook-subscription", status=503, code="SLOW_DOWN", count=1))
     created = c.brand(201).create_webhook_subscription(
-        WebhookSubscription(authentication_type="NONE"))
+        WebhookSubscription(authentication_type="NONE")
+    )
     assert created.retries == 1
     assert 201 in sb.state.subscriptions
 
@@ -423,16 +471,22 @@ def test_overridden_rate_limit_status_works_end_to_end(make: MakeClient,
 # --------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("rule", [FaultRule("POST /webhook-subscription", drop=True, count=1),
-                                  FaultRule("POST /webhook-subscription", latency_s=1.0,
-                                            count=1)],
-                         ids=["dropped", "read-timeout"])
+@pytest.mark.parametrize(
+    "rule",
+    [
+        FaultRule("POST /webhook-subscription", drop=True, count=1),
+        FaultRule("POST /webhook-subscription", latency_s=1.0, count=1),
+    ],
+    ids=["dropped", "read-timeout"],
+)
 def test_a_request_that_reached_the_server_is_sent_on_every_transport(
-        make: MakeClient, sb: RunningSandbox, rule: FaultRule) -> None:
+    make: MakeClient, sb: RunningSandbox, rule: FaultRule
+) -> None:
     """A dropped connection or a read time-out happened after the request left: a creation
     is not repeated, and the error says it was sent. (httpx-aiohttp alone maps both to
     ConnectTimeout, which would read as "never sent" and repeat the creation.)"""
     from gptools.models import WebhookSubscription
+
     c = make("partner", timeout=(2.0, 0.3))
     c.self()
     sb.faults.add(rule)
@@ -441,7 +495,9 @@ def test_a_request_that_reached_the_server_is_sent_on_every_transport(
     assert caught.value.sent is True and caught.value.retries == 0
     assert not str(caught.value).startswith("cannot connect")
     deadline = time.monotonic() + 10
-    while len([r for r in sb.state.requests if r.method == "POST"]) < 1 \
-            and time.monotonic() < deadline:
+    while (
+        len([r for r in sb.state.requests if r.method == "POST"]) < 1
+        and time.monotonic() < deadline
+    ):
         time.sleep(0.02)
     assert len([r for r in sb.state.requests if r.method == "POST"]) == 1

@@ -19,16 +19,24 @@ from tests.client.test_operations import GAME
 
 def test_settings_precedence(tmp_path: Path) -> None:
     env_file = tmp_path / ".env"
-    env_file.write_text("GP_BASE_URL=https://file.example\nGP_USERNAME=file-user\n"
-                        "GP_PASSWORD=file-pass\n")
+    env_file.write_text(
+        "GP_BASE_URL=https://file.example\nGP_USERNAME=file-user\nGP_PASSWORD=file-pass\n"
+    )
     env = {"GP_USERNAME": "env-user"}
     s = ClientSettings.resolve(None, None, None, env_file=env_file, environ=env)
     assert (s.base_url, s.username, s.password.get_secret_value()) == (
-        "https://file.example", "env-user", "file-pass")
-    s = ClientSettings.resolve("https://arg.example/", None, "arg-pass", env_file=env_file,
-                               environ=env)
+        "https://file.example",
+        "env-user",
+        "file-pass",
+    )
+    s = ClientSettings.resolve(
+        "https://arg.example/", None, "arg-pass", env_file=env_file, environ=env
+    )
     assert (s.base_url, s.username, s.password.get_secret_value()) == (
-        "https://arg.example", "env-user", "arg-pass")
+        "https://arg.example",
+        "env-user",
+        "arg-pass",
+    )
     assert "arg-pass" not in repr(s)
 
 
@@ -42,17 +50,18 @@ def test_missing_settings_name_what_to_set() -> None:
     with pytest.raises(errors.ConfigurationError, match="not a valid URL"):
         ClientSettings.resolve("http://[::1", "u", "p", env_file=None, environ={})
     with pytest.raises(errors.ConfigurationError, match="must not carry credentials"):
-        ClientSettings.resolve("https://u:hunter2@x.example", "u", "p", env_file=None,
-                               environ={})
+        ClientSettings.resolve("https://u:hunter2@x.example", "u", "p", env_file=None, environ={})
 
 
 @pytest.mark.parametrize("klass", [Client, AsyncClient])
-def test_clients_read_the_env_file(klass: type[Client] | type[AsyncClient], tmp_path: Path,
-                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_clients_read_the_env_file(
+    klass: type[Client] | type[AsyncClient], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     for var in ("GP_BASE_URL", "GP_USERNAME", "GP_PASSWORD"):
         monkeypatch.delenv(var, raising=False)
-    (tmp_path / ".env").write_text("GP_BASE_URL=https://gp.example\nGP_USERNAME=me\n"
-                                   "GP_PASSWORD=from-dotenv\n")
+    (tmp_path / ".env").write_text(
+        "GP_BASE_URL=https://gp.example\nGP_USERNAME=me\nGP_PASSWORD=from-dotenv\n"
+    )
     monkeypatch.chdir(tmp_path)
     client = klass()
     assert client.base_url == "https://gp.example"
@@ -61,8 +70,9 @@ def test_clients_read_the_env_file(klass: type[Client] | type[AsyncClient], tmp_
         klass(timeout=None)  # type: ignore[arg-type]
 
 
-def test_secrets_never_leak(make: MakeClient, sb: RunningSandbox,
-                            caplog: pytest.LogCaptureFixture) -> None:
+def test_secrets_never_leak(
+    make: MakeClient, sb: RunningSandbox, caplog: pytest.LogCaptureFixture
+) -> None:
     acct = sb.accounts["partner"]
     secrets = {
         acct.password,
@@ -110,34 +120,43 @@ def test_retries_and_timeout_precedence(tmp_path: Path) -> None:
     s = ClientSettings.resolve(*base, env_file=env_file, environ={})
     assert s.max_retries == 7
     assert (s.timeout.connect, s.timeout.read) == (2.0, 40.0)
-    s = ClientSettings.resolve(*base, env_file=env_file,
-                               environ={"GP_MAX_RETRIES": "0", "GP_TIMEOUT": "12.5"})
+    s = ClientSettings.resolve(
+        *base, env_file=env_file, environ={"GP_MAX_RETRIES": "0", "GP_TIMEOUT": "12.5"}
+    )
     assert s.max_retries == 0
     assert (s.timeout.connect, s.timeout.read, s.timeout.pool) == (12.5, 12.5, 12.5)
-    s = ClientSettings.resolve(*base, max_retries=1, timeout=(1, 2), env_file=env_file,
-                               environ={"GP_MAX_RETRIES": "0", "GP_TIMEOUT": "12.5"})
+    s = ClientSettings.resolve(
+        *base,
+        max_retries=1,
+        timeout=(1, 2),
+        env_file=env_file,
+        environ={"GP_MAX_RETRIES": "0", "GP_TIMEOUT": "12.5"},
+    )
     assert (s.max_retries, s.timeout.connect, s.timeout.read) == (1, 1.0, 2.0)
     s = ClientSettings.resolve(*base, env_file=None, environ={})
     assert (s.max_retries, s.timeout.connect, s.timeout.read) == (3, 5.0, 30.0)
 
 
-@pytest.mark.parametrize(("var", "value", "says"), [
-    ("GP_MAX_RETRIES", "-1", "GP_MAX_RETRIES must be a whole number"),
-    ("GP_MAX_RETRIES", "three", "GP_MAX_RETRIES must be a whole number"),
-    ("GP_TIMEOUT", "fast", "GP_TIMEOUT must be seconds or connect,read"),
-    ("GP_TIMEOUT", "1,2,3", "GP_TIMEOUT must be seconds or connect,read"),
-    ("GP_TIMEOUT", "0", "GP_TIMEOUT='0': connect timeout must be a positive"),
-])
+@pytest.mark.parametrize(
+    ("var", "value", "says"),
+    [
+        ("GP_MAX_RETRIES", "-1", "GP_MAX_RETRIES must be a whole number"),
+        ("GP_MAX_RETRIES", "three", "GP_MAX_RETRIES must be a whole number"),
+        ("GP_TIMEOUT", "fast", "GP_TIMEOUT must be seconds or connect,read"),
+        ("GP_TIMEOUT", "1,2,3", "GP_TIMEOUT must be seconds or connect,read"),
+        ("GP_TIMEOUT", "0", "GP_TIMEOUT='0': connect timeout must be a positive"),
+    ],
+)
 def test_bad_retries_or_timeout_say_which_variable(var: str, value: str, says: str) -> None:
     with pytest.raises(errors.ConfigurationError) as caught:
-        ClientSettings.resolve("https://gp.example", "u", "p", env_file=None,
-                               environ={var: value})
+        ClientSettings.resolve("https://gp.example", "u", "p", env_file=None, environ={var: value})
     assert str(caught.value).startswith(says)
 
 
 @pytest.mark.parametrize("klass", [Client, AsyncClient])
 def test_clients_take_retries_and_timeout_from_the_environment(
-        klass: type[Client] | type[AsyncClient], monkeypatch: pytest.MonkeyPatch) -> None:
+    klass: type[Client] | type[AsyncClient], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("GP_MAX_RETRIES", "5")
     monkeypatch.setenv("GP_TIMEOUT", "1.5,9")
     client = klass("https://gp.example", "u", "p", env_file=None)

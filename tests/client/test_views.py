@@ -44,8 +44,12 @@ def test_a_view_is_a_client_of_the_same_class(make: MakeClient, sb: RunningSandb
     c.game(GAME.game_id, brand=202)
     c.with_options(brand=203).game(GAME.game_id)
     # One GET /self for all three: the answer is shared.
-    assert paths(sb) == [f"GET {spec.SELF_PATH}", "GET /api/v1/brands/201/game",
-                         "GET /api/v1/brands/202/game", "GET /api/v1/brands/203/game"]
+    assert paths(sb) == [
+        f"GET {spec.SELF_PATH}",
+        "GET /api/v1/brands/201/game",
+        "GET /api/v1/brands/202/game",
+        "GET /api/v1/brands/203/game",
+    ]
     # One set of counters, whichever client reads them.
     assert c.stats == shop.stats and c.stats.requests == 4
     assert raw(shop).limiter is raw(c).limiter
@@ -97,8 +101,9 @@ def test_with_options_changes_only_the_view(make: MakeClient, sb: RunningSandbox
 
 
 TIGHT = (
-    spec.RateTier("user_participant", "per_user_endpoint", 15, None,
-                  spec.ENDPOINT_CLASS_PARTICIPANT),
+    spec.RateTier(
+        "user_participant", "per_user_endpoint", 15, None, spec.ENDPOINT_CLASS_PARTICIPANT
+    ),
     spec.RateTier("user_other", "per_user_endpoint", 10, None, spec.ENDPOINT_CLASS_OTHER),
 )
 
@@ -113,10 +118,19 @@ def test_a_client_and_its_views_stay_within_the_tiers_together(make: MakeClient)
         shop = c.brand(201)
         patient = c.with_options(max_retries=5, brand=201)
         clients = (c, shop, patient)
-        jobs = [(clients[i % 3], "add_participants", (campaign, [f"p-{i}"]),
-                 {"brand": 201} if i % 3 == 0 else {}) for i in range(45)]
-        jobs += [(clients[i % 3], "game", (GAME.game_id,), {"brand": 201} if i % 3 == 0 else {})
-                 for i in range(15)]
+        jobs = [
+            (
+                clients[i % 3],
+                "add_participants",
+                (campaign, [f"p-{i}"]),
+                {"brand": 201} if i % 3 == 0 else {},
+            )
+            for i in range(45)
+        ]
+        jobs += [
+            (clients[i % 3], "game", (GAME.game_id,), {"brand": 201} if i % 3 == 0 else {})
+            for i in range(15)
+        ]
         results = run_on_clients(jobs, workers=8)
         assert [r for r in results if isinstance(r, BaseException)] == []
         # The sandbox's own count: not one rate-limit answer.

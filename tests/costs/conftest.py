@@ -35,7 +35,8 @@ def no_float(table: pd.DataFrame, allowed: tuple[str, ...] = ()) -> list[str]:
     """The cells (column, row) of ``table`` holding a float outside ``allowed`` columns."""
     return [
         f"{col}[{i}]={value!r}"
-        for col in table.columns if col not in allowed
+        for col in table.columns
+        if col not in allowed
         for i, value in enumerate(table[col])
         if isinstance(value, float)
     ]

@@ -13,17 +13,46 @@ from gptools.sandbox import FaultRule, RunningSandbox
 
 
 def test_preview_json_is_one_document_with_exact_costs(cli_runner: CliRunner) -> None:
-    result = cli_runner.invoke(cli, ["costs", "preview", "--game", "neon-fruits", "--currency",
-                                 "EUR", "--currency", "KWD", "--brand", "201", "--json"])
+    result = cli_runner.invoke(
+        cli,
+        [
+            "costs",
+            "preview",
+            "--game",
+            "neon-fruits",
+            "--currency",
+            "EUR",
+            "--currency",
+            "KWD",
+            "--brand",
+            "201",
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     # The document's recommended source is the default: costs only, exact digits.
     assert doc["source"] == "awarded-feature-configurations"
     costs = {(r["currency"], r["feature_cost"]) for r in doc["rows"]}
     assert {("EUR", "11.33"), ("KWD", "3.775")} <= costs
-    result = cli_runner.invoke(cli, ["costs", "preview", "--game", "neon-fruits", "--currency",
-                                 "EUR", "--currency", "KWD", "--brand", "201", "--source",
-                                 "game", "--json"])
+    result = cli_runner.invoke(
+        cli,
+        [
+            "costs",
+            "preview",
+            "--game",
+            "neon-fruits",
+            "--currency",
+            "EUR",
+            "--currency",
+            "KWD",
+            "--brand",
+            "201",
+            "--source",
+            "game",
+            "--json",
+        ],
+    )
     doc = json.loads(result.stdout)
     assert doc["source"] == "game"
     breakdown = {(r["currency"], r["base_bet"]): r["feature_cost"] for r in doc["rows"]}
@@ -32,18 +61,22 @@ def test_preview_json_is_one_document_with_exact_costs(cli_runner: CliRunner) ->
 
 
 def test_preview_human_output_and_configurations_source(cli_runner: CliRunner) -> None:
-    result = cli_runner.invoke(cli, ["costs", "preview", "--game", "wild-safari", "--currency",
-                                 "JPY", "--brand", "201"])
+    result = cli_runner.invoke(
+        cli, ["costs", "preview", "--game", "wild-safari", "--currency", "JPY", "--brand", "201"]
+    )
     assert result.exit_code == 0, result.output
     assert "wild-safari" in result.stdout and "16000" in result.stdout
 
 
-@pytest.mark.parametrize(("args", "code", "message"), [
-    (["--game", "neon-fruits", "--currency", "EUR"], 2, "name one with --brand"),
-    (["--game", "neon-fruits", "--currency", "XYZ", "--brand", "201"], 2, "--currency XYZ"),
-    (["--game", "no-such-game", "--currency", "EUR", "--brand", "201"], 2, "no-such-game"),
-    (["--game", "neon-fruits", "--currency", "EUR", "--brand", "901"], 2, "BRAND_NOT_ALLOWED"),
-])
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["--game", "neon-fruits", "--currency", "EUR"], 2, "name one with --brand"),
+        (["--game", "neon-fruits", "--currency", "XYZ", "--brand", "201"], 2, "--currency XYZ"),
+        (["--game", "no-such-game", "--currency", "EUR", "--brand", "201"], 2, "no-such-game"),
+        (["--game", "neon-fruits", "--currency", "EUR", "--brand", "901"], 2, "BRAND_NOT_ALLOWED"),
+    ],
+)
 def test_bad_input_exits_2_with_a_message(
     cli_runner: CliRunner, args: list[str], code: int, message: str
 ) -> None:
@@ -59,9 +92,19 @@ def test_a_wrong_address_fails_fast_and_says_so(unreachable: Any) -> None:
 
 
 def test_max_retries_and_timeout_before_the_subcommand_reach_the_client(
-        cli_runner: CliRunner, fresh_sandbox: RunningSandbox) -> None:
-    args = ["costs", "preview", "--game", "neon-fruits", "--currency", "EUR", "--brand", "201",
-            "--json"]
+    cli_runner: CliRunner, fresh_sandbox: RunningSandbox
+) -> None:
+    args = [
+        "costs",
+        "preview",
+        "--game",
+        "neon-fruits",
+        "--currency",
+        "EUR",
+        "--brand",
+        "201",
+        "--json",
+    ]
     fresh_sandbox.faults.add(FaultRule("other", status=503, count=1))
     failed = cli_runner.invoke(cli, ["--max-retries", "0", *args])
     assert failed.exit_code == 1 and "HTTP 503" in failed.stderr

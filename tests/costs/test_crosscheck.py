@@ -25,10 +25,17 @@ from gptools.costs import (
 D = Decimal
 
 
-def _row(game: str, cur: str, feature: str | None, base: str | None, mult: str | None,
-         cost: str) -> CostRow:
-    return CostRow(game, cur, feature, None if base is None else D(base),
-                   None if mult is None else D(mult), D(cost))
+def _row(
+    game: str, cur: str, feature: str | None, base: str | None, mult: str | None, cost: str
+) -> CostRow:
+    return CostRow(
+        game,
+        cur,
+        feature,
+        None if base is None else D(base),
+        None if mult is None else D(mult),
+        D(cost),
+    )
 
 
 BASE = [
@@ -65,8 +72,12 @@ def test_cost_differs() -> None:
     diff = _only(rows, COST_DIFFERS)
     assert len(diff) == 1
     row = diff.iloc[0]
-    assert (row["game_id"], row["currency"], row["buy_feature_type"], row["base_bet"]) == \
-        ("g1", "EUR", "FS", D("0.20"))
+    assert (row["game_id"], row["currency"], row["buy_feature_type"], row["base_bet"]) == (
+        "g1",
+        "EUR",
+        "FS",
+        D("0.20"),
+    )
     assert (row["left"], row["right"]) == (D("20.00"), D("20.01"))
 
 
@@ -79,17 +90,23 @@ def test_currency_missing_on_either_side() -> None:
 
 
 def test_base_bet_missing() -> None:
-    rows = [r for r in BASE if not (r.currency == "EUR" and r.base_bet == D("0.20")
-                                    and r.game_id == "g1")]
+    rows = [
+        r
+        for r in BASE
+        if not (r.currency == "EUR" and r.base_bet == D("0.20") and r.game_id == "g1")
+    ]
     diff = _only(rows, BASE_BET_MISSING)
     assert len(diff) == 1  # once per game and currency, not once per feature
     assert (diff.iloc[0]["base_bet"], diff.iloc[0]["only_in"]) == (D("0.20"), "game")
 
 
 def test_multiplier_changed_is_reported_once_per_feature_and_currency() -> None:
-    rows = [_row(r.game_id, r.currency, r.buy_feature_type, str(r.base_bet), "90",
-                 str(r.base_bet * 90)) if (r.game_id, r.buy_feature_type) == ("g1", "FS")
-            and r.currency == "EUR" else r for r in BASE]
+    rows = [
+        _row(r.game_id, r.currency, r.buy_feature_type, str(r.base_bet), "90", str(r.base_bet * 90))
+        if (r.game_id, r.buy_feature_type) == ("g1", "FS") and r.currency == "EUR"
+        else r
+        for r in BASE
+    ]
     diff = _only(rows, MULTIPLIER_CHANGED)
     assert len(diff) == 1
     assert (diff.iloc[0]["left"], diff.iloc[0]["right"]) == (D("100"), D("90"))
@@ -110,30 +127,37 @@ def test_costs_only_source_is_compared_by_cost() -> None:
     diff = check.differences
     assert set(diff["kind"]) == {COST_MISSING}
     # 10.00 is still offered by BONUS 0.20, so only the new 10.50 is unmatched
-    assert list(zip(diff["only_in"], diff["right"], strict=True)) == \
-        [("configurations", D("10.50"))]
+    assert list(zip(diff["only_in"], diff["right"], strict=True)) == [
+        ("configurations", D("10.50"))
+    ]
     assert "1 cost missing" in check.summary()
 
 
 def test_every_kind_at_once_and_html() -> None:
     rows = [
-        _row("g1", "EUR", "FS", "0.10", "100", "10.01"),                 # cost differs
-        _row("g1", "EUR", "BONUS", "0.10", "55", "5.50"),                # multiplier changed
+        _row("g1", "EUR", "FS", "0.10", "100", "10.01"),  # cost differs
+        _row("g1", "EUR", "BONUS", "0.10", "55", "5.50"),  # multiplier changed
         _row("g1", "EUR", "BONUS", "0.20", "55", "11.00"),
-        _row("g1", "EUR", "FS", "0.50", "100", "50.00"),                 # base bet only here
+        _row("g1", "EUR", "FS", "0.50", "100", "50.00"),  # base bet only here
         _row("g1", "EUR", "BONUS", "0.50", "55", "27.50"),
         _row("g1", "EUR", "FS", "0.20", "100", "20.00"),
-        _row("g1", "EUR", "EXTRA", "0.10", "10", "1.00"),                # feature only here
+        _row("g1", "EUR", "EXTRA", "0.10", "10", "1.00"),  # feature only here
         _row("g1", "EUR", "EXTRA", "0.20", "10", "2.00"),
         _row("g1", "EUR", "EXTRA", "0.50", "10", "5.00"),
-        _row("g3", "EUR", "FS", "0.10", "80", "8.00"),                   # game only here
+        _row("g3", "EUR", "FS", "0.10", "80", "8.00"),  # game only here
         _row("g2", "EUR", "FS", "0.10", "80", "8.00"),
-    ]                                                                    # g1 JPY missing here
+    ]  # g1 JPY missing here
     check = cross_check(_table(BASE, "game"), _table(rows, "stored"))
     counts = check.counts()
-    assert counts == {GAME_MISSING: 1, CURRENCY_MISSING: 1, BUY_FEATURE_MISSING: 1,
-                      BASE_BET_MISSING: 1, COST_MISSING: 0, MULTIPLIER_CHANGED: 1,
-                      COST_DIFFERS: 1}
+    assert counts == {
+        GAME_MISSING: 1,
+        CURRENCY_MISSING: 1,
+        BUY_FEATURE_MISSING: 1,
+        BASE_BET_MISSING: 1,
+        COST_MISSING: 0,
+        MULTIPLIER_CHANGED: 1,
+        COST_DIFFERS: 1,
+    }
     assert list(check.differences["kind"]) == [k for k in KINDS if counts[k]]
     html = check._repr_html_()
     assert "multiplier changed" in html and ">stored</th>" in html

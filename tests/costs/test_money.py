@@ -20,8 +20,10 @@ from gptools.costs import (
 )
 
 
-@pytest.mark.parametrize(("currency", "exponent"),
-                         [("JPY", 0), ("EUR", 2), ("KWD", 3), ("GBP", 2), ("BHD", 3), ("ISK", 0)])
+@pytest.mark.parametrize(
+    ("currency", "exponent"),
+    [("JPY", 0), ("EUR", 2), ("KWD", 3), ("GBP", 2), ("BHD", 3), ("ISK", 0)],
+)
 def test_exponents_come_from_babel(currency: str, exponent: int) -> None:
     assert currency_exponent(currency) == exponent
     assert minor_unit(currency) == Decimal(1).scaleb(-exponent)
@@ -31,17 +33,21 @@ def test_unknown_currency_is_refused_with_the_override_named() -> None:
     with pytest.raises(UnknownCurrencyError, match=r"'XBT'.*exponents=\{'XBT': 8\}"):
         currency_exponent("XBT")
     assert currency_exponent("XBT", overrides={"XBT": 8}) == 8
-    assert feature_cost(Decimal("0.0001"), Decimal("3"), "XBT", overrides={"XBT": 8}) == \
-        Decimal("0.00030000")
+    assert feature_cost(Decimal("0.0001"), Decimal("3"), "XBT", overrides={"XBT": 8}) == Decimal(
+        "0.00030000"
+    )
 
 
-@pytest.mark.parametrize(("base", "mult", "currency", "expected"), [
-    ("0.15", "75.5", "EUR", "11.33"),       # 11.325 lands on a half: rounded up
-    ("25", "62.5", "JPY", "1563"),          # 1562.5 -> 1563 (JPY has no minor unit)
-    ("0.050", "62.5", "KWD", "3.125"),      # exact in KWD's 3 decimals
-    ("0.20", "100", "EUR", "20.00"),
-    ("0.10", "0.1", "EUR", "0.01"),
-])
+@pytest.mark.parametrize(
+    ("base", "mult", "currency", "expected"),
+    [
+        ("0.15", "75.5", "EUR", "11.33"),  # 11.325 lands on a half: rounded up
+        ("25", "62.5", "JPY", "1563"),  # 1562.5 -> 1563 (JPY has no minor unit)
+        ("0.050", "62.5", "KWD", "3.125"),  # exact in KWD's 3 decimals
+        ("0.20", "100", "EUR", "20.00"),
+        ("0.10", "0.1", "EUR", "0.01"),
+    ],
+)
 def test_feature_cost_is_exact_and_rounded_by_the_currency(
     base: str, mult: str, currency: str, expected: str
 ) -> None:

@@ -45,13 +45,11 @@ def test_three_sources_agree_on_the_sandbox(
     from_stored = read_stored_table(stored_path)
 
     assert len(from_game) > 300
-    for a, b in ((from_configs, from_game), (from_game, from_stored),
-                 (from_configs, from_stored)):
+    for a, b in ((from_configs, from_game), (from_game, from_stored), (from_configs, from_stored)):
         check = cross_check(a, b)
         assert check.ok, check.differences
     assert _gets(fresh_sandbox, "/game") == len(GAMES)
-    assert _gets(fresh_sandbox, "/awarded-feature-configurations") == \
-        len(GAMES) * len(CURRENCIES)
+    assert _gets(fresh_sandbox, "/awarded-feature-configurations") == len(GAMES) * len(CURRENCIES)
     for table in (from_game, from_configs, from_stored):
         assert no_float(table) == []
 
@@ -62,17 +60,22 @@ def test_the_stored_data_file_has_exactly_one_stale_entry(client: Client) -> Non
     diff = check.differences
     assert list(diff["kind"]) == [MULTIPLIER_CHANGED]
     stale = diff.iloc[0]
-    assert (stale["game_id"], stale["currency"], stale["buy_feature_type"]) == \
-        ("neon-fruits", "EUR", "FREE_SPINS")
+    assert (stale["game_id"], stale["currency"], stale["buy_feature_type"]) == (
+        "neon-fruits",
+        "EUR",
+        "FREE_SPINS",
+    )
     assert (stale["left"], stale["right"]) == (Decimal("70"), Decimal("75.5"))
 
 
 def test_preview_is_cached_per_session(client: Client, fresh_sandbox: RunningSandbox) -> None:
-    first = preview(client, ["golden-pharaoh", "neon-fruits"], ["EUR", "JPY"], source="game",
-                    brand=BRAND)
+    first = preview(
+        client, ["golden-pharaoh", "neon-fruits"], ["EUR", "JPY"], source="game", brand=BRAND
+    )
     assert _gets(fresh_sandbox, "/game") == 2
-    again = preview(client, ["golden-pharaoh", "neon-fruits"], ["EUR", "JPY", "KWD"],
-                    source="game", brand=BRAND)
+    again = preview(
+        client, ["golden-pharaoh", "neon-fruits"], ["EUR", "JPY", "KWD"], source="game", brand=BRAND
+    )
     assert _gets(fresh_sandbox, "/game") == 2  # the answers were reused
     assert len(again) > len(first)
     assert cost_book(client, brand=BRAND).requests == 2
@@ -81,18 +84,23 @@ def test_preview_is_cached_per_session(client: Client, fresh_sandbox: RunningSan
     assert _gets(fresh_sandbox, "/game") == 3
 
 
-def test_the_recommended_source_is_the_default(client: Client,
-                                               fresh_sandbox: RunningSandbox) -> None:
+def test_the_recommended_source_is_the_default(
+    client: Client, fresh_sandbox: RunningSandbox
+) -> None:
     """The document recommends the configurations endpoint for the bet: preview and
     CostBook.table use it unless told otherwise; the game endpoint is one argument away."""
     table = preview(client, ["neon-fruits"], ["EUR"], brand=BRAND)
     assert table.attrs["source"] == SOURCE_CONFIGURATIONS
     assert _gets(fresh_sandbox, "/awarded-feature-configurations") == 1
     assert _gets(fresh_sandbox, "/game") == 0
-    assert CostBook(client, brand=BRAND).table(["neon-fruits"], ["EUR"]).attrs["source"] == \
-        SOURCE_CONFIGURATIONS
-    assert preview(client, ["neon-fruits"], ["EUR"], source="game",
-                   brand=BRAND).attrs["source"] == SOURCE_GAME
+    assert (
+        CostBook(client, brand=BRAND).table(["neon-fruits"], ["EUR"]).attrs["source"]
+        == SOURCE_CONFIGURATIONS
+    )
+    assert (
+        preview(client, ["neon-fruits"], ["EUR"], source="game", brand=BRAND).attrs["source"]
+        == SOURCE_GAME
+    )
 
 
 def test_preview_runs_requests_concurrently_within_the_limits(

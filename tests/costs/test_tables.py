@@ -25,10 +25,12 @@ from tests.costs.conftest import no_float
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "stored_bet_sizes.csv"
 
-GAME = Game.model_validate(loads_wire(
-    '{"gameId": "g1", "buyFeatures": [{"buyFeatureType": "FS", "priceMultiplier": 75.5}],'
-    ' "betSizes": {"EUR": [0.10, 0.15], "JPY": [25], "KWD": [0.050]}}'
-))
+GAME = Game.model_validate(
+    loads_wire(
+        '{"gameId": "g1", "buyFeatures": [{"buyFeatureType": "FS", "priceMultiplier": 75.5}],'
+        ' "betSizes": {"EUR": [0.10, 0.15], "JPY": [25], "KWD": [0.050]}}'
+    )
+)
 
 
 def test_game_source_gives_every_feature_and_base_bet_exactly() -> None:
@@ -55,11 +57,13 @@ def test_game_without_id_needs_one() -> None:
 
 
 def test_configurations_source_fills_what_it_lacks_with_na() -> None:
-    answer = AwardedFeatureConfigurations.model_validate(loads_wire(
-        '{"content": [{"gameId": "g1", "bet": 7.55, "currencyCode": "EUR"},'
-        ' {"gameId": "g1", "bet": 7.55, "currencyCode": "EUR"},'
-        ' {"gameId": "g1", "bet": 11.33, "currencyCode": "EUR"}]}'
-    ))
+    answer = AwardedFeatureConfigurations.model_validate(
+        loads_wire(
+            '{"content": [{"gameId": "g1", "bet": 7.55, "currencyCode": "EUR"},'
+            ' {"gameId": "g1", "bet": 7.55, "currencyCode": "EUR"},'
+            ' {"gameId": "g1", "bet": 11.33, "currencyCode": "EUR"}]}'
+        )
+    )
     table = table_from_configurations(answer)
     assert table.attrs["source"] == SOURCE_CONFIGURATIONS
     assert len(table) == 2  # the same cost twice is one available cost
@@ -82,8 +86,10 @@ def test_write_then_read_round_trips(tmp_path: Path) -> None:
     table = table_from_game(GAME)
     path = tmp_path / "stored.csv"
     write_stored_table(table, path)
-    assert path.read_text().splitlines()[0] == \
-        "game_id,currency,buy_feature_type,base_bet,price_multiplier"
+    assert (
+        path.read_text().splitlines()[0]
+        == "game_id,currency,buy_feature_type,base_bet,price_multiplier"
+    )
     back = read_stored_table(path)
     assert cross_check(table, back).ok
     assert list(back["base_bet"]) == list(table["base_bet"])  # 0.050 keeps its digits
@@ -91,8 +97,9 @@ def test_write_then_read_round_trips(tmp_path: Path) -> None:
 
 
 def test_writing_a_table_without_breakdown_is_refused(tmp_path: Path) -> None:
-    table = pd.DataFrame([["g", "EUR", pd.NA, pd.NA, pd.NA, Decimal("1.00")]],
-                         columns=list(COLUMNS), dtype=object)
+    table = pd.DataFrame(
+        [["g", "EUR", pd.NA, pd.NA, pd.NA, Decimal("1.00")]], columns=list(COLUMNS), dtype=object
+    )
     with pytest.raises(ValueError, match="no breakdown"):
         write_stored_table(table, tmp_path / "x.csv")
 
@@ -103,10 +110,10 @@ def test_every_problem_of_a_bad_file_is_named_with_line_and_column(tmp_path: Pat
         "# comment\n"
         "game_id,currency,buy_feature_type,base_bet,price_multiplier\n"
         "g1,EUR,FS,0.10,75.5\n"
-        "g1,EUR,FS,abc,75.5\n"          # line 4: base bet not a number
-        ",XYZ,FS,0.10,-2\n"             # line 5: empty game, unknown currency, bad multiplier
-        "g1,EUR,FS,0.10,75.5\n"         # line 6: duplicate of line 3
-        "g1,EUR,FS\n"                   # line 7: too few fields
+        "g1,EUR,FS,abc,75.5\n"  # line 4: base bet not a number
+        ",XYZ,FS,0.10,-2\n"  # line 5: empty game, unknown currency, bad multiplier
+        "g1,EUR,FS,0.10,75.5\n"  # line 6: duplicate of line 3
+        "g1,EUR,FS\n"  # line 7: too few fields
     )
     with pytest.raises(StoredTableError) as info:
         read_stored_table(path)
@@ -123,10 +130,13 @@ def test_every_problem_of_a_bad_file_is_named_with_line_and_column(tmp_path: Pat
         assert expected in message
 
 
-@pytest.mark.parametrize(("text", "match"), [
-    ("", "empty"),
-    ("game,currency\n", "header is game,currency"),
-])
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("", "empty"),
+        ("game,currency\n", "header is game,currency"),
+    ],
+)
 def test_bad_header_or_empty_file(tmp_path: Path, text: str, match: str) -> None:
     path = tmp_path / "f.csv"
     path.write_text(text)

@@ -20,17 +20,27 @@ BRAND = 201
 def campaign_request(name: str = "participants test") -> CampaignRequest:
     """A campaign the sandbox accepts (free rounds at a bet size of golden-pharaoh)."""
     return CampaignRequest(
-        type="FREE_ROUNDS", name=name, bet_number=10, game_ids=["golden-pharaoh"],
-        bet=Decimal("0.10"), currency_code="EUR", start_date=datetime(2026, 3, 1),
-        end_date=datetime(2026, 3, 8), time_zone="Europe/Malta",
+        type="FREE_ROUNDS",
+        name=name,
+        bet_number=10,
+        game_ids=["golden-pharaoh"],
+        bet=Decimal("0.10"),
+        currency_code="EUR",
+        start_date=datetime(2026, 3, 1),
+        end_date=datetime(2026, 3, 8),
+        time_zone="Europe/Malta",
     )
 
 
 def make_client(sb: RunningSandbox, **options: Any) -> Client:
     """A partner client of ``sb`` with short, seeded backoff (faults make it retry)."""
     acct = sb.accounts["partner"]
-    defaults: dict[str, Any] = {"backoff_base": 0.02, "backoff_cap": 0.2,
-                                   "rng": random.Random(7), "env_file": None}
+    defaults: dict[str, Any] = {
+        "backoff_base": 0.02,
+        "backoff_cap": 0.2,
+        "rng": random.Random(7),
+        "env_file": None,
+    }
     return Client(sb.base_url, acct.username, acct.password, **{**defaults, **options})
 
 
@@ -49,5 +59,4 @@ def campaign(client: Client) -> str:
 
 def participant_requests(sb: RunningSandbox) -> list[RecordedRequest]:
     """The recorded participant-addition requests of ``sb``, in order."""
-    return [r for r in sb.state.requests
-            if r.method == "POST" and r.path.endswith("/participant")]
+    return [r for r in sb.state.requests if r.method == "POST" and r.path.endswith("/participant")]

@@ -17,12 +17,17 @@ from tests.participants.test_loader import MESSY, MESSY_REJECTED
 
 
 @pytest.fixture
-def env(fresh_sandbox: RunningSandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-        ) -> dict[str, str]:
+def env(
+    fresh_sandbox: RunningSandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> dict[str, str]:
     acct = fresh_sandbox.accounts["partner"]
     monkeypatch.chdir(tmp_path)
-    return {"GP_BASE_URL": fresh_sandbox.base_url, "GP_USERNAME": acct.username,
-            "GP_PASSWORD": acct.password, "GPTOOLS_JOURNAL_DIR": str(tmp_path / "journals")}
+    return {
+        "GP_BASE_URL": fresh_sandbox.base_url,
+        "GP_USERNAME": acct.username,
+        "GP_PASSWORD": acct.password,
+        "GPTOOLS_JOURNAL_DIR": str(tmp_path / "journals"),
+    }
 
 
 def _load(env: dict[str, str], *args: str) -> tuple[int, str, str]:
@@ -31,12 +36,16 @@ def _load(env: dict[str, str], *args: str) -> tuple[int, str, str]:
 
 
 def test_load_json_then_resume(env: dict[str, str], campaign: str, tmp_path: Path) -> None:
-    code, out, _ = _load(env, str(MESSY), "--campaign", campaign, "--brand", str(BRAND),
-                         "--json")
+    code, out, _ = _load(env, str(MESSY), "--campaign", campaign, "--brand", str(BRAND), "--json")
     assert code == 0
     doc = json.loads(out)
-    assert (doc["rows"], doc["loaded"], doc["rejected"], doc["duplicate"],
-            doc["not_attempted"]) == (30, 20, 7, 3, 0)
+    assert (
+        doc["rows"],
+        doc["loaded"],
+        doc["rejected"],
+        doc["duplicate"],
+        doc["not_attempted"],
+    ) == (30, 20, 7, 3, 0)
     assert doc["balanced"] and doc["complete"]
     rejects = tmp_path / "players_messy.rejects.csv"
     assert Path(doc["rejects_file"]).resolve() == rejects
@@ -49,14 +58,27 @@ def test_load_json_then_resume(env: dict[str, str], campaign: str, tmp_path: Pat
     assert "adds up        yes" in out
 
 
-def test_load_through_the_batch_endpoint(env: dict[str, str], campaign: str,
-                                        fresh_sandbox: RunningSandbox) -> None:
-    code, out, _ = _load(env, str(MESSY), "--campaign", campaign, "--brand", str(BRAND),
-                         "--endpoint", "batch", "--json")
+def test_load_through_the_batch_endpoint(
+    env: dict[str, str], campaign: str, fresh_sandbox: RunningSandbox
+) -> None:
+    code, out, _ = _load(
+        env,
+        str(MESSY),
+        "--campaign",
+        campaign,
+        "--brand",
+        str(BRAND),
+        "--endpoint",
+        "batch",
+        "--json",
+    )
     assert code == 0
     doc = json.loads(out)
     assert (doc["loaded"], doc["endpoint"], doc["chunk_size"]) == (
-        20, "batch", spec.BATCH_PARTICIPANT_MAX_IDS)
+        20,
+        "batch",
+        spec.BATCH_PARTICIPANT_MAX_IDS,
+    )
     posts = [r.path for r in fresh_sandbox.state.requests if "/participant" in r.path]
     assert posts and all(p.endswith("/participant/batch") for p in posts)
 
@@ -74,16 +96,29 @@ def test_bad_input_exits_2(env: dict[str, str], campaign: str, tmp_path: Path) -
     two.write_text("login,name\nu-1,A\n", encoding="utf-8")
     code, _, err = _load(env, str(two), "--campaign", campaign, "--brand", str(BRAND))
     assert code == 2 and "no player-id column" in err and "Traceback" not in err
-    code, out, _ = _load(env, str(two), "--campaign", campaign, "--brand", str(BRAND),
-                         "--column", "login", "--json")
+    code, out, _ = _load(
+        env, str(two), "--campaign", campaign, "--brand", str(BRAND), "--column", "login", "--json"
+    )
     assert code == 0 and json.loads(out)["loaded"] == 1
 
 
 def test_a_wrong_address_fails_fast_and_says_so(unreachable: Any) -> None:
     """Nothing reached the server: the load stops after the client's retry budget instead of
     re-sending the first chunk for a minute, and does not advise resuming."""
-    unreachable(["participants", "load", str(MESSY), "--campaign", "CMP-1", "--brand",
-                 str(BRAND)])
-    unreachable(["--max-retries", "0", "--timeout", "2,30", "participants", "load", str(MESSY),
-                 "--campaign",
-                 "CMP-1", "--brand", str(BRAND), "--json"])
+    unreachable(["participants", "load", str(MESSY), "--campaign", "CMP-1", "--brand", str(BRAND)])
+    unreachable(
+        [
+            "--max-retries",
+            "0",
+            "--timeout",
+            "2,30",
+            "participants",
+            "load",
+            str(MESSY),
+            "--campaign",
+            "CMP-1",
+            "--brand",
+            str(BRAND),
+            "--json",
+        ]
+    )

@@ -24,13 +24,13 @@ from tests.participants.conftest import BRAND, campaign_request, make_client, pa
 IDENTITY = Identity("http://h", "CMP-1", BRAND, "f" * 64)
 
 
-def test_a_second_open_of_an_open_journal_is_refused_with_the_owners_pid(
-        tmp_path: Path) -> None:
+def test_a_second_open_of_an_open_journal_is_refused_with_the_owners_pid(tmp_path: Path) -> None:
     path = tmp_path / "j.sqlite"
     first = Journal.open(path, IDENTITY)
     try:
-        with pytest.raises(JournalBusyError, match=rf"already running \(pid {os.getpid()}\)") \
-                as caught:
+        with pytest.raises(
+            JournalBusyError, match=rf"already running \(pid {os.getpid()}\)"
+        ) as caught:
             Journal.open(path, IDENTITY)
         assert caught.value.pid == os.getpid()
     finally:
@@ -54,7 +54,8 @@ def test_acknowledgements_are_committed_to_survive_a_power_loss(tmp_path: Path) 
 
 
 def test_a_second_run_of_the_same_load_exits_2_while_the_first_runs(
-        fresh_sandbox: RunningSandbox, tmp_path: Path) -> None:
+    fresh_sandbox: RunningSandbox, tmp_path: Path
+) -> None:
     with make_client(fresh_sandbox) as client:
         campaign = client.create_campaign(campaign_request(), brand=BRAND).campaign_id
     ids = [f"l-{i:03d}" for i in range(60)]
@@ -62,16 +63,38 @@ def test_a_second_run_of_the_same_load_exits_2_while_the_first_runs(
     players.write_text("playerId\n" + "\n".join(ids) + "\n", encoding="utf-8")
     journal = tmp_path / "journal.sqlite"
     acct = fresh_sandbox.accounts["partner"]
-    env = {**os.environ, "GP_BASE_URL": fresh_sandbox.base_url, "GP_USERNAME": acct.username,
-           "GP_PASSWORD": acct.password}
-    args = ["participants", "load", str(players), "--campaign", campaign, "--brand", str(BRAND),
-            "--journal", str(journal), "--rejects", str(tmp_path / "rejects.csv"),
-            "--chunk-size", "10", "--no-progress"]
+    env = {
+        **os.environ,
+        "GP_BASE_URL": fresh_sandbox.base_url,
+        "GP_USERNAME": acct.username,
+        "GP_PASSWORD": acct.password,
+    }
+    args = [
+        "participants",
+        "load",
+        str(players),
+        "--campaign",
+        campaign,
+        "--brand",
+        str(BRAND),
+        "--journal",
+        str(journal),
+        "--rejects",
+        str(tmp_path / "rejects.csv"),
+        "--chunk-size",
+        "10",
+        "--no-progress",
+    ]
     # Slow answers keep the first run busy for a few seconds.
     fresh_sandbox.faults.add(FaultRule("POST /campaign/*/participant", latency_s=1.0))
     code = "import sys; from gptools.cli import main; main(sys.argv[1:])"
-    first = subprocess.Popen([sys.executable, "-c", code, *args], env=env, text=True,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = subprocess.Popen(
+        [sys.executable, "-c", code, *args],
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         lock = journal.with_name(journal.name + ".lock")
         deadline = time.monotonic() + 60
@@ -79,9 +102,9 @@ def test_a_second_run_of_the_same_load_exits_2_while_the_first_runs(
             assert first.poll() is None, f"the first run ended early: {first.communicate()}"
             assert time.monotonic() < deadline, "the first run never took the journal"
             time.sleep(0.01)  # readiness poll, bounded by the deadline
-        second = CliRunner().invoke(cli, args, env={k: env[k] for k in
-                                                    ("GP_BASE_URL", "GP_USERNAME",
-                                                     "GP_PASSWORD")})
+        second = CliRunner().invoke(
+            cli, args, env={k: env[k] for k in ("GP_BASE_URL", "GP_USERNAME", "GP_PASSWORD")}
+        )
         assert first.poll() is None, "the first run must still be running"
         assert second.exit_code == 2, second.output
         assert f"a load of this campaign is already running (pid {first.pid})" in second.output
@@ -92,14 +115,14 @@ def test_a_second_run_of_the_same_load_exits_2_while_the_first_runs(
     assert fresh_sandbox.state.participants(campaign) == dict.fromkeys(ids, 1)
     assert len(participant_requests(fresh_sandbox)) == 6
     db = sqlite3.connect(journal)
-    assert db.execute("SELECT count(*) FROM chunks WHERE state = 'acknowledged'").fetchone() \
-        == (6,)
+    assert db.execute("SELECT count(*) FROM chunks WHERE state = 'acknowledged'").fetchone() == (6,)
     db.close()
     # Once the first run is over, the same load may run again (nothing left to send).
     fresh_sandbox.faults.clear()
     with make_client(fresh_sandbox) as client:
-        again = load_participants(client, campaign, players, brand=BRAND, journal=journal,
-                                  progress=False)
+        again = load_participants(
+            client, campaign, players, brand=BRAND, journal=journal, progress=False
+        )
     assert again.resumed and again.complete and again.requests == 0
 
 

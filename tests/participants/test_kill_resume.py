@@ -25,8 +25,13 @@ SEED = 20260321
 
 def _cli(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
     code = "import sys; from gptools.cli import main; main(sys.argv[1:])"
-    return subprocess.Popen([sys.executable, "-c", code, *args], env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return subprocess.Popen(
+        [sys.executable, "-c", code, *args],
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
 
 
 def _acknowledged(journal: Path) -> int:
@@ -35,8 +40,9 @@ def _acknowledged(journal: Path) -> int:
     try:
         db = sqlite3.connect(f"file:{journal}?mode=ro", uri=True, timeout=1)
         try:
-            return int(db.execute(
-                "SELECT count(*) FROM chunks WHERE state = 'acknowledged'").fetchone()[0])
+            return int(
+                db.execute("SELECT count(*) FROM chunks WHERE state = 'acknowledged'").fetchone()[0]
+            )
         finally:
             db.close()
     except sqlite3.OperationalError:
@@ -52,11 +58,29 @@ def test_sigkill_then_resume(fresh_sandbox: RunningSandbox, tmp_path: Path) -> N
     players.write_text("playerId\n" + "\n".join(ids) + "\n", encoding="utf-8")
     journal = tmp_path / "journal.sqlite"
     acct = fresh_sandbox.accounts["partner"]
-    env = {**os.environ, "GP_BASE_URL": fresh_sandbox.base_url, "GP_USERNAME": acct.username,
-           "GP_PASSWORD": acct.password}
-    args = ["participants", "load", str(players), "--campaign", campaign, "--brand", str(BRAND),
-            "--journal", str(journal), "--rejects", str(tmp_path / "rejects.csv"),
-            "--chunk-size", str(CHUNK), "--no-progress", "--json"]
+    env = {
+        **os.environ,
+        "GP_BASE_URL": fresh_sandbox.base_url,
+        "GP_USERNAME": acct.username,
+        "GP_PASSWORD": acct.password,
+    }
+    args = [
+        "participants",
+        "load",
+        str(players),
+        "--campaign",
+        campaign,
+        "--brand",
+        str(BRAND),
+        "--journal",
+        str(journal),
+        "--rejects",
+        str(tmp_path / "rejects.csv"),
+        "--chunk-size",
+        str(CHUNK),
+        "--no-progress",
+        "--json",
+    ]
     total_chunks = IDS // CHUNK
     threshold = random.Random(SEED).randint(20, total_chunks - 60)
 
@@ -77,10 +101,10 @@ def test_sigkill_then_resume(fresh_sandbox: RunningSandbox, tmp_path: Path) -> N
     states = db.execute("SELECT chunk_no, first_seq, last_seq, state FROM chunks").fetchall()
     seq_to_id = dict(db.execute("SELECT seq, player_id FROM ids").fetchall())
     db.close()
-    acked_ids = {seq_to_id[s] for _, a, b, st in states if st == "acknowledged"
-                 for s in range(a, b + 1)}
-    unknown_ids = {seq_to_id[s] for _, a, b, st in states if st == "sent"
-                   for s in range(a, b + 1)}
+    acked_ids = {
+        seq_to_id[s] for _, a, b, st in states if st == "acknowledged" for s in range(a, b + 1)
+    }
+    unknown_ids = {seq_to_id[s] for _, a, b, st in states if st == "sent" for s in range(a, b + 1)}
     acked = sum(st == "acknowledged" for *_, st in states)
     assert threshold <= acked < total_chunks
     before = len(participant_requests(fresh_sandbox))

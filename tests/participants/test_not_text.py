@@ -34,8 +34,12 @@ def _png() -> bytes:
         return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
 
     pixels = zlib.compress(b"".join(b"\x00" + b"\xff\x00\x00" * 4 for _ in range(4)))
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 4, 4, 8, 2, 0, 0, 0))
-            + chunk(b"IDAT", pixels) + chunk(b"IEND", b""))
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", 4, 4, 8, 2, 0, 0, 0))
+        + chunk(b"IDAT", pixels)
+        + chunk(b"IEND", b"")
+    )
 
 
 def _zip() -> bytes:
@@ -83,29 +87,52 @@ def test_open_source_refuses_non_text(tmp_path: Path, name: str) -> None:
 
 
 @pytest.mark.parametrize("name", sorted(NOT_TEXT))
-def test_python_api_sends_nothing(fresh_sandbox: RunningSandbox, client: Client, campaign: str,
-                                  tmp_path: Path, name: str) -> None:
+def test_python_api_sends_nothing(
+    fresh_sandbox: RunningSandbox, client: Client, campaign: str, tmp_path: Path, name: str
+) -> None:
     path = tmp_path / name
     path.write_bytes(NOT_TEXT[name][0]())
     with pytest.raises(PlayerListError, match="not a text file"):
-        load_participants(client, campaign, path, brand=BRAND, journal=tmp_path / "j.sqlite",
-                          progress=False)
+        load_participants(
+            client, campaign, path, brand=BRAND, journal=tmp_path / "j.sqlite", progress=False
+        )
     assert participant_requests(fresh_sandbox) == []
     assert fresh_sandbox.state.participants(campaign) == {}
 
 
 @pytest.mark.parametrize("name", sorted(NOT_TEXT))
-def test_cli_exits_2_with_one_line(fresh_sandbox: RunningSandbox, client: Client, campaign: str,
-                                   tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                   name: str) -> None:
+def test_cli_exits_2_with_one_line(
+    fresh_sandbox: RunningSandbox,
+    client: Client,
+    campaign: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    name: str,
+) -> None:
     path = tmp_path / name
     path.write_bytes(NOT_TEXT[name][0]())
     monkeypatch.chdir(tmp_path)
     acct = fresh_sandbox.accounts["partner"]
-    env = {"GP_BASE_URL": fresh_sandbox.base_url, "GP_USERNAME": acct.username,
-           "GP_PASSWORD": acct.password, "GPTOOLS_JOURNAL_DIR": str(tmp_path / "journals")}
-    result = CliRunner().invoke(cli, ["participants", "load", str(path), "--campaign", campaign,
-                                      "--brand", str(BRAND), "--no-progress"], env=env)
+    env = {
+        "GP_BASE_URL": fresh_sandbox.base_url,
+        "GP_USERNAME": acct.username,
+        "GP_PASSWORD": acct.password,
+        "GPTOOLS_JOURNAL_DIR": str(tmp_path / "journals"),
+    }
+    result = CliRunner().invoke(
+        cli,
+        [
+            "participants",
+            "load",
+            str(path),
+            "--campaign",
+            campaign,
+            "--brand",
+            str(BRAND),
+            "--no-progress",
+        ],
+        env=env,
+    )
     assert result.exit_code == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and str(path) in lines[0] and "not a text file" in lines[0]
@@ -127,8 +154,9 @@ def test_a_few_control_characters_are_rows_not_a_refusal(tmp_path: Path) -> None
     assert open_source(path).details["encoding"] == "utf-8"
 
 
-def test_excel_keeps_working(fresh_sandbox: RunningSandbox, client: Client, campaign: str,
-                             tmp_path: Path) -> None:
+def test_excel_keeps_working(
+    fresh_sandbox: RunningSandbox, client: Client, campaign: str, tmp_path: Path
+) -> None:
     book = openpyxl.Workbook()
     sheet = book.active
     assert sheet is not None
@@ -136,7 +164,8 @@ def test_excel_keeps_working(fresh_sandbox: RunningSandbox, client: Client, camp
         sheet.append(row)
     path = tmp_path / "players.xlsx"
     book.save(path)
-    summary = load_participants(client, campaign, path, brand=BRAND,
-                                journal=tmp_path / "j.sqlite", progress=False)
+    summary = load_participants(
+        client, campaign, path, brand=BRAND, journal=tmp_path / "j.sqlite", progress=False
+    )
     assert (summary.rows, summary.loaded) == (2, 2)
     assert fresh_sandbox.state.participants(campaign) == {"x-1": 1, "x-2": 1}

@@ -36,8 +36,9 @@ def _rows(src: object, **kw: object) -> list[PlayerRow]:
         ("cp1252", b"", "cp1252"),
     ],
 )
-def test_encodings_are_detected(tmp_path: Path, encoding: str, prefix: bytes,
-                                detected: str) -> None:
+def test_encodings_are_detected(
+    tmp_path: Path, encoding: str, prefix: bytes, detected: str
+) -> None:
     path = tmp_path / "players.csv"
     text = "name,playerId\r\n" + "".join(f"n{i},{pid}\r\n" for i, pid in enumerate(IDS))
     path.write_bytes(prefix + text.encode(encoding))
@@ -57,9 +58,10 @@ def test_bytes_undefined_in_cp1252_are_read_as_latin1_only_when_named(tmp_path: 
     assert next(r.raw for r in source.rows()) == "ab\x81c"
 
 
-@pytest.mark.parametrize(("delimiter", "suffix"),
-                         [(",", ".csv"), ("\t", ".tsv"), ("\t", ".txt"), (";", ".csv"),
-                          ("|", ".csv")])
+@pytest.mark.parametrize(
+    ("delimiter", "suffix"),
+    [(",", ".csv"), ("\t", ".tsv"), ("\t", ".txt"), (";", ".csv"), ("|", ".csv")],
+)
 def test_delimiters_are_detected(tmp_path: Path, delimiter: str, suffix: str) -> None:
     path = tmp_path / f"players{suffix}"
     lines = [["country", "playerId", "segment"]] + [["MT", pid, "vip"] for pid in IDS]
@@ -73,27 +75,27 @@ def test_delimiters_are_detected(tmp_path: Path, delimiter: str, suffix: str) ->
 def test_quoted_fields_crlf_and_line_numbers(tmp_path: Path) -> None:
     path = tmp_path / "quoted.csv"
     path.write_bytes(
-        b'name,playerId,note\r\n'
+        b"name,playerId,note\r\n"
         b'"Smith, John","p-1","says ""hi"""\r\n'
         b'"Anna\r\nMarie",p-2,x\r\n'
         b'Bob,"p,3",y\r\n'
-        b'Short\r\n'
-        b'\r\n'
-        b'Eve,p-5,z\r\n'
+        b"Short\r\n"
+        b"\r\n"
+        b"Eve,p-5,z\r\n"
     )
     assert _rows(path) == [
         PlayerRow(2, "p-1"),
         PlayerRow(3, "p-2"),  # the record starts on line 3 and ends on line 4
         PlayerRow(5, "p,3"),
-        PlayerRow(6, None),   # no field in the playerId column
-        PlayerRow(7, ""),     # a blank line
+        PlayerRow(6, None),  # no field in the playerId column
+        PlayerRow(7, ""),  # a blank line
         PlayerRow(8, "p-5"),
     ]
 
 
 def test_headerless_single_column_keeps_commas(tmp_path: Path) -> None:
     path = tmp_path / "ids.txt"
-    path.write_bytes(b"p-1\nweird,id\n\"quoted\"\nsemi;colon\n")
+    path.write_bytes(b'p-1\nweird,id\n"quoted"\nsemi;colon\n')
     source = open_source(path)
     assert source.details["header"] == "no"
     assert [r.raw for r in source.rows()] == ["p-1", "weird,id", "quoted", "semi;colon"]
@@ -105,8 +107,18 @@ def test_single_column_with_header(tmp_path: Path) -> None:
     assert _rows(path) == [PlayerRow(2, "p-1"), PlayerRow(3, "p-2")]
 
 
-@pytest.mark.parametrize("header", ["playerId", "PLAYERID", "player_id", "Player ID",
-                                    "external-player-id", "externalPlayerId", "customer_id"])
+@pytest.mark.parametrize(
+    "header",
+    [
+        "playerId",
+        "PLAYERID",
+        "player_id",
+        "Player ID",
+        "external-player-id",
+        "externalPlayerId",
+        "customer_id",
+    ],
+)
 def test_header_names_are_case_and_separator_insensitive(tmp_path: Path, header: str) -> None:
     path = tmp_path / "h.csv"
     path.write_text(f"name,{header},x\nA,p-1,1\n", encoding="utf-8")
@@ -131,8 +143,9 @@ def test_user_named_column_by_name_and_position(tmp_path: Path) -> None:
 def test_unknown_header_in_a_multi_column_file_is_a_clear_error(tmp_path: Path) -> None:
     path = tmp_path / "h.csv"
     path.write_text("login,name\nu-1,A\n", encoding="utf-8")
-    with pytest.raises(PlayerListError,
-                       match=r"h\.csv, line 1: no player-id column.*column=\.\.\."):
+    with pytest.raises(
+        PlayerListError, match=r"h\.csv, line 1: no player-id column.*column=\.\.\."
+    ):
         open_source(path)
 
 
@@ -175,10 +188,18 @@ def test_excel_streams_rows_with_numbers_as_text(tmp_path: Path) -> None:
     sheet.append(["D", 7.0])
     book.save(path)
     source = open_source(path, sheet="Players")
-    assert source.details == {"kind": "excel", "sheet": "Players", "column": "Player Id",
-                              "header": "yes"}
-    assert list(source.rows()) == [PlayerRow(2, "12345"), PlayerRow(3, "p-2"),
-                                   PlayerRow(4, ""), PlayerRow(5, "7")]
+    assert source.details == {
+        "kind": "excel",
+        "sheet": "Players",
+        "column": "Player Id",
+        "header": "yes",
+    }
+    assert list(source.rows()) == [
+        PlayerRow(2, "12345"),
+        PlayerRow(3, "p-2"),
+        PlayerRow(4, ""),
+        PlayerRow(5, "7"),
+    ]
     assert [r.raw for r in _rows(path, sheet=1)] == ["12345", "p-2", "", "7"]
     assert [r.raw for r in _rows(path)] == ["nothing here"]
     with pytest.raises(PlayerListError, match=r"no sheet 'Nope'.*'Summary', 'Players'"):

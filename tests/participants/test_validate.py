@@ -23,9 +23,12 @@ from gptools.participants import REASON_CODES, Rejection, check_player_id
         ("a\nb", "control_character", "U+000A (LINE FEED) at position 2"),
         ("x\x85", "control_character", "U+0085"),
         ("x\ud800", "invalid_text", "unpaired surrogate"),
-        ("p" * (spec.PLAYER_ID_MAX_LENGTH + 1), "too_long",
-         f"is {spec.PLAYER_ID_MAX_LENGTH + 1} characters; the limit is "
-         f"{spec.PLAYER_ID_MAX_LENGTH}"),
+        (
+            "p" * (spec.PLAYER_ID_MAX_LENGTH + 1),
+            "too_long",
+            f"is {spec.PLAYER_ID_MAX_LENGTH + 1} characters; the limit is "
+            f"{spec.PLAYER_ID_MAX_LENGTH}",
+        ),
     ],
 )
 def test_each_reason(raw: str | None, code: str, message: str) -> None:

@@ -73,23 +73,24 @@ def test_count_limits_a_rule_to_the_next_n(sb: RunningSandbox, client: httpx.Cli
     assert sb.faults.rules == []
 
 
-def test_rules_match_endpoint_classes_and_globs(sb: RunningSandbox,
-                                                client: httpx.Client) -> None:
+def test_rules_match_endpoint_classes_and_globs(sb: RunningSandbox, client: httpx.Client) -> None:
     created = client.post(path("campaign", 201), json=campaign_body(), auth=auth("partner"))
     campaign_id = created.json()["campaignId"]
     sb.faults.add(FaultRule(endpoint=spec.ENDPOINT_CLASS_PARTICIPANT, status=503))
     sb.faults.add(FaultRule(endpoint="GET /api/v1/brands/202/*", status=502))
     for legacy in (False, True):
-        response = client.post(path(f"campaign/{campaign_id}/participant", 201, legacy=legacy),
-                               json={"playerIds": ["p"]}, auth=auth("partner"))
+        response = client.post(
+            path(f"campaign/{campaign_id}/participant", 201, legacy=legacy),
+            json={"playerIds": ["p"]},
+            auth=auth("partner"),
+        )
         assert response.status_code == 503
     assert client.get(path("game", 201), auth=auth("partner")).status_code == 200
     assert client.get(path("game", 202), auth=auth("partner")).status_code == 502
     assert sb.state.participants(campaign_id) == {}
 
 
-def test_latency_does_not_block_other_requests(sb: RunningSandbox,
-                                               client: httpx.Client) -> None:
+def test_latency_does_not_block_other_requests(sb: RunningSandbox, client: httpx.Client) -> None:
     sb.faults.add(FaultRule(endpoint="GET /game", latency_s=2.0, count=1))
     slow: dict[str, float] = {}
 
@@ -120,10 +121,10 @@ def test_dropped_connection_has_no_answer(sb: RunningSandbox, client: httpx.Clie
     assert client.get("/api/v1/self", auth=auth("partner")).status_code == 200
 
 
-def test_commit_then_fail_stores_then_answers_504(sb: RunningSandbox,
-                                                  client: httpx.Client) -> None:
-    sb.faults.add(FaultRule(endpoint=spec.ENDPOINT_CLASS_CAMPAIGN_CREATE, commit_then_fail=True,
-                            count=1))
+def test_commit_then_fail_stores_then_answers_504(sb: RunningSandbox, client: httpx.Client) -> None:
+    sb.faults.add(
+        FaultRule(endpoint=spec.ENDPOINT_CLASS_CAMPAIGN_CREATE, commit_then_fail=True, count=1)
+    )
     failed = client.post(path("campaign"), json=campaign_body(), auth=auth("individual"))
     assert_error(failed, 504, spec.CODE_TIMEOUT)
     assert list(sb.state.campaigns) == ["CMP-000001"]
@@ -133,68 +134,93 @@ def test_commit_then_fail_stores_then_answers_504(sb: RunningSandbox,
     assert len(sb.state.campaigns) == 1
 
 
-def test_commit_then_fail_on_participants_counts_the_addition(sb: RunningSandbox,
-                                                              client: httpx.Client) -> None:
-    campaign_id = client.post(path("campaign"), json=campaign_body(),
-                              auth=auth("individual")).json()["campaignId"]
-    sb.faults.add(FaultRule(endpoint="POST /campaign/*/participant", commit_then_fail=True,
-                            count=1))
+def test_commit_then_fail_on_participants_counts_the_addition(
+    sb: RunningSandbox, client: httpx.Client
+) -> None:
+    campaign_id = client.post(
+        path("campaign"), json=campaign_body(), auth=auth("individual")
+    ).json()["campaignId"]
+    sb.faults.add(
+        FaultRule(endpoint="POST /campaign/*/participant", commit_then_fail=True, count=1)
+    )
     url = path(f"campaign/{campaign_id}/participant")
-    assert client.post(url, json={"playerIds": ["p1"]}, auth=auth("individual")).status_code \
-        == 504
-    assert client.post(url, json={"playerIds": ["p1"]}, auth=auth("individual")).status_code \
-        == 200
+    assert client.post(url, json={"playerIds": ["p1"]}, auth=auth("individual")).status_code == 504
+    assert client.post(url, json={"playerIds": ["p1"]}, auth=auth("individual")).status_code == 200
     assert sb.state.participants(campaign_id) == {"p1": 2}  # the double send is visible
 
 
-def test_unexpected_exception_is_500_unknown_error(sb: RunningSandbox, client: httpx.Client,
-                                                   monkeypatch: pytest.MonkeyPatch,
-                                                   caplog: pytest.LogCaptureFixture) -> None:
-    campaign_id = client.post(path("campaign"), json=campaign_body(),
-                              auth=auth("individual")).json()["campaignId"]
+def test_unexpected_exception_is_500_unknown_error(
+    sb: RunningSandbox,
+    client: httpx.Client,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    campaign_id = client.post(
+        path("campaign"), json=campaign_body(), auth=auth("individual")
+    ).json()["campaignId"]
 
     def broken(self: SandboxState, campaign_id: str, player_ids: list[str]) -> int:
         raise RuntimeError("a bug in the sandbox")
 
     monkeypatch.setattr(SandboxState, "add_participants", broken)
-    response = client.post(path(f"campaign/{campaign_id}/participant"),
-                           json={"playerIds": ["p1"]}, auth=auth("individual"))
+    response = client.post(
+        path(f"campaign/{campaign_id}/participant"),
+        json={"playerIds": ["p1"]},
+        auth=auth("individual"),
+    )
     body = assert_error(response, 500, spec.CODE_UNKNOWN_ERROR)
     assert "a bug" not in body["message"]  # internals stay in the log
     assert "a bug in the sandbox" in caplog.text
 
 
-@pytest.mark.parametrize(("kwargs", "fragment"), [
-    ({"endpoint": "GET /game", "rate": 1.5, "status": 500}, "rate"),
-    ({"endpoint": "GET /game", "count": 0, "status": 500}, "count"),
-    ({"endpoint": "GET /game", "latency_s": -1.0}, "latency_s"),
-    ({"endpoint": "GET /game", "status": 200}, "error status"),
-    ({"endpoint": "GET /game"}, "does nothing"),
-    ({"endpoint": "GET /game", "status": 500, "drop": True}, "one of"),
-    ({"endpoint": "game", "status": 500}, "METHOD /path-glob"),
-    ({"endpoint": "GET /game", "latency_s": 1.0, "headers": (("Date", "x"),)}, "give status"),
-    ({"endpoint": "GET /game", "status": 429, "headers": (("Retry After", "1"),)}, "header"),
-    ({"endpoint": "GET /game", "status": 429, "headers": (("X", "1\r\nY: 2"),)}, "header"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "fragment"),
+    [
+        ({"endpoint": "GET /game", "rate": 1.5, "status": 500}, "rate"),
+        ({"endpoint": "GET /game", "count": 0, "status": 500}, "count"),
+        ({"endpoint": "GET /game", "latency_s": -1.0}, "latency_s"),
+        ({"endpoint": "GET /game", "status": 200}, "error status"),
+        ({"endpoint": "GET /game"}, "does nothing"),
+        ({"endpoint": "GET /game", "status": 500, "drop": True}, "one of"),
+        ({"endpoint": "game", "status": 500}, "METHOD /path-glob"),
+        ({"endpoint": "GET /game", "latency_s": 1.0, "headers": (("Date", "x"),)}, "give status"),
+        ({"endpoint": "GET /game", "status": 429, "headers": (("Retry After", "1"),)}, "header"),
+        ({"endpoint": "GET /game", "status": 429, "headers": (("X", "1\r\nY: 2"),)}, "header"),
+    ],
+)
 def test_bad_rules_are_refused_clearly(kwargs: dict[str, object], fragment: str) -> None:
     with pytest.raises(ValueError, match=fragment):
         FaultRule(**kwargs)  # type: ignore[arg-type]
 
 
 def test_faults_over_http(sb: RunningSandbox, client: httpx.Client) -> None:
-    added = client.post("/_sandbox/faults", json={"endpoint": "GET /game", "status": 503,
-                                                  "rate": 1, "count": 2})
+    added = client.post(
+        "/_sandbox/faults", json={"endpoint": "GET /game", "status": 503, "rate": 1, "count": 2}
+    )
     assert added.status_code == 200, added.text
-    assert added.json() == [{"endpoint": "GET /game", "status": 503, "rate": 1.0, "count": 2,
-                             "latency_s": 0.0, "drop": False, "commit_then_fail": False,
-                             "code": None, "headers": []}]
+    assert added.json() == [
+        {
+            "endpoint": "GET /game",
+            "status": 503,
+            "rate": 1.0,
+            "count": 2,
+            "latency_s": 0.0,
+            "drop": False,
+            "commit_then_fail": False,
+            "code": None,
+            "headers": [],
+        }
+    ]
     assert _game(client).status_code == 503
     assert client.delete("/_sandbox/faults").json() == []
     assert _game(client).status_code == 200
-    for bad in ({"status": 500}, {"endpoint": "GET /x", "drop": "yes"},
-                {"endpoint": "GET /x", "status": 500, "colour": "red"}, [1]):
-        assert_error(client.post("/_sandbox/faults", json=bad), 400,
-                     spec.VALIDATION_ERROR_CODE)
+    for bad in (
+        {"status": 500},
+        {"endpoint": "GET /x", "drop": "yes"},
+        {"endpoint": "GET /x", "status": 500, "colour": "red"},
+        [1],
+    ):
+        assert_error(client.post("/_sandbox/faults", json=bad), 400, spec.VALIDATION_ERROR_CODE)
 
 
 def test_every_answer_carries_one_date(sb: RunningSandbox, client: httpx.Client) -> None:
@@ -205,11 +231,21 @@ def test_every_answer_carries_one_date(sb: RunningSandbox, client: httpx.Client)
 
 def test_headers_of_an_injected_answer(sb: RunningSandbox, client: httpx.Client) -> None:
     server_now = "Sun, 06 Nov 1994 08:49:37 GMT"
-    sb.faults.add(FaultRule("GET /game", status=429, count=1,
-                            headers=(("Retry-After", "inf"), ("Date", server_now))))
+    sb.faults.add(
+        FaultRule(
+            "GET /game", status=429, count=1, headers=(("Retry-After", "inf"), ("Date", server_now))
+        )
+    )
     sb.faults.add(FaultRule("GET /game", status=429, count=1))
-    over_http = client.post("/_sandbox/faults", json={
-        "endpoint": "GET /game", "status": 503, "count": 1, "headers": {"Retry-After": "120"}})
+    over_http = client.post(
+        "/_sandbox/faults",
+        json={
+            "endpoint": "GET /game",
+            "status": 503,
+            "count": 1,
+            "headers": {"Retry-After": "120"},
+        },
+    )
     assert over_http.status_code == 200, over_http.text
     given = _game(client)
     assert given.status_code == 429

@@ -30,15 +30,26 @@ GPTOOLS = str(Path(sys.executable).parent / "gptools")
 
 
 def _env(state_dir: Path) -> dict[str, str]:
-    env = {**os.environ, STATE_DIR_ENV: str(state_dir), "GP_BASE_URL": "",
-           "GPTOOLS_JOURNAL_DIR": str(state_dir.parent / "journals")}
+    env = {
+        **os.environ,
+        STATE_DIR_ENV: str(state_dir),
+        "GP_BASE_URL": "",
+        "GPTOOLS_JOURNAL_DIR": str(state_dir.parent / "journals"),
+    }
     env.pop("GPTOOLS_SANDBOX_URL", None)
     return env
 
 
 def _gptools(state_dir: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([GPTOOLS, *args], capture_output=True, text=True, cwd=cwd,
-                          env=_env(state_dir), timeout=300, check=False)
+    return subprocess.run(
+        [GPTOOLS, *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=_env(state_dir),
+        timeout=300,
+        check=False,
+    )
 
 
 def test_snapshot_round_trip_keeps_campaigns_participants_and_idempotency() -> None:
@@ -56,8 +67,9 @@ def test_snapshot_round_trip_keeps_campaigns_participants_and_idempotency() -> N
     assert restored.add_campaign(201, None, {}, at).campaign_id == "CMP-000002"
 
 
-def test_state_dir_respects_the_override_then_xdg(monkeypatch: pytest.MonkeyPatch,
-                                                  tmp_path: Path) -> None:
+def test_state_dir_respects_the_override_then_xdg(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setenv(STATE_DIR_ENV, str(tmp_path / "override"))
     assert default_state_dir() == tmp_path / "override"
     monkeypatch.delenv(STATE_DIR_ENV)
@@ -70,36 +82,71 @@ def test_state_dir_respects_the_override_then_xdg(monkeypatch: pytest.MonkeyPatc
 
 def test_a_damaged_state_file_is_a_clear_error(tmp_path: Path) -> None:
     (tmp_path / STATE_FILE).write_text("{not json", encoding="utf-8")
-    with pytest.raises(SandboxStateError, match="gptools sandbox reset"), \
-            persisted(SandboxState(), tmp_path):
+    with (
+        pytest.raises(SandboxStateError, match="gptools sandbox reset"),
+        persisted(SandboxState(), tmp_path),
+    ):
         pass
 
 
 def test_consecutive_commands_share_one_sandbox(tmp_path: Path) -> None:
     state_dir = tmp_path / "state"
     (tmp_path / "players.csv").write_text("playerId\np-1\np-2\n", encoding="utf-8")
-    applied = _gptools(state_dir, tmp_path, "campaigns", "apply",
-                       str(ROOT / "data" / "example_plan.yaml"), "--json")
+    applied = _gptools(
+        state_dir,
+        tmp_path,
+        "campaigns",
+        "apply",
+        str(ROOT / "data" / "example_plan.yaml"),
+        "--json",
+    )
     assert applied.returncode == 0, applied.stderr
     ids = [c["campaignId"] for c in json.loads(applied.stdout)["campaigns"]]
     assert ids == ["CMP-000001", "CMP-000002", "CMP-000003"]
     notice = [line for line in applied.stderr.splitlines() if "embedded sandbox" in line]
     assert len(notice) == 1 and str(state_dir / STATE_FILE) in notice[0]
 
-    loaded = _gptools(state_dir, tmp_path, "participants", "load", "players.csv",
-                      "--campaign", "CMP-000001", "--brand", "201", "--no-progress", "--json")
+    loaded = _gptools(
+        state_dir,
+        tmp_path,
+        "participants",
+        "load",
+        "players.csv",
+        "--campaign",
+        "CMP-000001",
+        "--brand",
+        "201",
+        "--no-progress",
+        "--json",
+    )
     assert loaded.returncode == 0, loaded.stderr
     assert json.loads(loaded.stdout)["loaded"] == 2
 
-    again = _gptools(state_dir, tmp_path, "campaigns", "apply",
-                     str(ROOT / "data" / "example_plan.yaml"), "--json")
+    again = _gptools(
+        state_dir,
+        tmp_path,
+        "campaigns",
+        "apply",
+        str(ROOT / "data" / "example_plan.yaml"),
+        "--json",
+    )
     assert [c["campaignId"] for c in json.loads(again.stdout)["campaigns"]] == ids
 
     reset = _gptools(state_dir, tmp_path, "sandbox", "reset")
     assert reset.returncode == 0 and "cleared" in reset.stdout
     assert not (state_dir / STATE_FILE).exists()
-    unknown = _gptools(state_dir, tmp_path, "participants", "load", "players.csv",
-                       "--campaign", "CMP-000001", "--brand", "201", "--no-progress")
+    unknown = _gptools(
+        state_dir,
+        tmp_path,
+        "participants",
+        "load",
+        "players.csv",
+        "--campaign",
+        "CMP-000001",
+        "--brand",
+        "201",
+        "--no-progress",
+    )
     assert unknown.returncode == 2 and "INVALID_REQUEST" in unknown.stderr
 
 
@@ -110,8 +157,12 @@ def test_a_second_command_waits_for_the_first(tmp_path: Path) -> None:
         fcntl.flock(held, fcntl.LOCK_EX)
         waiting = subprocess.Popen(
             [GPTOOLS, "campaigns", "apply", str(ROOT / "data" / "example_plan.yaml"), "--json"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
-            env=_env(state_dir))
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=tmp_path,
+            env=_env(state_dir),
+        )
         try:
             assert waiting.stderr is not None
             line = waiting.stderr.readline()  # blocks until the command says it waits
@@ -129,10 +180,13 @@ def test_a_second_command_waits_for_the_first(tmp_path: Path) -> None:
 
 
 def test_the_sandbox_imports_nothing_from_the_client() -> None:
-    code = ("import pkgutil, importlib, sys, gptools.sandbox as s\n"
-            "for m in pkgutil.iter_modules(s.__path__):\n"
-            "    importlib.import_module(f'gptools.sandbox.{m.name}')\n"
-            "print(sorted(n for n in sys.modules if n.startswith('gptools.client')))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True, timeout=120)
+    code = (
+        "import pkgutil, importlib, sys, gptools.sandbox as s\n"
+        "for m in pkgutil.iter_modules(s.__path__):\n"
+        "    importlib.import_module(f'gptools.sandbox.{m.name}')\n"
+        "print(sorted(n for n in sys.modules if n.startswith('gptools.client')))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
     assert done.stdout.strip() == "[]"

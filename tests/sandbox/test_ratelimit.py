@@ -30,8 +30,9 @@ Send = Callable[[httpx.Client, int], httpx.Response]
 
 def tiers(**figures: int) -> tuple[spec.RateTier, ...]:
     """The documented tiers with the named ones changed; the rest effectively unlimited."""
-    return tuple(dataclasses.replace(t, per_second=figures.get(t.name, 100_000))
-                 for t in spec.RATE_TIERS)
+    return tuple(
+        dataclasses.replace(t, per_second=figures.get(t.name, 100_000)) for t in spec.RATE_TIERS
+    )
 
 
 @contextmanager
@@ -41,15 +42,17 @@ def serving(config: SandboxConfig) -> Iterator[tuple[RunningSandbox, httpx.Clien
 
 
 def new_campaign(http: httpx.Client, brand: int = 202) -> str:
-    response = http.post(path("campaign", brand), json=campaign_body(requestId=None),
-                         auth=auth("partner"))
+    response = http.post(
+        path("campaign", brand), json=campaign_body(requestId=None), auth=auth("partner")
+    )
     assert response.status_code == 201, response.text
     campaign_id: str = response.json()["campaignId"]
     return campaign_id
 
 
-def burst_until_refused(sb: RunningSandbox, http: httpx.Client, send: Send, limit: int,
-                        tier_name: str) -> httpx.Response:
+def burst_until_refused(
+    sb: RunningSandbox, http: httpx.Client, send: Send, limit: int, tier_name: str
+) -> httpx.Response:
     """Send as fast as possible until the first 429; check it against the server's record."""
     first = len(sb.state.requests)
     for i in range(limit * 3):
@@ -66,8 +69,9 @@ def burst_until_refused(sb: RunningSandbox, http: httpx.Client, send: Send, limi
     records = sb.state.requests[first:]
     refused_at = records[-1].at
     window = sb.config.rate_window
-    admitted = [r for r in records[:-1] if r.status != spec.RATE_LIMIT_STATUS
-                and refused_at - r.at < window]
+    admitted = [
+        r for r in records[:-1] if r.status != spec.RATE_LIMIT_STATUS and refused_at - r.at < window
+    ]
     # A request exactly on the window's edge may fall either side of the clock read.
     assert limit - 1 <= len(admitted) <= limit, (len(admitted), limit)
     return response
@@ -91,19 +95,22 @@ def paced(http: httpx.Client, send: Send, per_second: float, seconds: float) -> 
 
 
 def get_game(key: str, brand: int | None) -> Send:
-    return lambda http, i: http.get(path("game", brand), params={"gameId": "neon-fruits"},
-                                    auth=auth(key))
+    return lambda http, i: http.get(
+        path("game", brand), params={"gameId": "neon-fruits"}, auth=auth(key)
+    )
 
 
 def add_participant(campaign_id: str, key: str = "partner", brand: int = 202) -> Send:
-    return lambda http, i: http.post(path(f"campaign/{campaign_id}/participant", brand),
-                                     json={"playerIds": [f"p{i}"]}, auth=auth(key))
+    return lambda http, i: http.post(
+        path(f"campaign/{campaign_id}/participant", brand),
+        json={"playerIds": [f"p{i}"]},
+        auth=auth(key),
+    )
 
 
 def create_campaign(key: str = "partner", brand: int = 202) -> Send:
     # The same requestId every time: after the first, each answer is an idempotent replay.
-    return lambda http, i: http.post(path("campaign", brand), json=campaign_body(),
-                                     auth=auth(key))
+    return lambda http, i: http.post(path("campaign", brand), json=campaign_body(), auth=auth(key))
 
 
 def round_robin(*senders: Send) -> Send:
@@ -117,14 +124,23 @@ def test_user_other_tier_at_60() -> None:
     with serving(SandboxConfig()) as (sb, http):
         burst_until_refused(sb, http, get_game("partner", 201), 60, "user_other")
         # Another user is not limited by the partner's window.
-        assert http.get(path("game"), params={"gameId": "neon-fruits"},
-                        auth=auth("individual")).status_code == 200
+        assert (
+            http.get(
+                path("game"), params={"gameId": "neon-fruits"}, auth=auth("individual")
+            ).status_code
+            == 200
+        )
         # Another endpoint class of the same user is not either.
         assert create_campaign()(http, 0).status_code == 201
         # Nor another endpoint of the "all other endpoints" row: each has its own 60/s.
-        assert http.get(path("awarded-feature-configurations", 201),
-                        params={"gameId": "neon-fruits", "currencyCode": "EUR"},
-                        auth=auth("partner")).status_code == 200
+        assert (
+            http.get(
+                path("awarded-feature-configurations", 201),
+                params={"gameId": "neon-fruits", "currencyCode": "EUR"},
+                auth=auth("partner"),
+            ).status_code
+            == 200
+        )
         assert http.get(path("self"), auth=auth("partner")).status_code == 200
         sb.reset()
         assert spec.RATE_LIMIT_STATUS not in paced(http, get_game("partner", 201), 30, 1.2)
@@ -150,11 +166,14 @@ def test_user_campaign_tier_at_60() -> None:
 
 def test_legacy_paths_count_in_the_same_classes() -> None:
     with serving(SandboxConfig(rate_tiers=tiers(user_campaign=10))) as (sb, http):
+
         def either(h: httpx.Client, i: int) -> httpx.Response:
             # Free rounds: the legacy path serves them (spec.LEGACY_CAMPAIGN_TYPES).
             body = campaign_body(type=spec.FREE_ROUNDS_CAMPAIGN_TYPE, bet=0.20)
-            return h.post(path("campaign", 202, legacy=bool(i % 2)), json=body,
-                          auth=auth("partner"))
+            return h.post(
+                path("campaign", 202, legacy=bool(i % 2)), json=body, auth=auth("partner")
+            )
+
         burst_until_refused(sb, http, either, 10, "user_campaign")
 
 
@@ -162,24 +181,35 @@ def test_legacy_paths_count_in_the_same_classes() -> None:
 
 
 def test_endpoint_participant_tier_is_shared_by_users() -> None:
-    with serving(SandboxConfig(rate_tiers=tiers(endpoint_participant=24,
-                                                user_participant=20))) as (sb, http):
+    with serving(SandboxConfig(rate_tiers=tiers(endpoint_participant=24, user_participant=20))) as (
+        sb,
+        http,
+    ):
         campaign_id = new_campaign(http)
-        three = round_robin(add_participant(campaign_id, "partner"),
-                            add_participant(campaign_id, "third_party"),
-                            add_participant(campaign_id, "internal"))
+        three = round_robin(
+            add_participant(campaign_id, "partner"),
+            add_participant(campaign_id, "third_party"),
+            add_participant(campaign_id, "internal"),
+        )
         # 24 in total while each user stays at 8, under its own 20.
         burst_until_refused(sb, http, three, 24, "endpoint_participant")
         sb.reset()
         campaign_id = new_campaign(http)
         assert spec.RATE_LIMIT_STATUS not in paced(
-            http, round_robin(add_participant(campaign_id, "partner"),
-                              add_participant(campaign_id, "third_party")), 12, 1.2)
+            http,
+            round_robin(
+                add_participant(campaign_id, "partner"), add_participant(campaign_id, "third_party")
+            ),
+            12,
+            1.2,
+        )
 
 
 def test_endpoint_campaign_tier_is_shared_by_users() -> None:
-    with serving(SandboxConfig(rate_tiers=tiers(endpoint_campaign=16,
-                                                user_campaign=12))) as (sb, http):
+    with serving(SandboxConfig(rate_tiers=tiers(endpoint_campaign=16, user_campaign=12))) as (
+        sb,
+        http,
+    ):
         two = round_robin(create_campaign("partner"), create_campaign("third_party"))
         burst_until_refused(sb, http, two, 16, "endpoint_campaign")
         sb.reset()
@@ -189,14 +219,18 @@ def test_endpoint_campaign_tier_is_shared_by_users() -> None:
 def test_global_all_tier_counts_every_method_and_user() -> None:
     with serving(SandboxConfig(rate_tiers=tiers(global_all=30))) as (sb, http):
         campaign_id = new_campaign(http)
-        mixed = round_robin(get_game("individual", None), add_participant(campaign_id),
-                            create_campaign("third_party"), get_game("internal", 203))
+        mixed = round_robin(
+            get_game("individual", None),
+            add_participant(campaign_id),
+            create_campaign("third_party"),
+            get_game("internal", 203),
+        )
         burst_until_refused(sb, http, mixed, 30, "global_all")
         sb.reset()
         campaign_id = new_campaign(http)
         assert spec.RATE_LIMIT_STATUS not in paced(
-            http, round_robin(get_game("individual", None), add_participant(campaign_id)),
-            15, 1.2)
+            http, round_robin(get_game("individual", None), add_participant(campaign_id)), 15, 1.2
+        )
 
 
 def test_global_get_tier_counts_only_gets() -> None:
@@ -238,8 +272,10 @@ def test_retry_after_reflects_the_window() -> None:
 
 def test_unauthenticated_requests_are_limited_too() -> None:
     with serving(SandboxConfig(rate_tiers=tiers(user_other=5))) as (_sb, http):
+
         def anonymous(h: httpx.Client, i: int) -> httpx.Response:
             return h.get(path("game"), auth=("nobody", "nothing"))
+
         for i in range(5):
             assert anonymous(http, i).status_code == 401
         assert anonymous(http, 5).status_code == spec.RATE_LIMIT_STATUS
@@ -257,7 +293,9 @@ def test_inspection_paths_are_not_limited() -> None:
 
 
 def test_limits_can_be_switched_off() -> None:
-    with serving(SandboxConfig(enforce_rate_limits=False,
-                               rate_tiers=tiers(user_other=2))) as (_sb, http):
+    with serving(SandboxConfig(enforce_rate_limits=False, rate_tiers=tiers(user_other=2))) as (
+        _sb,
+        http,
+    ):
         statuses = {get_game("individual", None)(http, i).status_code for i in range(50)}
         assert statuses == {200}

@@ -28,8 +28,10 @@ def test_run_sandbox_serves_on_loopback_and_stops() -> None:
         assert httpx.get(sb.base_url + "/api/v1/self", auth=auth("internal")).status_code == 200
         assert set(sb.accounts) == {"individual", "partner", "third_party", "internal"}
         assert sb.dispatcher is None
-    with pytest.raises(ConnectionRefusedError), socket.create_connection(("127.0.0.1", port),
-                                                                         timeout=2):
+    with (
+        pytest.raises(ConnectionRefusedError),
+        socket.create_connection(("127.0.0.1", port), timeout=2),
+    ):
         pass
 
 
@@ -37,8 +39,9 @@ def test_two_sandboxes_are_independent() -> None:
     with run_sandbox() as one, run_sandbox() as two:
         assert one.base_url != two.base_url
         for sb in (one, two):
-            response = httpx.post(sb.base_url + path("campaign"), json=campaign_body(),
-                                  auth=auth("individual"))
+            response = httpx.post(
+                sb.base_url + path("campaign"), json=campaign_body(), auth=auth("individual")
+            )
             assert response.json()["campaignId"] == "CMP-000001"
 
 
@@ -49,23 +52,34 @@ def test_requests_are_recorded(fresh_sandbox: RunningSandbox) -> None:
         http.get("/_sandbox/requests")  # inspection is not recorded
     game, campaign = fresh_sandbox.state.requests
     assert (game.method, game.path, game.query, game.username, game.brand_id, game.status) == (
-        "GET", "/api/v1/brands/201/game", {"gameId": "neon-fruits"}, "demo-partner", 201, 200)
+        "GET",
+        "/api/v1/brands/201/game",
+        {"gameId": "neon-fruits"},
+        "demo-partner",
+        201,
+        200,
+    )
     assert game.at.tzinfo is not None and game.body == b""
     assert campaign.status == 201 and b'"requestId"' in campaign.body
 
 
 def test_inspection_over_http(fresh_sandbox: RunningSandbox) -> None:
     with httpx.Client(base_url=fresh_sandbox.base_url) as http:
-        campaign_id = http.post(path("campaign"), json=campaign_body(players=["a", "a"]),
-                                auth=auth("individual")).json()["campaignId"]
-        http.post(path("webhook-subscription"), auth=auth("individual"),
-                  json={"authenticationType": "BEARER", "apiKey": "topsecret"})
+        campaign_id = http.post(
+            path("campaign"), json=campaign_body(players=["a", "a"]), auth=auth("individual")
+        ).json()["campaignId"]
+        http.post(
+            path("webhook-subscription"),
+            auth=auth("individual"),
+            json={"authenticationType": "BEARER", "apiKey": "topsecret"},
+        )
         requests = http.get("/_sandbox/requests", params={"limit": 1}).json()
         assert [r["path"] for r in requests] == ["/api/v1/webhook-subscription"]
         assert "topsecret" in requests[0]["body"]  # the raw request, as sent
         campaigns = http.get("/_sandbox/campaigns").json()
         assert [(c["campaignId"], c["brandId"], c["requestId"]) for c in campaigns] == [
-            (campaign_id, 101, "req-1")]
+            (campaign_id, 101, "req-1")
+        ]
         assert http.get(f"/_sandbox/campaigns/{campaign_id}/participants").json() == {"a": 2}
         assert http.get("/_sandbox/campaigns/CMP-9/participants").status_code == 404
         subscriptions = http.get("/_sandbox/subscriptions").json()
@@ -88,9 +102,22 @@ def test_request_log_is_bounded() -> None:
 def test_cli_serve_prints_url_and_credentials_and_stops_on_ctrl_c() -> None:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(
-        [sys.executable, "-c", "from gptools.cli import main; main()",
-         "sandbox", "serve", "--port", "0", "--seed", "3"],
-        stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env, cwd=ROOT,
+        [
+            sys.executable,
+            "-c",
+            "from gptools.cli import main; main()",
+            "sandbox",
+            "serve",
+            "--port",
+            "0",
+            "--seed",
+            "3",
+        ],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        env=env,
+        cwd=ROOT,
     )
     try:
         assert proc.stderr is not None

@@ -69,9 +69,16 @@ def serve_in_thread(app: Any, path: str = spec.DEFAULT_WEBHOOK_PATH) -> Iterator
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on",
-                                           http="httptools", loop="asyncio",
-                                           timeout_graceful_shutdown=5))
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app,
+            log_level="warning",
+            lifespan="on",
+            http="httptools",
+            loop="asyncio",
+            timeout_graceful_shutdown=5,
+        )
+    )
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + READY_TIMEOUT_S
@@ -123,8 +130,10 @@ class ReceiverProcess:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"receiver exited: {self.log.read_text()}")
             try:
-                if httpx.get(f"{self.base_url}/healthz", timeout=1,
-                             verify=self.verify).status_code == 200:
+                if (
+                    httpx.get(f"{self.base_url}/healthz", timeout=1, verify=self.verify).status_code
+                    == 200
+                ):
                     return
             except httpx.TransportError:
                 pass
@@ -152,18 +161,41 @@ def receiver_process(tmp_path: Path) -> Iterator[Callable[..., ReceiverProcess]]
     """Start ``gptools webhooks serve`` subprocesses (stopped after the test)."""
     started: list[ReceiverProcess] = []
 
-    def start(store: str, *, workers: int = 1, auth: str = "bearer",
-              extra_env: dict[str, str] | None = None, args: tuple[str, ...] = (),
-              scheme: str = "http", verify: Any = True) -> ReceiverProcess:
+    def start(
+        store: str,
+        *,
+        workers: int = 1,
+        auth: str = "bearer",
+        extra_env: dict[str, str] | None = None,
+        args: tuple[str, ...] = (),
+        scheme: str = "http",
+        verify: Any = True,
+    ) -> ReceiverProcess:
         port = free_port()
         log = tmp_path / f"receiver-{port}.log"
         env = {**os.environ, "GP_WEBHOOK_API_KEY": "test-key", **(extra_env or {})}
         with log.open("wb") as out:
             proc = subprocess.Popen(
-                [sys.executable, "-c", "from gptools.cli import main; main()", "webhooks",
-                 "serve", "--auth", auth, "--store", store, "--port", str(port),
-                 "--workers", str(workers), *args],
-                stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                [
+                    sys.executable,
+                    "-c",
+                    "from gptools.cli import main; main()",
+                    "webhooks",
+                    "serve",
+                    "--auth",
+                    auth,
+                    "--store",
+                    store,
+                    "--port",
+                    str(port),
+                    "--workers",
+                    str(workers),
+                    *args,
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
             )
         rp = ReceiverProcess(proc, port, log, scheme, verify)
         started.append(rp)
@@ -199,8 +231,12 @@ def _pg_cluster() -> list[str]:
 
 def postgres_is_up() -> bool:
     """Whether the shared PostgreSQL server accepts connections."""
-    return subprocess.run(["pg_isready", "-q", "-h", "127.0.0.1", "-p", "5432"],
-                          check=False).returncode == 0
+    return (
+        subprocess.run(
+            ["pg_isready", "-q", "-h", "127.0.0.1", "-p", "5432"], check=False
+        ).returncode
+        == 0
+    )
 
 
 def restart_postgres() -> None:
@@ -232,9 +268,17 @@ class LoadGenerator:
     status, monotonic time of the answer) per request, status 0 for a transport error
     (no answer)."""
 
-    def __init__(self, url: str, *, threads: int = 4, duplicate_share: float = 0.3,
-                 seed: int = 20260302, headers: dict[str, str] | None = None,
-                 timeout: float = 5.0, pace: float = 0.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        threads: int = 4,
+        duplicate_share: float = 0.3,
+        seed: int = 20260302,
+        headers: dict[str, str] | None = None,
+        timeout: float = 5.0,
+        pace: float = 0.0,
+    ) -> None:
         self.url = url
         self.pace = pace
         self.headers = {**JSON, **(headers or {})}
@@ -243,8 +287,10 @@ class LoadGenerator:
         self.seen: list[tuple[str, int, float]] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._threads = [threading.Thread(target=self._run, args=(seed + i,), daemon=True)
-                         for i in range(threads)]
+        self._threads = [
+            threading.Thread(target=self._run, args=(seed + i,), daemon=True)
+            for i in range(threads)
+        ]
 
     def __enter__(self) -> LoadGenerator:
         for t in self._threads:
@@ -271,8 +317,9 @@ class LoadGenerator:
                     action_id = str(uuid.UUID(int=rng.getrandbits(128), version=4))
                     mine.append(action_id)
                 try:
-                    status = client.post(self.url, content=wire(event(action_id)),
-                                         headers=self.headers).status_code
+                    status = client.post(
+                        self.url, content=wire(event(action_id)), headers=self.headers
+                    ).status_code
                 except httpx.TransportError:
                     status = 0
                 self.record(action_id, status)
@@ -309,8 +356,12 @@ class LoadGenerator:
             return [(a, s) for a, s, _ in self.seen]
 
 
-def assert_log_tells_the_truth(answers: list[tuple[str, int]], rows: list[dict[str, Any]],
-                               acknowledged: set[str], stored: set[str]) -> None:
+def assert_log_tells_the_truth(
+    answers: list[tuple[str, int]],
+    rows: list[dict[str, Any]],
+    acknowledged: set[str],
+    stored: set[str],
+) -> None:
     """The store against what the clients saw: every acknowledged action stored, with
     exactly one log row that accepted it; every log row's status one that a client got
     for that action (a 503 may have no row: the store is what failed). A request that
@@ -318,8 +369,7 @@ def assert_log_tells_the_truth(answers: list[tuple[str, int]], rows: list[dict[s
     from collections import Counter
 
     assert acknowledged <= stored, f"{len(acknowledged - stored)} acknowledged, not stored"
-    accepting = Counter(r["action_id"] for r in rows
-                        if r["status"] == 200 and not r["duplicate"])
+    accepting = Counter(r["action_id"] for r in rows if r["status"] == 200 and not r["duplicate"])
     assert all(accepting[a] == 1 for a in acknowledged), "an action accepted twice or never"
     logged = Counter((r["action_id"], r["status"]) for r in rows)
     sent = Counter(answers)

@@ -64,8 +64,13 @@ def test_model_receiver_and_analyser_agree(tmp_path: Path) -> None:
     answers: list[httpx.Response] = []
     with serve_in_thread(receiver) as srv, httpx.Client() as http:
         for spelling, _ in SPELLINGS:
-            answers.append(http.post(srv.url, content=wire(event(spelling)), headers={
-                "authorization": f"Bearer {KEY}", "content-type": "application/json"}))
+            answers.append(
+                http.post(
+                    srv.url,
+                    content=wire(event(spelling)),
+                    headers={"authorization": f"Bearer {KEY}", "content-type": "application/json"},
+                )
+            )
     conn = open_store(f"sqlite:///{db}").connect()
     try:
         stored = conn.action_ids()
@@ -85,18 +90,31 @@ def test_model_receiver_and_analyser_agree(tmp_path: Path) -> None:
     assert stored == {CANONICAL}
     # The first accepted spelling is stored, the other two are its duplicates.
     assert [r.json().get("status") for r in answers if r.status_code == 200] == [
-        "accepted", "duplicate", "duplicate"]
+        "accepted",
+        "duplicate",
+        "duplicate",
+    ]
 
     # The analyser reads the same bodies as a delivery log (answered 200 each, so only
     # its own validity check decides).
-    lines = [json.dumps({"received_at": f"2026-11-21T10:00:{i:02d}.000000Z", "status": 200,
-                         "latency_ms": 1.0, "body": wire(event(s)).decode()})
-             for i, (s, _) in enumerate(SPELLINGS)]
+    lines = [
+        json.dumps(
+            {
+                "received_at": f"2026-11-21T10:00:{i:02d}.000000Z",
+                "status": 200,
+                "latency_ms": 1.0,
+                "body": wire(event(s)).decode(),
+            }
+        )
+        for i, (s, _) in enumerate(SPELLINGS)
+    ]
     log = tmp_path / "log.jsonl"
     log.write_text("\n".join(lines) + "\n")
     with analyze(log) as analysis:
         got = analysis.log.con.execute(
-            analysis.attempts.order_by("received_at").select(valid=analysis.attempts.reason.isnull())
+            analysis.attempts.order_by("received_at").select(
+                valid=analysis.attempts.reason.isnull()
+            )
         )
     analyser = [bool(v) for v in got.valid]
     expected = [accepted for _, accepted in SPELLINGS]

@@ -16,8 +16,16 @@ def test_delivered_events_happened_before_they_arrived(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 's.db'}"
     receiver = WebhookReceiver(url, auth=ReceiverAuth.none())
     with serve_in_thread(receiver) as srv:
-        r = _cli("sandbox", "deliver", "--url", srv.url, "-n", "7", "--json",
-                 env={"PATH": "/usr/bin:/bin"})
+        r = _cli(
+            "sandbox",
+            "deliver",
+            "--url",
+            srv.url,
+            "-n",
+            "7",
+            "--json",
+            env={"PATH": "/usr/bin:/bin"},
+        )
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["delivered"] == 7
     conn = open_store(url).connect()

@@ -37,7 +37,7 @@ _DEADLINE_S = 120.0
 def _section() -> str:
     text = README.read_text(encoding="utf-8")
     start = text.index("### Deploying the receiver")
-    return text[start:text.index("\n## ", start)]
+    return text[start : text.index("\n## ", start)]
 
 
 def _blocks(kind: str) -> list[str]:
@@ -82,7 +82,7 @@ def _exec_start(environment: dict[str, str]) -> list[str]:
     for word in words:
         word = re.sub(r"\$\{(\w+)\}", lambda m: environment[m.group(1)], word)
         if word.startswith(README_VENV_BIN):
-            word = str(Path(sys.executable).parent / word[len(README_VENV_BIN):])
+            word = str(Path(sys.executable).parent / word[len(README_VENV_BIN) :])
         out.append(word)
     return out
 
@@ -115,14 +115,18 @@ class Service:
     def start(self) -> None:
         with self.log.open("ab") as journal:
             self.process = subprocess.Popen(
-                _exec_start(self.unit_env), cwd=self.workdir, env=self.env,
-                stdout=journal, stderr=journal, start_new_session=True)
+                _exec_start(self.unit_env),
+                cwd=self.workdir,
+                env=self.env,
+                stdout=journal,
+                stderr=journal,
+                start_new_session=True,
+            )
         deadline = time.monotonic() + _DEADLINE_S
         while True:
             assert self.process.poll() is None, self.log.read_text()
             try:
-                if httpx.get(f"http://127.0.0.1:{self.port}/readyz",
-                             timeout=2).status_code == 200:
+                if httpx.get(f"http://127.0.0.1:{self.port}/readyz", timeout=2).status_code == 200:
                     return
             except httpx.TransportError:
                 pass
@@ -147,11 +151,25 @@ class Service:
 
 def _deliver(service: Service, count: int, *extra: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        ["gptools", "sandbox", "deliver", "--url",
-         f"http://127.0.0.1:{service.port}/v1/game-action-events", "-n", str(count),
-         "--auth", "bearer", "--json", *extra],
-        cwd=service.workdir, env=service.env, stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL, text=True)
+        [
+            "gptools",
+            "sandbox",
+            "deliver",
+            "--url",
+            f"http://127.0.0.1:{service.port}/v1/game-action-events",
+            "-n",
+            str(count),
+            "--auth",
+            "bearer",
+            "--json",
+            *extra,
+        ],
+        cwd=service.workdir,
+        env=service.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
 
 
 def test_the_unit_file_is_complete(tmp_path: Path) -> None:
@@ -167,10 +185,16 @@ def test_the_unit_file_is_complete(tmp_path: Path) -> None:
         return  # the parse above is all a machine without systemd can check
     block = next(b for b in _blocks("ini") if b.startswith("[Unit]"))
     path = tmp_path / "gptools-webhooks.service"
-    path.write_text(block.replace(README_VENV_BIN, f"{Path(sys.executable).parent}/"),
-                    encoding="utf-8")
-    done = subprocess.run(["systemd-analyze", "verify", "--man=no", str(path)],
-                          capture_output=True, text=True, check=False, timeout=60)
+    path.write_text(
+        block.replace(README_VENV_BIN, f"{Path(sys.executable).parent}/"), encoding="utf-8"
+    )
+    done = subprocess.run(
+        ["systemd-analyze", "verify", "--man=no", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
     # systemd's own parser: an unknown key or a bad value is reported on stderr.
     assert done.returncode == 0 and not done.stderr.strip(), done.stderr
 
@@ -180,13 +204,18 @@ def test_exec_start_serves_and_the_health_checks_answer(tmp_path: Path) -> None:
     service = Service(tmp_path, unit_env)
     service.start()
     try:
-        checks = [line for block in _blocks("bash") for line in block.splitlines()
-                  if line.startswith("curl ")]
+        checks = [
+            line
+            for block in _blocks("bash")
+            for line in block.splitlines()
+            if line.startswith("curl ")
+        ]
         assert len(checks) == 2
         for line in checks:
             command = line.split("#")[0].replace(":8000", f":{service.port}")
-            done = subprocess.run(["bash", "-c", command], capture_output=True, text=True,
-                                  check=False, timeout=30)
+            done = subprocess.run(
+                ["bash", "-c", command], capture_output=True, text=True, check=False, timeout=30
+            )
             assert done.returncode == 0, (command, done.stderr)
             assert json.loads(done.stdout)["status"] == "ok"
     finally:
@@ -228,16 +257,18 @@ def test_two_hosts_share_one_postgresql_store(tmp_path: Path, pg_url: str) -> No
     services = []
     for name in ("host-a", "host-b"):
         (tmp_path / name).mkdir()
-        unit_env = {**_environment_file(), "GPTOOLS_PORT": str(_free_port()),
-                    "GPTOOLS_STORE": pg_url}
+        unit_env = {
+            **_environment_file(),
+            "GPTOOLS_PORT": str(_free_port()),
+            "GPTOOLS_STORE": pg_url,
+        }
         services.append(Service(tmp_path / name, unit_env))
     for service in services:
         service.start()
     try:
         # The same seed: the same 100 actions reach both hosts.
         senders = [_deliver(service, 100, "--seed", "7") for service in services]
-        reports = [json.loads(sender.communicate(timeout=_DEADLINE_S * 2)[0])
-                   for sender in senders]
+        reports = [json.loads(sender.communicate(timeout=_DEADLINE_S * 2)[0]) for sender in senders]
     finally:
         for service in services:
             assert service.stop() == 0
@@ -248,6 +279,7 @@ def test_two_hosts_share_one_postgresql_store(tmp_path: Path, pg_url: str) -> No
     with psycopg.connect(dsn) as conn:
         actions = conn.execute(f'SELECT count(*) FROM "{schema}".webhook_actions').fetchone()
         duplicates = conn.execute(
-            f'SELECT count(*) FROM "{schema}".delivery_log WHERE duplicate').fetchone()
+            f'SELECT count(*) FROM "{schema}".delivery_log WHERE duplicate'
+        ).fetchone()
     assert actions is not None and actions[0] == 100
     assert duplicates is not None and duplicates[0] == 100

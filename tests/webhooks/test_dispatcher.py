@@ -119,7 +119,8 @@ def test_retry_succeeds_after_5xx_then_200(scripted: tuple[Scripted, ThreadServe
 
 @pytest.mark.parametrize("status", [200, 201, 202, 204, 299])
 def test_every_2xx_acknowledges_and_is_not_retried(
-    scripted: tuple[Scripted, ThreadServer], status: int,
+    scripted: tuple[Scripted, ThreadServer],
+    status: int,
 ) -> None:
     """The document names 200 and leaves only "non-2xx/4xx/5xx" codes unknown: a 2xx
     acknowledges (spec.WEBHOOK_ACKNOWLEDGED_STATUSES), it is not retried."""
@@ -139,16 +140,20 @@ def test_other_status_is_retried_by_assumption(scripted: tuple[Scripted, ThreadS
 
 
 def test_unreachable_receiver_is_retried_like_a_5xx() -> None:
-    d = WebhookDispatcher(clock=VirtualClock(START), first_delay=timedelta(hours=1),
-                          max_delay=timedelta(days=1),
-                          target=DeliveryTarget("http://127.0.0.1:9/nothing-listens"))
+    d = WebhookDispatcher(
+        clock=VirtualClock(START),
+        first_delay=timedelta(hours=1),
+        max_delay=timedelta(days=1),
+        target=DeliveryTarget("http://127.0.0.1:9/nothing-listens"),
+    )
     d.enqueue(_one_event())
     d.run()
     d.close()
     assert all(a.status is None and a.error for a in d.attempts)
-    assert [round((b.sent_at - a.sent_at).total_seconds() / 3600)
-            for a, b in itertools.pairwise(d.attempts)] == [1, 2, 4, 8, 16, 24,
-                                                                           24, 24, 24, 24]
+    assert [
+        round((b.sent_at - a.sent_at).total_seconds() / 3600)
+        for a, b in itertools.pairwise(d.attempts)
+    ] == [1, 2, 4, 8, 16, 24, 24, 24, 24, 24]
     assert list(d.outcomes.values()) == ["expired"]
 
 
@@ -161,13 +166,16 @@ def test_answer_after_the_senders_timeout_causes_a_duplicate(tmp_path: Path) -> 
         return InjectedFault(delay=timedelta(seconds=1.0)) if calls == 1 else None
 
     store = f"sqlite:///{tmp_path / 's.db'}"
-    receiver = WebhookReceiver(store, auth=ReceiverAuth.bearer("k"), faults=slow_first,
-                               ack_timeout=timedelta(seconds=5))
+    receiver = WebhookReceiver(
+        store, auth=ReceiverAuth.bearer("k"), faults=slow_first, ack_timeout=timedelta(seconds=5)
+    )
     with serve_in_thread(receiver) as srv:
         target = DeliveryTarget.from_subscription(
-            {"callbackUrl": srv.url, "authenticationType": "BEARER", "apiKey": "k"})
-        d = WebhookDispatcher(clock=VirtualClock(START), target=target,
-                              timeout=timedelta(seconds=0.3))
+            {"callbackUrl": srv.url, "authenticationType": "BEARER", "apiKey": "k"}
+        )
+        d = WebhookDispatcher(
+            clock=VirtualClock(START), target=target, timeout=timedelta(seconds=0.3)
+        )
         d.enqueue(_one_event())
         d.run()
         d.close()
@@ -190,12 +198,15 @@ def test_subscription_auth_and_default_wallet_endpoint(
 ) -> None:
     app, srv = scripted
     subs = {
-        201: {"callbackUrl": srv.url, "authenticationType": "BASIC", "username": "u",
-              "password": "pw"},
+        201: {
+            "callbackUrl": srv.url,
+            "authenticationType": "BASIC",
+            "username": "u",
+            "password": "pw",
+        },
         202: {"callbackUrl": srv.url, "authenticationType": "BEARER", "apiKey": "key-1"},
     }
-    d = WebhookDispatcher(clock=VirtualClock(START), subscriptions=subs,
-                          wallet_url=srv.base_url)
+    d = WebhookDispatcher(clock=VirtualClock(START), subscriptions=subs, wallet_url=srv.base_url)
     events = EventGenerator(seed=3, start=START).take(2)
     for brand, ev in zip((201, 202), events, strict=True):
         d.enqueue(ev, brand_id=brand)
@@ -219,9 +230,12 @@ def test_default_endpoint_uses_the_wallets_credentials(
     brand has no subscription or one without a callback URL (its own type is not used)."""
     app, wallet = scripted
     subs = {202: {"authenticationType": "BEARER", "apiKey": "subscription-key"}}
-    d = WebhookDispatcher(clock=VirtualClock(START), subscriptions=subs,
-                          wallet_url=wallet.base_url,
-                          wallet_credentials=WalletCredentials.basic("wallet", "w-pass"))
+    d = WebhookDispatcher(
+        clock=VirtualClock(START),
+        subscriptions=subs,
+        wallet_url=wallet.base_url,
+        wallet_credentials=WalletCredentials.basic("wallet", "w-pass"),
+    )
     events = EventGenerator(seed=4, start=START).take(2)
     for brand, ev in zip((101, 202), events, strict=True):
         d.enqueue(ev, brand_id=brand)
@@ -231,7 +245,8 @@ def test_default_endpoint_uses_the_wallets_credentials(
     wallet_auth = b"Basic " + base64.b64encode(b"wallet:w-pass")
     assert [r["headers"].get(b"authorization") for r in app.requests] == [wallet_auth] * 2
     assert {d.target_for(b).url for b in (101, 202)} == {
-        wallet.base_url + spec.DEFAULT_WEBHOOK_PATH}
+        wallet.base_url + spec.DEFAULT_WEBHOOK_PATH
+    }
     assert "w-pass" not in repr(d.target_for(101)) + repr(WalletCredentials.bearer("w-pass"))
 
 
@@ -239,8 +254,9 @@ def test_sandbox_config_carries_the_wallet_credentials_to_its_dispatcher(
     scripted: tuple[Scripted, ThreadServer],
 ) -> None:
     _app, srv = scripted
-    config = SandboxConfig(wallet_url=srv.base_url,
-                           wallet_credentials=WalletCredentials.bearer("wallet-key"))
+    config = SandboxConfig(
+        wallet_url=srv.base_url, wallet_credentials=WalletCredentials.bearer("wallet-key")
+    )
     with run_sandbox(config) as sb:
         d = attach_dispatcher(sb, clock=VirtualClock(START))
         target = d.target_for(101)
@@ -297,18 +313,27 @@ def test_generator_is_seeded_and_realistic() -> None:
 
 
 def test_generator_plays_active_campaigns_only() -> None:
-    campaign = CampaignPlay.from_body("CMP-000001", {
-        "type": "AWARDED_FEATURE", "gameIds": ["neon-fruits"], "currencyCode": "KWD",
-        "bet": "7.550", "players": ["vip-1", "vip-2"],
-        "startDate": "2026-03-02T12:00:00", "endDate": "2026-03-03T12:00:00",
-        "timeZone": "Asia/Kuwait",
-    })
+    campaign = CampaignPlay.from_body(
+        "CMP-000001",
+        {
+            "type": "AWARDED_FEATURE",
+            "gameIds": ["neon-fruits"],
+            "currencyCode": "KWD",
+            "bet": "7.550",
+            "players": ["vip-1", "vip-2"],
+            "startDate": "2026-03-02T12:00:00",
+            "endDate": "2026-03-03T12:00:00",
+            "timeZone": "Asia/Kuwait",
+        },
+    )
     assert campaign is not None
-    events = EventGenerator(seed=2, start=START, campaigns=[campaign],
-                            campaign_share=0.5).take(3000)
+    events = EventGenerator(seed=2, start=START, campaigns=[campaign], campaign_share=0.5).take(
+        3000
+    )
     played = [e for e in events if e.player_id.startswith("vip-")]
-    assert played and all(e.events == ["FEATURE"] and str(e.bet) == "7.550"
-                          and e.currency_code == "KWD" for e in played)
+    assert played and all(
+        e.events == ["FEATURE"] and str(e.bet) == "7.550" and e.currency_code == "KWD"
+        for e in played
+    )
     assert all(campaign.active(e.timestamp) for e in played)
     assert campaign.start == datetime(2026, 3, 2, 9, 0, tzinfo=UTC)  # Kuwait is UTC+3
-

@@ -42,8 +42,7 @@ class _Clients:
             client.close()
 
 
-def _send_all(url: str, bodies: Sequence[bytes], *, threads: int = 16
-              ) -> list[tuple[int, str]]:
+def _send_all(url: str, bodies: Sequence[bytes], *, threads: int = 16) -> list[tuple[int, str]]:
     """POST every body concurrently (``threads`` clients); (status, answer status) each."""
     clients = _Clients()
 
@@ -60,7 +59,9 @@ def _send_all(url: str, bodies: Sequence[bytes], *, threads: int = 16
 
 @pytest.mark.slow
 def test_10000_concurrent_deliveries_with_30_percent_duplicates_store_each_once(
-    tmp_path: Path, receiver_process: Callable[..., ReceiverProcess], rng: random.Random,
+    tmp_path: Path,
+    receiver_process: Callable[..., ReceiverProcess],
+    rng: random.Random,
 ) -> None:
     store_url = f"sqlite:///{tmp_path / 'store.sqlite3'}"
     proc = receiver_process(store_url, workers=2)
@@ -87,7 +88,8 @@ def test_10000_concurrent_deliveries_with_30_percent_duplicates_store_each_once(
 
 @pytest.mark.slow
 def test_sigkill_under_load_loses_no_acknowledged_action(
-    tmp_path: Path, receiver_process: Callable[..., ReceiverProcess],
+    tmp_path: Path,
+    receiver_process: Callable[..., ReceiverProcess],
 ) -> None:
     store_url = f"sqlite:///{tmp_path / 'store.sqlite3'}"
     proc = receiver_process(store_url, workers=1)
@@ -138,7 +140,9 @@ def test_sigkill_under_load_loses_no_acknowledged_action(
 @pytest.mark.postgres
 @pytest.mark.slow
 def test_two_receiver_processes_on_one_postgres_store_dedupe_across_each_other(
-    pg_url: str, receiver_process: Callable[..., ReceiverProcess], rng: random.Random,
+    pg_url: str,
+    receiver_process: Callable[..., ReceiverProcess],
+    rng: random.Random,
 ) -> None:
     first = receiver_process(pg_url)
     second = receiver_process(pg_url)
@@ -172,7 +176,8 @@ def test_two_receiver_processes_on_one_postgres_store_dedupe_across_each_other(
 
 
 def test_graceful_shutdown_drains_in_flight_requests(
-    tmp_path: Path, receiver_process: Callable[..., ReceiverProcess],
+    tmp_path: Path,
+    receiver_process: Callable[..., ReceiverProcess],
 ) -> None:
     store_url = f"sqlite:///{tmp_path / 'store.sqlite3'}"
     proc = receiver_process(store_url, workers=1)
@@ -185,8 +190,9 @@ def test_graceful_shutdown_drains_in_flight_requests(
                 if i == 20:
                     started.set()
                 try:
-                    results.append(client.post(proc.url, content=wire(event()),
-                                               headers=AUTH).status_code)
+                    results.append(
+                        client.post(proc.url, content=wire(event()), headers=AUTH).status_code
+                    )
                 except httpx.TransportError:
                     return
 
@@ -223,8 +229,17 @@ def test_a_postgres_batch_marks_repeats_and_stored_keys_as_duplicates(pg_url: st
 
     def item(action_id: str, *, accept: bool = True) -> WriteItem:
         status = 200 if accept else 401
-        return WriteItem(LogEntry(at, status, wire(event(action_id)).decode(), action_id,
-                                  latency_ms=1.0, auth_ok=accept), accept=accept)
+        return WriteItem(
+            LogEntry(
+                at,
+                status,
+                wire(event(action_id)).decode(),
+                action_id,
+                latency_ms=1.0,
+                auth_ok=accept,
+            ),
+            accept=accept,
+        )
 
     conn = open_store(pg_url).connect()
     try:
@@ -236,9 +251,17 @@ def test_a_postgres_batch_marks_repeats_and_stored_keys_as_duplicates(pg_url: st
         assert conn.write_batch([item(b, accept=False)]) == [False]  # nothing accepted
         assert conn.action_ids() == {old, a, b}
         rows = list(conn.iter_log())
-        assert Counter((r["action_id"], r["status"], r["duplicate"]) for r in rows) == Counter([
-            (old, 200, False), (b, 200, False), (a, 200, False), (old, 200, True),
-            (b, 200, True), (a, 401, False), (b, 401, False)])
+        assert Counter((r["action_id"], r["status"], r["duplicate"]) for r in rows) == Counter(
+            [
+                (old, 200, False),
+                (b, 200, False),
+                (a, 200, False),
+                (old, 200, True),
+                (b, 200, True),
+                (a, 401, False),
+                (b, 401, False),
+            ]
+        )
         bodies = dict(conn.raw.execute("SELECT action_id, body FROM webhook_actions"))
         assert bodies[old].startswith("{") and bodies[a] == bodies[b] == ""
     finally:

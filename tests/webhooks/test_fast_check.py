@@ -85,25 +85,28 @@ def test_a_changed_field_never_gets_past_the_model(field: str, value: Any) -> No
     _agrees(json.dumps({**VALID, field: value}).encode())
 
 
-@pytest.mark.parametrize("body", [
-    b"",
-    b"null",
-    b"[]",
-    json.dumps(VALID).encode() + b"x",
-    json.dumps(VALID).encode().replace(b"2.1", b"NaN"),
-    json.dumps(VALID).encode().replace(b"2.1", b"Infinity"),
-    json.dumps(VALID).encode().replace(b'"R-1"', b'"\\ud800"'),
-    json.dumps(VALID).encode().replace(b'"R-1"', b'"R\\u002d1"'),
-    json.dumps(VALID).encode().replace(b"R-1", "R-\u00e9".encode("latin-1")),
-    json.dumps(VALID).encode("utf-16"),
-    b"\xef\xbb\xbf" + json.dumps(VALID).encode(),
-    json.dumps({**VALID, "extra": 1}).encode(),
-    json.dumps({k: v for k, v in VALID.items() if k != "bet"}).encode(),
-    json.dumps({("round_id" if k == "roundId" else k): v for k, v in VALID.items()}).encode(),
-    # A repeated key: both parsers keep the last value.
-    b'{"roundId":"",' + json.dumps(VALID).encode()[1:],
-    json.dumps(VALID).encode()[:-1] + b',"roundId":""}',
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"",
+        b"null",
+        b"[]",
+        json.dumps(VALID).encode() + b"x",
+        json.dumps(VALID).encode().replace(b"2.1", b"NaN"),
+        json.dumps(VALID).encode().replace(b"2.1", b"Infinity"),
+        json.dumps(VALID).encode().replace(b'"R-1"', b'"\\ud800"'),
+        json.dumps(VALID).encode().replace(b'"R-1"', b'"R\\u002d1"'),
+        json.dumps(VALID).encode().replace(b"R-1", "R-\u00e9".encode("latin-1")),
+        json.dumps(VALID).encode("utf-16"),
+        b"\xef\xbb\xbf" + json.dumps(VALID).encode(),
+        json.dumps({**VALID, "extra": 1}).encode(),
+        json.dumps({k: v for k, v in VALID.items() if k != "bet"}).encode(),
+        json.dumps({("round_id" if k == "roundId" else k): v for k, v in VALID.items()}).encode(),
+        # A repeated key: both parsers keep the last value.
+        b'{"roundId":"",' + json.dumps(VALID).encode()[1:],
+        json.dumps(VALID).encode()[:-1] + b',"roundId":""}',
+    ],
+)
 def test_odd_bodies_agree(body: bytes) -> None:
     _agrees(body)
 
@@ -117,8 +120,9 @@ def test_refusals_always_go_to_the_model() -> None:
 
 _json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner,
-                                                                max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
     max_leaves=6,
 )
 

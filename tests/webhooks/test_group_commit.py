@@ -21,8 +21,9 @@ AT = datetime(2026, 3, 2, 10, 15, tzinfo=UTC)
 
 
 def _item(action_id: str) -> WriteItem:
-    return WriteItem(LogEntry(AT, 200, wire(event(action_id)).decode(), action_id,
-                              latency_ms=1.0), accept=True)
+    return WriteItem(
+        LogEntry(AT, 200, wire(event(action_id)).decode(), action_id, latency_ms=1.0), accept=True
+    )
 
 
 class GatedStore(SQLiteStore):
@@ -142,7 +143,8 @@ def test_one_batch_dedupes_against_the_store_and_within_itself(tmp_path: Path) -
         items = [_item(new), _item(old), refused, _item(new)]
         assert conn.write_batch(items, state="done") == [True, False, False, False]
         rows = conn.raw.execute(
-            "SELECT action_id, status, duplicate FROM delivery_log ORDER BY rowid").fetchall()
+            "SELECT action_id, status, duplicate FROM delivery_log ORDER BY rowid"
+        ).fetchall()
     finally:
         conn.close()
     assert rows == [(old, 200, 0), (new, 200, 0), (old, 200, 1), (None, 401, 0), (new, 200, 1)]
@@ -166,18 +168,24 @@ def test_only_actions_left_to_process_keep_a_copy_of_the_body(tmp_path: Path) ->
 def test_an_old_store_gets_the_pending_only_queue_index(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     raw = sqlite3.connect(path)
-    raw.execute("CREATE TABLE webhook_actions (action_id TEXT PRIMARY KEY,"
-                " first_received_at TEXT NOT NULL, body TEXT NOT NULL,"
-                " state TEXT NOT NULL DEFAULT 'pending', attempts INTEGER NOT NULL DEFAULT 0,"
-                " next_attempt_at TEXT NOT NULL, lease_until TEXT, last_error TEXT)")
+    raw.execute(
+        "CREATE TABLE webhook_actions (action_id TEXT PRIMARY KEY,"
+        " first_received_at TEXT NOT NULL, body TEXT NOT NULL,"
+        " state TEXT NOT NULL DEFAULT 'pending', attempts INTEGER NOT NULL DEFAULT 0,"
+        " next_attempt_at TEXT NOT NULL, lease_until TEXT, last_error TEXT)"
+    )
     raw.execute("CREATE INDEX webhook_actions_due ON webhook_actions (state, next_attempt_at)")
     raw.close()
     SQLiteStore(path).connect().close()
     raw = sqlite3.connect(path)
     names = {r[0] for r in raw.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
-    plan = " ".join(str(r) for r in raw.execute(
-        "EXPLAIN QUERY PLAN SELECT action_id FROM webhook_actions"
-        " WHERE state = 'pending' AND next_attempt_at <= '2026' ORDER BY next_attempt_at"))
+    plan = " ".join(
+        str(r)
+        for r in raw.execute(
+            "EXPLAIN QUERY PLAN SELECT action_id FROM webhook_actions"
+            " WHERE state = 'pending' AND next_attempt_at <= '2026' ORDER BY next_attempt_at"
+        )
+    )
     raw.close()
     assert "webhook_actions_due" not in names and "webhook_actions_pending" in names
     assert "webhook_actions_pending" in plan
@@ -187,8 +195,11 @@ def test_write_path_timestamps_match_the_log_format() -> None:
     from gptools.webhooks._store import _sqlite_ts, format_utc
 
     paris = timezone(timedelta(hours=1))
-    for moment in (AT, AT.replace(microsecond=7), datetime(2026, 12, 31, 23, 59, 59, 999999,
-                                                           tzinfo=paris)):
+    for moment in (
+        AT,
+        AT.replace(microsecond=7),
+        datetime(2026, 12, 31, 23, 59, 59, 999999, tzinfo=paris),
+    ):
         assert _sqlite_ts(moment) == format_utc(moment)
     with pytest.raises(ValueError, match="naive"):
         _sqlite_ts(datetime(2026, 1, 1))

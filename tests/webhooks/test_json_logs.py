@@ -21,20 +21,32 @@ WRONG = "w-1a2b3c4d-wrong-secret"
 
 
 def test_json_lines_without_secrets(
-    tmp_path: Path, receiver_process: Callable[..., ReceiverProcess],
+    tmp_path: Path,
+    receiver_process: Callable[..., ReceiverProcess],
 ) -> None:
-    rp = receiver_process(f"sqlite:///{tmp_path / 's.db'}", args=("--log-format", "json"),
-                          extra_env={"GP_WEBHOOK_API_KEY": SECRET})
+    rp = receiver_process(
+        f"sqlite:///{tmp_path / 's.db'}",
+        args=("--log-format", "json"),
+        extra_env={"GP_WEBHOOK_API_KEY": SECRET},
+    )
     json_ct = {"content-type": "application/json"}
     good = event()
-    ok = httpx.post(rp.url, content=wire(good),
-                    headers={**json_ct, "authorization": f"Bearer {SECRET}"})
+    ok = httpx.post(
+        rp.url, content=wire(good), headers={**json_ct, "authorization": f"Bearer {SECRET}"}
+    )
     assert ok.status_code == 200
-    assert httpx.post(rp.url, content=wire(event()),
-                      headers={**json_ct, "authorization": f"Bearer {WRONG}"}).status_code == 401
+    assert (
+        httpx.post(
+            rp.url, content=wire(event()), headers={**json_ct, "authorization": f"Bearer {WRONG}"}
+        ).status_code
+        == 401
+    )
     # A body quoting the secret and a bad actionId: refused, and neither is logged.
-    bad = httpx.post(rp.url, content=wire(event("{" + SECRET + "}")),
-                     headers={**json_ct, "authorization": f"Bearer {SECRET}"})
+    bad = httpx.post(
+        rp.url,
+        content=wire(event("{" + SECRET + "}")),
+        headers={**json_ct, "authorization": f"Bearer {SECRET}"},
+    )
     assert bad.status_code == 400
     rp.terminate()
 
@@ -58,9 +70,15 @@ def test_json_lines_without_secrets(
 def test_formatter_blanks_credentials_in_any_message(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GP_WEBHOOK_PASSWORD", "pw-0123456789")
     formatter = JsonFormatter()
-    record = logging.LogRecord("gptools.webhooks", logging.WARNING, __file__, 1,
-                               "header was Authorization: Basic dXNlcjpwYXNz, pw %s",
-                               ("pw-0123456789",), None)
+    record = logging.LogRecord(
+        "gptools.webhooks",
+        logging.WARNING,
+        __file__,
+        1,
+        "header was Authorization: Basic dXNlcjpwYXNz, pw %s",
+        ("pw-0123456789",),
+        None,
+    )
     record.status = 401
     record.actionId = "6a1f7e4e-8c2a-4c1e-9d7b-0b7d2f6e9a10"
     record.latency_ms = 1.5

@@ -36,9 +36,17 @@ def _deliver(url: str) -> None:
         for n in range(7):
             auth = {"authorization": "Bearer wrong"} if n % 2 else {"authorization": ""}
             assert http.post(url, content=wire(event()), headers=auth).status_code == 401
-        bad = [b"{", b"", wire(event("{" + ids[0] + "}")), wire(event(roundId=7)),
-               wire(event(action_id="urn:uuid:" + ids[1])), b"[1]", wire(event(bet="x")),
-               wire(event(ids[2].replace("-", ""))), wire(event(events="COIN"))]
+        bad = [
+            b"{",
+            b"",
+            wire(event("{" + ids[0] + "}")),
+            wire(event(roundId=7)),
+            wire(event(action_id="urn:uuid:" + ids[1])),
+            b"[1]",
+            wire(event(bet="x")),
+            wire(event(ids[2].replace("-", ""))),
+            wire(event(events="COIN")),
+        ]
         statuses = [http.post(url, content=body).status_code for body in bad]
         assert set(statuses) == {400, 422}
 
@@ -68,18 +76,24 @@ def _samples(url: str) -> dict[str, list[tuple[dict[str, str], float]]]:
     return samples
 
 
-@pytest.mark.parametrize(("workers", "separate_port"), [(1, False), (2, False), (2, True)],
-                         ids=["1-worker", "2-workers", "2-workers-metrics-port"])
+@pytest.mark.parametrize(
+    ("workers", "separate_port"),
+    [(1, False), (2, False), (2, True)],
+    ids=["1-worker", "2-workers", "2-workers-metrics-port"],
+)
 def test_counters_equal_the_delivery_log(
-    tmp_path: Path, receiver_process: Callable[..., ReceiverProcess], workers: int,
+    tmp_path: Path,
+    receiver_process: Callable[..., ReceiverProcess],
+    workers: int,
     separate_port: bool,
 ) -> None:
     store = f"sqlite:///{tmp_path / 's.db'}"
     metrics_port = free_port()
     args = ("--metrics-port", str(metrics_port)) if separate_port else ()
     rp = receiver_process(store, workers=workers, args=args)
-    metrics_url = (f"http://127.0.0.1:{metrics_port}/metrics" if separate_port
-                   else f"{rp.base_url}/metrics")
+    metrics_url = (
+        f"http://127.0.0.1:{metrics_port}/metrics" if separate_port else f"{rp.base_url}/metrics"
+    )
     if separate_port:
         assert httpx.get(f"{rp.base_url}/metrics").status_code == 404
     _deliver(rp.url)
@@ -91,9 +105,13 @@ def test_counters_equal_the_delivery_log(
     deadline = time.monotonic() + DEADLINE_S
     while True:
         samples = _samples(metrics_url)
-        got = Counter({(labels["status"], labels["outcome"]): int(value)
-                       for labels, value in samples.get("gptools_webhook_deliveries_total", [])
-                       if value})
+        got = Counter(
+            {
+                (labels["status"], labels["outcome"]): int(value)
+                for labels, value in samples.get("gptools_webhook_deliveries_total", [])
+                if value
+            }
+        )
         if got == expected or time.monotonic() > deadline:
             break
         time.sleep(0.1)
@@ -113,16 +131,23 @@ def _failing_handler(event: GameEventNotification) -> None:
 
 def test_handler_failures_and_dead_letters_are_counted(tmp_path: Path) -> None:
     receiver = WebhookReceiver(
-        f"sqlite:///{tmp_path / 's.db'}", auth=ReceiverAuth.none(), handler=_failing_handler,
-        queue_options={"max_attempts": 2, "first_delay": timedelta(milliseconds=10)})
+        f"sqlite:///{tmp_path / 's.db'}",
+        auth=ReceiverAuth.none(),
+        handler=_failing_handler,
+        queue_options={"max_attempts": 2, "first_delay": timedelta(milliseconds=10)},
+    )
     with serve_in_thread(receiver) as srv:
+
         def scrape() -> dict[str, list[tuple[dict[str, str], float]]]:
             return _samples(f"{srv.base_url}/metrics")
 
         before = scrape()["gptools_webhook_handler_failures_total"][0][1]
         for i in range(3):
-            r = httpx.post(srv.url, content=wire(event(f"00000000-0000-4000-8000-{i:012x}")),
-                           headers={"content-type": "application/json"})
+            r = httpx.post(
+                srv.url,
+                content=wire(event(f"00000000-0000-4000-8000-{i:012x}")),
+                headers={"content-type": "application/json"},
+            )
             assert r.status_code == 200
         deadline = time.monotonic() + DEADLINE_S
         while scrape()["gptools_webhook_dead_letters"][0][1] < 3:
@@ -150,9 +175,13 @@ def test_bulk_observation_equals_one_observe_each() -> None:
     _observe_many(bulk, values)
 
     def samples(name: str) -> list[tuple[str, dict[str, str], float]]:
-        return [(s.name.replace(name, "h"), s.labels, s.value)
-                for family in registry.collect() if family.name == name
-                for s in family.samples if not s.name.endswith("_created")]
+        return [
+            (s.name.replace(name, "h"), s.labels, s.value)
+            for family in registry.collect()
+            if family.name == name
+            for s in family.samples
+            if not s.name.endswith("_created")
+        ]
 
     assert samples("in_bulk") == samples("one_each")
     assert samples("one_each")  # the comparison saw the samples

@@ -35,8 +35,14 @@ class ManualClock:
 def _accept(url: str, action_ids: list[str], at: datetime = T0) -> None:
     conn = open_store(url).connect()
     try:
-        conn.write_batch([WriteItem(LogEntry(at, 200, wire(event(a)).decode(), a, latency_ms=1.0),
-                                    accept=True) for a in action_ids])
+        conn.write_batch(
+            [
+                WriteItem(
+                    LogEntry(at, 200, wire(event(a)).decode(), a, latency_ms=1.0), accept=True
+                )
+                for a in action_ids
+            ]
+        )
     finally:
         conn.close()
 
@@ -74,8 +80,11 @@ def test_a_handler_that_kills_its_process_costs_only_its_own_action(tmp_path: Pa
     deadline = datetime.now(UTC) + timedelta(seconds=60)
     while _states(url)[killer][0] != "dead":
         assert datetime.now(UTC) < deadline, f"killer never dead-lettered: {_states(url)[killer]}"
-        exits.append(subprocess.run([sys.executable, "-c", _KILLER_WORKER, url, killer],
-                                    check=False, timeout=60).returncode)
+        exits.append(
+            subprocess.run(
+                [sys.executable, "-c", _KILLER_WORKER, url, killer], check=False, timeout=60
+            ).returncode
+        )
     states = _states(url)
     assert states[killer] == ("dead", 3)  # three runs started, none returned
     assert exits.count(-9) == 3
@@ -85,7 +94,8 @@ def test_a_handler_that_kills_its_process_costs_only_its_own_action(tmp_path: Pa
     [letter] = conn.dead_letters()
     conn.close()
     assert letter.action_id == killer and "3 runs started and the last one never finished" in (
-        letter.last_error or "")
+        letter.last_error or ""
+    )
 
 
 def test_finish_only_updates_a_lease_it_still_holds(tmp_path: Path) -> None:
@@ -119,8 +129,13 @@ def test_a_handler_that_hangs_times_out_and_is_retried(tmp_path: Path) -> None:
         if len(calls) == 1:
             release.wait(30)  # hangs (until the test lets it go)
 
-    q = ProcessingQueue(open_store(url), handler, handler_timeout=timedelta(milliseconds=200),
-                        first_delay=timedelta(0), clock=ManualClock())
+    q = ProcessingQueue(
+        open_store(url),
+        handler,
+        handler_timeout=timedelta(milliseconds=200),
+        first_delay=timedelta(0),
+        clock=ManualClock(),
+    )
     try:
         q.drain()
         assert len(calls) == 2  # the hung run failed by time-out; the retry ran
@@ -134,16 +149,26 @@ def test_a_handler_that_hangs_times_out_and_is_retried(tmp_path: Path) -> None:
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", "from gptools.cli import main; main()", *args],
-                          capture_output=True, text=True, timeout=120, check=False)
+    return subprocess.run(
+        [sys.executable, "-c", "from gptools.cli import main; main()", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 def test_dead_letters_are_kept_listed_and_retried(
-    tmp_path: Path, backend: str, request: pytest.FixtureRequest,
+    tmp_path: Path,
+    backend: str,
+    request: pytest.FixtureRequest,
 ) -> None:
-    url = (f"sqlite:///{tmp_path / 's.db'}" if backend == "sqlite"
-           else request.getfixturevalue("pg_url"))
+    url = (
+        f"sqlite:///{tmp_path / 's.db'}"
+        if backend == "sqlite"
+        else request.getfixturevalue("pg_url")
+    )
     good, bad = str(uuid.uuid4()), str(uuid.uuid4())
     _accept(url, [good, bad])
 
@@ -165,11 +190,16 @@ def test_dead_letters_are_kept_listed_and_retried(
     retried = _cli("webhooks", "dead-letters", "--store", url, "--retry")
     assert retried.returncode == 0 and "1 queued again" in retried.stdout
     seen: list[str] = []
-    ProcessingQueue(open_store(url), lambda ev: seen.append(str(ev.action_id)),
-                    clock=ManualClock(datetime.now(UTC) + timedelta(seconds=1))).drain()
+    ProcessingQueue(
+        open_store(url),
+        lambda ev: seen.append(str(ev.action_id)),
+        clock=ManualClock(datetime.now(UTC) + timedelta(seconds=1)),
+    ).drain()
     assert seen == [bad]
     assert json.loads(_cli("webhooks", "dead-letters", "--store", url, "--json").stdout) == {
-        "dead_letters": [], "retried": 0}
+        "dead_letters": [],
+        "retried": 0,
+    }
 
 
 def _log(url: str, at: datetime, n: int) -> None:
@@ -180,10 +210,15 @@ def _log(url: str, at: datetime, n: int) -> None:
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 def test_the_log_is_purged_after_its_retention_in_small_steps(
-    tmp_path: Path, backend: str, request: pytest.FixtureRequest,
+    tmp_path: Path,
+    backend: str,
+    request: pytest.FixtureRequest,
 ) -> None:
-    base = (f"sqlite:///{tmp_path / 's.db'}" if backend == "sqlite"
-            else request.getfixturevalue("pg_url"))
+    base = (
+        f"sqlite:///{tmp_path / 's.db'}"
+        if backend == "sqlite"
+        else request.getfixturevalue("pg_url")
+    )
     url = base + ("&" if "?" in base else "?") + "log_retention_days=10"
     _log(url, T0, 25)
     _log(url, T0 + timedelta(days=9), 5)
@@ -208,8 +243,9 @@ def test_log_rows_not_yet_exported_are_never_purged(tmp_path: Path) -> None:
     conn = store.connect()
     far = T0 + timedelta(days=400)
     assert conn.purge_log(far).rows == 0  # nothing exported yet: everything stays
-    first = export_log(store, tmp_path / "1.jsonl", format="jsonl", target="archive",
-                       now=T0 + timedelta(days=1))
+    first = export_log(
+        store, tmp_path / "1.jsonl", format="jsonl", target="archive", now=T0 + timedelta(days=1)
+    )
     assert first.records == 10
     assert conn.purge_log(far).rows == 10  # only what the export wrote
     assert conn.log_count() == 10
@@ -217,8 +253,18 @@ def test_log_rows_not_yet_exported_are_never_purged(tmp_path: Path) -> None:
     assert second.records == 10 and second.after == first.through
     assert conn.purge_log(far).rows == 10
     conn.close()
-    r = _cli("webhooks", "export", "--store", url, "--format", "jsonl", "--target", "archive",
-             str(tmp_path / "3.jsonl"), "--json")
+    r = _cli(
+        "webhooks",
+        "export",
+        "--store",
+        url,
+        "--format",
+        "jsonl",
+        "--target",
+        "archive",
+        str(tmp_path / "3.jsonl"),
+        "--json",
+    )
     assert r.returncode == 0 and json.loads(r.stdout)["records"] == 0
 
 
@@ -226,9 +272,14 @@ def test_hung_handler_threads_do_not_pile_up(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 's.db'}"
     _accept(url, [str(uuid.uuid4()) for _ in range(4)])
     release = threading.Event()
-    q = ProcessingQueue(open_store(url), lambda ev: release.wait(30), max_hung=2,
-                        handler_timeout=timedelta(milliseconds=50), lease=timedelta(seconds=1),
-                        idle_wait=timedelta(milliseconds=10))
+    q = ProcessingQueue(
+        open_store(url),
+        lambda ev: release.wait(30),
+        max_hung=2,
+        handler_timeout=timedelta(milliseconds=50),
+        lease=timedelta(seconds=1),
+        idle_wait=timedelta(milliseconds=10),
+    )
     q.start()
     try:
         deadline = datetime.now(UTC) + timedelta(seconds=30)

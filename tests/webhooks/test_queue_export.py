@@ -44,8 +44,14 @@ class ManualClock:
 def _accept(store_url: str, action_ids: list[str], at: datetime = T0) -> None:
     conn = open_store(store_url).connect()
     try:
-        conn.write_batch([WriteItem(LogEntry(at, 200, wire(event(a)).decode(), a, latency_ms=1.0),
-                                    accept=True) for a in action_ids])
+        conn.write_batch(
+            [
+                WriteItem(
+                    LogEntry(at, 200, wire(event(a)).decode(), a, latency_ms=1.0), accept=True
+                )
+                for a in action_ids
+            ]
+        )
     finally:
         conn.close()
 
@@ -59,8 +65,9 @@ def test_handler_runs_once_per_action_after_the_ack(tmp_path: Path) -> None:
         if len(seen) == 3:
             done.set()
 
-    receiver = WebhookReceiver(f"sqlite:///{tmp_path / 's.db'}", auth=ReceiverAuth.none(),
-                               handler=handler)
+    receiver = WebhookReceiver(
+        f"sqlite:///{tmp_path / 's.db'}", auth=ReceiverAuth.none(), handler=handler
+    )
     ids = [str(uuid.uuid4()) for _ in range(3)]
     with serve_in_thread(receiver) as srv:
         for a in [*ids, ids[0]]:  # a duplicate is not processed again
@@ -74,10 +81,15 @@ def test_handler_runs_once_per_action_after_the_ack(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 def test_failures_are_retried_with_backoff_then_dead_lettered(
-    tmp_path: Path, backend: str, request: pytest.FixtureRequest,
+    tmp_path: Path,
+    backend: str,
+    request: pytest.FixtureRequest,
 ) -> None:
-    url = (f"sqlite:///{tmp_path / 's.db'}" if backend == "sqlite"
-           else request.getfixturevalue("pg_url"))
+    url = (
+        f"sqlite:///{tmp_path / 's.db'}"
+        if backend == "sqlite"
+        else request.getfixturevalue("pg_url")
+    )
     ok, flaky, bad = (str(uuid.uuid4()) for _ in range(3))
     _accept(url, [ok, flaky, bad])
     calls: dict[str, int] = {}
@@ -89,8 +101,14 @@ def test_failures_are_retried_with_backoff_then_dead_lettered(
             raise RuntimeError(f"boom {calls[key]}")
 
     clock = ManualClock()
-    q = ProcessingQueue(open_store(url), handler, max_attempts=4, clock=clock,
-                        first_delay=timedelta(seconds=10), factor=2)
+    q = ProcessingQueue(
+        open_store(url),
+        handler,
+        max_attempts=4,
+        clock=clock,
+        first_delay=timedelta(seconds=10),
+        factor=2,
+    )
     q.drain()
     assert calls == {ok: 1, flaky: 1, bad: 1}
     for step in (10, 20, 40):  # nothing runs before its backoff has passed
@@ -104,8 +122,10 @@ def test_failures_are_retried_with_backoff_then_dead_lettered(
     conn = open_store(url).connect()
     counts = conn.queue_counts()
     last_error = conn.raw.execute(
-        "SELECT last_error FROM webhook_actions WHERE action_id = " +
-        ("?" if backend == "sqlite" else "%s"), (bad,)).fetchone()[0]
+        "SELECT last_error FROM webhook_actions WHERE action_id = "
+        + ("?" if backend == "sqlite" else "%s"),
+        (bad,),
+    ).fetchone()[0]
     conn.close()
     assert (counts.pending, counts.done, counts.dead) == (0, 2, 1)
     assert last_error == "RuntimeError: boom 4"
@@ -118,12 +138,17 @@ def test_restart_resumes_pending_and_expired_claims(tmp_path: Path) -> None:
     clock = ManualClock()
     # A worker starts two runs and dies before finishing them.
     conn = open_store(url).connect()
-    claimed = [conn.claim_next(clock(), lease=timedelta(minutes=5), max_attempts=5)
-               for _ in range(2)]
+    claimed = [
+        conn.claim_next(clock(), lease=timedelta(minutes=5), max_attempts=5) for _ in range(2)
+    ]
     conn.close()
     seen: list[str] = []
-    q = ProcessingQueue(open_store(url), lambda ev: seen.append(str(ev.action_id)),
-                        clock=clock, lease=timedelta(minutes=5))
+    q = ProcessingQueue(
+        open_store(url),
+        lambda ev: seen.append(str(ev.action_id)),
+        clock=clock,
+        lease=timedelta(minutes=5),
+    )
     q.drain()
     assert len(seen) == 3  # the claimed ones wait for their lease to run out
     clock.now += timedelta(minutes=5)
@@ -172,8 +197,14 @@ def test_exports_follow_the_log_contract(tmp_path: Path) -> None:
 
 
 def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", "from gptools.cli import main; main()", *args],
-                          capture_output=True, text=True, env=env, timeout=120, check=False)
+    return subprocess.run(
+        [sys.executable, "-c", "from gptools.cli import main; main()", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
 
 
 def test_cli_serve_refuses_missing_secrets_and_bad_store(tmp_path: Path) -> None:
@@ -189,8 +220,18 @@ def test_cli_deliver_then_export(tmp_path: Path) -> None:
     receiver = WebhookReceiver(url, auth=ReceiverAuth.bearer("demo-key"))
     env = {"PATH": "/usr/bin:/bin", "GP_WEBHOOK_API_KEY": "demo-key"}
     with serve_in_thread(receiver) as srv:
-        r = _cli("sandbox", "deliver", "--url", srv.url, "-n", "50", "--auth", "bearer",
-                 "--json", env=env)
+        r = _cli(
+            "sandbox",
+            "deliver",
+            "--url",
+            srv.url,
+            "-n",
+            "50",
+            "--auth",
+            "bearer",
+            "--json",
+            env=env,
+        )
     assert r.returncode == 0, r.stderr
     report = json.loads(r.stdout)
     assert report["delivered"] == 50 and report["attempts"] == 50

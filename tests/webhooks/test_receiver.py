@@ -60,19 +60,24 @@ AUTH_MATRIX = [
 
 
 @pytest.fixture(scope="module")
-def auth_servers(tmp_path_factory: pytest.TempPathFactory
-                 ) -> Iterator[dict[str, tuple[ThreadServer, Path]]]:
+def auth_servers(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[dict[str, tuple[ThreadServer, Path]]]:
     """One receiver per auth kind, shared by the matrix."""
     base = tmp_path_factory.mktemp("auth")
     dbs = {kind: base / f"{kind}.sqlite3" for kind in AUTHS}
-    with serve_in_thread(WebhookReceiver(f"sqlite:///{dbs['BEARER']}", auth=AUTHS["BEARER"])
-                         ) as bearer, \
-         serve_in_thread(WebhookReceiver(f"sqlite:///{dbs['BASIC']}", auth=AUTHS["BASIC"])
-                         ) as basic, \
-         serve_in_thread(WebhookReceiver(f"sqlite:///{dbs['NONE']}", auth=AUTHS["NONE"])
-                         ) as none:
-        yield {"BEARER": (bearer, dbs["BEARER"]), "BASIC": (basic, dbs["BASIC"]),
-               "NONE": (none, dbs["NONE"])}
+    with (
+        serve_in_thread(
+            WebhookReceiver(f"sqlite:///{dbs['BEARER']}", auth=AUTHS["BEARER"])
+        ) as bearer,
+        serve_in_thread(WebhookReceiver(f"sqlite:///{dbs['BASIC']}", auth=AUTHS["BASIC"])) as basic,
+        serve_in_thread(WebhookReceiver(f"sqlite:///{dbs['NONE']}", auth=AUTHS["NONE"])) as none,
+    ):
+        yield {
+            "BEARER": (bearer, dbs["BEARER"]),
+            "BASIC": (basic, dbs["BASIC"]),
+            "NONE": (none, dbs["NONE"]),
+        }
 
 
 def _log_rows(db: Path) -> list[dict[str, Any]]:
@@ -84,8 +89,9 @@ def _log_rows(db: Path) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize(("kind", "header", "expected"), AUTH_MATRIX)
-def test_auth_matrix(auth_servers: dict[str, tuple[ThreadServer, Path]], kind: str,
-                     header: str | None, expected: int) -> None:
+def test_auth_matrix(
+    auth_servers: dict[str, tuple[ThreadServer, Path]], kind: str, header: str | None, expected: int
+) -> None:
     srv, db = auth_servers[kind]
     body = event()
     headers = dict(JSON)
@@ -107,19 +113,36 @@ def test_auth_matrix(auth_servers: dict[str, tuple[ThreadServer, Path]], kind: s
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[tuple[ThreadServer, Path]]:
     db = tmp_path / "store.sqlite3"
-    with serve_in_thread(WebhookReceiver(f"sqlite:///{db}", auth=ReceiverAuth.bearer(KEY),
-                                         max_body_bytes=4096)) as srv:
+    with serve_in_thread(
+        WebhookReceiver(f"sqlite:///{db}", auth=ReceiverAuth.bearer(KEY), max_body_bytes=4096)
+    ) as srv:
         yield srv, db
 
 
 AUTH = {"authorization": f"Bearer {KEY}"}
-REQUIRED = ["roundId", "gameId", "playerId", "timestamp", "bet", "currencyCode", "events",
-            "actionId"]
+REQUIRED = [
+    "roundId",
+    "gameId",
+    "playerId",
+    "timestamp",
+    "bet",
+    "currencyCode",
+    "events",
+    "actionId",
+]
 
 # (case id, body bytes, content type, expected status, expected text in the reason)
 BAD_BODIES: list[tuple[str, bytes, str | None, int, str]] = [
-    *[(f"missing-{field}", wire({k: v for k, v in event().items() if k != field}),
-       "application/json", 422, field) for field in REQUIRED],
+    *[
+        (
+            f"missing-{field}",
+            wire({k: v for k, v in event().items() if k != field}),
+            "application/json",
+            422,
+            field,
+        )
+        for field in REQUIRED
+    ],
     ("roundId-number", wire(event(roundId=12)), "application/json", 422, "roundId"),
     ("gameId-null", b'{"roundId":"R","gameId":null}', "application/json", 422, "gameId"),
     ("playerId-list", wire(event(playerId=["p"])), "application/json", 422, "playerId"),
@@ -128,19 +151,32 @@ BAD_BODIES: list[tuple[str, bytes, str | None, int, str]] = [
     ("currency-number", wire(event(currencyCode=978)), "application/json", 422, "currencyCode"),
     ("events-string", wire(event(events="COIN")), "application/json", 422, "events"),
     ("events-numbers", wire(event(events=[1, 2])), "application/json", 422, "events"),
-    ("timestamp-number", wire(event(timestamp=1767225600)), "application/json", 422,
-     "timestamp"),
+    ("timestamp-number", wire(event(timestamp=1767225600)), "application/json", 422, "timestamp"),
     # A present but non-canonical actionId is a bad request (issue 14): the identity of the
     # delivery is unreadable. tests/webhooks/test_action_id_rule.py has the spellings.
-    ("actionId-not-uuid", wire(event(action_id="not-a-uuid")), "application/json", 400,
-     "actionId"),
+    ("actionId-not-uuid", wire(event(action_id="not-a-uuid")), "application/json", 400, "actionId"),
     ("actionId-number", wire(event(actionId=42)), "application/json", 400, "actionId"),
-    ("actionId-braces", wire(event(action_id="{6a1f7e4e-8c2a-4c1e-9d7b-0b7d2f6e9a10}")),
-     "application/json", 400, "canonical"),
-    ("timestamp-Z", wire(event(timestamp="2026-03-02T10:15:30.123456Z")), "application/json",
-     422, "timestamp"),
-    ("timestamp-offset", wire(event(timestamp="2026-03-02T10:15:30.123+01:00")),
-     "application/json", 422, "timestamp"),
+    (
+        "actionId-braces",
+        wire(event(action_id="{6a1f7e4e-8c2a-4c1e-9d7b-0b7d2f6e9a10}")),
+        "application/json",
+        400,
+        "canonical",
+    ),
+    (
+        "timestamp-Z",
+        wire(event(timestamp="2026-03-02T10:15:30.123456Z")),
+        "application/json",
+        422,
+        "timestamp",
+    ),
+    (
+        "timestamp-offset",
+        wire(event(timestamp="2026-03-02T10:15:30.123+01:00")),
+        "application/json",
+        422,
+        "timestamp",
+    ),
     ("invalid-json", b'{"roundId": "R-1",', "application/json", 400, "invalid JSON"),
     ("empty", b"", "application/json", 400, "empty body"),
     ("whitespace", b"  \n", "application/json", 400, "empty body"),
@@ -154,11 +190,16 @@ BAD_BODIES: list[tuple[str, bytes, str | None, int, str]] = [
 ]
 
 
-@pytest.mark.parametrize(("case", "body", "ctype", "expected", "reason"), BAD_BODIES,
-                         ids=[c[0] for c in BAD_BODIES])
+@pytest.mark.parametrize(
+    ("case", "body", "ctype", "expected", "reason"), BAD_BODIES, ids=[c[0] for c in BAD_BODIES]
+)
 def test_bad_bodies_get_their_4xx_and_a_log_record(
-    server: tuple[ThreadServer, Path], case: str, body: bytes, ctype: str | None,
-    expected: int, reason: str,
+    server: tuple[ThreadServer, Path],
+    case: str,
+    body: bytes,
+    ctype: str | None,
+    expected: int,
+    reason: str,
 ) -> None:
     srv, db = server
     headers = dict(AUTH)
@@ -202,16 +243,23 @@ def test_huge_body_is_refused_without_reading_it_all(server: tuple[ThreadServer,
 def test_wrong_method_and_path_are_refused_and_logged(server: tuple[ThreadServer, Path]) -> None:
     srv, db = server
     assert httpx.get(srv.url, headers=AUTH).status_code == 405
-    assert httpx.post(srv.base_url + "/other", content=wire(event()),
-                      headers={**AUTH, **JSON}).status_code == 404
+    assert (
+        httpx.post(
+            srv.base_url + "/other", content=wire(event()), headers={**AUTH, **JSON}
+        ).status_code
+        == 404
+    )
     assert httpx.get(srv.base_url + "/healthz").json() == {
-        "status": "ok", "live": True, "ready": True, "store": "ok",
-        "loops": {"writer": "ok", "sync": "ok", "maintenance": "ok"}}
+        "status": "ok",
+        "live": True,
+        "ready": True,
+        "store": "ok",
+        "loops": {"writer": "ok", "sync": "ok", "maintenance": "ok"},
+    }
     assert sorted(row["status"] for row in _log_rows(db)) == [404, 405]
 
 
-def test_first_delivery_stored_later_ones_are_duplicates(server: tuple[ThreadServer, Path]
-                                                         ) -> None:
+def test_first_delivery_stored_later_ones_are_duplicates(server: tuple[ThreadServer, Path]) -> None:
     srv, db = server
     body = wire(event())
     answers = [httpx.post(srv.url, content=body, headers={**AUTH, **JSON}) for _ in range(3)]
@@ -227,9 +275,11 @@ def test_first_delivery_stored_later_ones_are_duplicates(server: tuple[ThreadSer
 
 def test_exact_money_digits_are_stored(server: tuple[ThreadServer, Path]) -> None:
     srv, db = server
-    body = b'{"roundId":"R","gameId":"g","playerId":"p","timestamp":"2026-01-01T00:00:00.5",' \
-           b'"bet":0.10,"currencyCode":"KWD","events":["COIN","BONUS"],' \
-           b'"actionId":"6a1f7e4e-8c2a-4c1e-9d7b-0b7d2f6e9a10"}'
+    body = (
+        b'{"roundId":"R","gameId":"g","playerId":"p","timestamp":"2026-01-01T00:00:00.5",'
+        b'"bet":0.10,"currencyCode":"KWD","events":["COIN","BONUS"],'
+        b'"actionId":"6a1f7e4e-8c2a-4c1e-9d7b-0b7d2f6e9a10"}'
+    )
     assert httpx.post(srv.url, content=body, headers={**AUTH, **JSON}).status_code == 200
     assert _log_rows(db)[0]["body"] == body.decode()
 
@@ -243,8 +293,12 @@ def test_locked_store_answers_503_and_never_200(tmp_path: Path) -> None:
     with serve_in_thread(receiver) as srv:
         blocker.execute("BEGIN IMMEDIATE")  # another writer holds the lock: unwritable
         ids = [str(uuid.uuid4()) for _ in range(10)]
-        statuses = [httpx.post(srv.url, content=wire(event(i)), headers={**AUTH, **JSON},
-                               timeout=10).status_code for i in ids]
+        statuses = [
+            httpx.post(
+                srv.url, content=wire(event(i)), headers={**AUTH, **JSON}, timeout=10
+            ).status_code
+            for i in ids
+        ]
         refused = httpx.post(srv.url, content=b"{}", headers=JSON, timeout=10).status_code
         blocker.execute("ROLLBACK")
         assert statuses == [503] * 10

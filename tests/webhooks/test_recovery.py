@@ -43,7 +43,8 @@ def _get(srv_base: str, path: str) -> httpx.Response:
 
 
 def test_postgres_restart_under_load_heals_within_10_s(
-    pg_url: str, postgres_restarts: Any,
+    pg_url: str,
+    postgres_restarts: Any,
 ) -> None:
     receiver = WebhookReceiver(pg_url, auth=ReceiverAuth.none())
     with serve_in_thread(receiver) as srv, LoadGenerator(srv.url, threads=4) as load:
@@ -57,7 +58,8 @@ def test_postgres_restart_under_load_heals_within_10_s(
         ready = _get(srv.base_url, "/readyz")
     late = [(s, t - back) for _, s, t in load.seen if t > back + 10]
     assert late and all(s == 200 for s, _ in late), (
-        f"not all 200 from 10 s after the server was back: {[x for x in late if x[0] != 200][:5]}")
+        f"not all 200 from 10 s after the server was back: {[x for x in late if x[0] != 200][:5]}"
+    )
     assert health.status_code == 200 and health.json()["store"] == "ok"
     assert ready.status_code == 200
     rows, stored = _stored(receiver)
@@ -67,17 +69,21 @@ def test_postgres_restart_under_load_heals_within_10_s(
 def test_store_errors_never_end_a_background_loop(tmp_path: Path) -> None:
     db = tmp_path / "s.db"
     processed: list[str] = []
-    receiver = WebhookReceiver(f"sqlite:///{db}", auth=ReceiverAuth.none(),
-                               handler=lambda ev: processed.append(str(ev.action_id)),
-                               queue_options={"idle_wait": timedelta(milliseconds=20)},
-                               purge_every=timedelta(milliseconds=50))
+    receiver = WebhookReceiver(
+        f"sqlite:///{db}",
+        auth=ReceiverAuth.none(),
+        handler=lambda ev: processed.append(str(ev.action_id)),
+        queue_options={"idle_wait": timedelta(milliseconds=20)},
+        purge_every=timedelta(milliseconds=50),
+    )
     with serve_in_thread(receiver) as srv:
         first = str(uuid.uuid4())
         assert httpx.post(srv.url, content=wire(event(first)), headers=JSON).status_code == 200
         raw = sqlite3.connect(db, isolation_level=None)
         raw.execute("ALTER TABLE webhook_actions RENAME TO hidden")  # the store breaks
-        during = [httpx.post(srv.url, content=wire(event()), headers=JSON).status_code
-                  for _ in range(5)]
+        during = [
+            httpx.post(srv.url, content=wire(event()), headers=JSON).status_code for _ in range(5)
+        ]
         # The queue and the purge hit the broken store too, several times.
         deadline = time.monotonic() + 10
         while receiver.writer.store_ok or time.monotonic() < deadline - 9:
@@ -87,8 +93,7 @@ def test_store_errors_never_end_a_background_loop(tmp_path: Path) -> None:
         raw.execute("ALTER TABLE hidden RENAME TO webhook_actions")  # the store is back
         after = str(uuid.uuid4())
         deadline = time.monotonic() + 10
-        while httpx.post(srv.url, content=wire(event(after)),
-                         headers=JSON).status_code != 200:
+        while httpx.post(srv.url, content=wire(event(after)), headers=JSON).status_code != 200:
             assert time.monotonic() < deadline, "no 200 after the store came back"
         while after not in processed:
             assert time.monotonic() < deadline, "the processing queue did not go on"
@@ -102,8 +107,10 @@ def test_store_errors_never_end_a_background_loop(tmp_path: Path) -> None:
     assert final["status"] == "ok" and set(final["loops"].values()) == {"ok"}
 
 
-@pytest.mark.parametrize("operation", ["claim_next", "finish", "purge", "purge_log",
-                                       "queue_counts", "dead_letters", "retry_dead"])
+@pytest.mark.parametrize(
+    "operation",
+    ["claim_next", "finish", "purge", "purge_log", "queue_counts", "dead_letters", "retry_dead"],
+)
 def test_every_store_operation_fails_as_store_error(tmp_path: Path, operation: str) -> None:
     store = SQLiteStore(tmp_path / "s.db")
     conn = store.connect()
@@ -137,8 +144,12 @@ class _FailingClock:
 
 def test_a_loop_that_cannot_go_on_fails_the_health_check(tmp_path: Path) -> None:
     clock = _FailingClock()
-    receiver = WebhookReceiver(f"sqlite:///{tmp_path / 's.db'}", auth=ReceiverAuth.none(),
-                               purge_every=timedelta(milliseconds=10), clock=clock)
+    receiver = WebhookReceiver(
+        f"sqlite:///{tmp_path / 's.db'}",
+        auth=ReceiverAuth.none(),
+        purge_every=timedelta(milliseconds=10),
+        clock=clock,
+    )
     receiver.maintenance.health.max_backoff = 0.05
     with serve_in_thread(receiver) as srv:
         assert _get(srv.base_url, "/healthz").status_code == 200
@@ -175,16 +186,19 @@ def test_a_full_disk_gives_503s_and_heals_when_space_is_back(tmp_path: Path) -> 
     filler = sqlite3.connect(db, isolation_level=None)
     filler.execute("CREATE TABLE filler (blob BLOB)")
     filler.executemany("INSERT INTO filler VALUES (zeroblob(3000))", [()] * 250)
-    store = _CappedStore(db, max_pages=int(filler.execute("PRAGMA page_count").fetchone()[0])
-                         + 60)
+    store = _CappedStore(db, max_pages=int(filler.execute("PRAGMA page_count").fetchone()[0]) + 60)
     processed: set[str] = set()
 
     def handler(ev: GameEventNotification) -> None:
         processed.add(str(ev.action_id))
 
-    receiver = WebhookReceiver(store, auth=ReceiverAuth.none(), handler=handler,
-                               queue_options={"idle_wait": timedelta(milliseconds=20)},
-                               purge_every=timedelta(milliseconds=100))
+    receiver = WebhookReceiver(
+        store,
+        auth=ReceiverAuth.none(),
+        handler=handler,
+        queue_options={"idle_wait": timedelta(milliseconds=20)},
+        purge_every=timedelta(milliseconds=100),
+    )
     with serve_in_thread(receiver) as srv, LoadGenerator(srv.url, threads=4) as load:
         # The file fills up: 503s, and nothing but 503s for a while.
         assert load.wait_for(lambda s: s[-40:].count(503) == 40 and 200 in s, 60)
@@ -211,8 +225,9 @@ def test_every_log_row_holds_the_status_the_client_saw(tmp_path: Path) -> None:
     db = tmp_path / "s.db"
     store = SQLiteStore(db)
     store.connect().close()
-    receiver = WebhookReceiver(store, auth=ReceiverAuth.none(),
-                               ack_timeout=timedelta(milliseconds=300))
+    receiver = WebhookReceiver(
+        store, auth=ReceiverAuth.none(), ack_timeout=timedelta(milliseconds=300)
+    )
     # Another receiver process holding the write lock longer than the time-out: the
     # store is slower than the time-out.
     other = WriteLock(db.with_name(db.name + SQLiteStore.LOCK_SUFFIX))
@@ -257,7 +272,9 @@ def test_a_failed_commit_is_rolled_back_before_the_lock_is_released(tmp_path: Pa
     other.write_batch([item("from another connection")])  # not locked out
     conn.write_batch([item("the same connection goes on")])
     assert [r["body"] for r in other.iter_log()] == [
-        "from another connection", "the same connection goes on"]
+        "from another connection",
+        "the same connection goes on",
+    ]
     other.close()
     conn.close()
 
@@ -282,8 +299,10 @@ def test_a_commit_that_loses_its_connection_is_answered_as_it_ended(pg_url: str)
     # A COMMIT that takes its time: a deferred constraint trigger sleeps in it.
     other.raw.execute("""CREATE FUNCTION slow_commit() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN IF NEW.body = 'slow' THEN PERFORM pg_sleep(30); END IF; RETURN NULL; END $$""")
-    other.raw.execute("CREATE CONSTRAINT TRIGGER slow AFTER INSERT ON delivery_log DEFERRABLE"
-                      " INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION slow_commit()")
+    other.raw.execute(
+        "CREATE CONSTRAINT TRIGGER slow AFTER INSERT ON delivery_log DEFERRABLE"
+        " INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION slow_commit()"
+    )
     pid = conn.raw.info.backend_pid
     raised: list[BaseException] = []
 
@@ -297,8 +316,9 @@ def test_a_commit_that_loses_its_connection_is_answered_as_it_ended(pg_url: str)
     writing.start()
     deadline = time.monotonic() + 20
     # Active: an idle session still shows its last statement, the schema's own COMMIT.
-    while other.raw.execute("SELECT query FROM pg_stat_activity WHERE pid = %s"
-                            " AND state = 'active'", (pid,)).fetchone() != ("COMMIT",):
+    while other.raw.execute(
+        "SELECT query FROM pg_stat_activity WHERE pid = %s AND state = 'active'", (pid,)
+    ).fetchone() != ("COMMIT",):
         assert time.monotonic() < deadline
         time.sleep(0.01)
     other.raw.execute("SELECT pg_terminate_backend(%s)", (pid,))  # the server side goes away

@@ -13,14 +13,22 @@ import gptools.webhooks._store as store_module
 SOURCE = Path(store_module.__file__).read_text(encoding="utf-8")
 TREE = ast.parse(SOURCE)
 ENGINE_NAMES = {"sqlite", "sqlite3", "postgresql", "postgres", "pg"}
-ENGINE_CLASSES = {"SQLiteStore", "PostgresStore", "_SQLiteDialect", "_PostgresDialect",
-                  "_SQLiteActionInserts", "_PostgresActionInserts"}
+ENGINE_CLASSES = {
+    "SQLiteStore",
+    "PostgresStore",
+    "_SQLiteDialect",
+    "_PostgresDialect",
+    "_SQLiteActionInserts",
+    "_PostgresActionInserts",
+}
 #: The shared code path: what runs the same on both engines.
 SHARED = ("Store", "StoreConnection", "_Transaction", "_Dialect", "_ActionInserts")
 #: Words that belong to one engine (names, engine-only SQL and helpers).
 ENGINE_WORDS = re.compile(
     r"sqlite|postgres|\bpg_|_pg\b|_PG\b|rowid|ctid|json_each|txid_current|pragma|"
-    r"on conflict \(action_id\)|skip locked", re.IGNORECASE)
+    r"on conflict \(action_id\)|skip locked",
+    re.IGNORECASE,
+)
 
 
 def _class(name: str) -> ast.ClassDef:
@@ -44,8 +52,10 @@ def test_the_store_never_compares_an_engine_name() -> None:
             for operand in (node.left, *node.comparators):
                 if isinstance(operand, ast.Constant) and str(operand.value).lower() in ENGINE_NAMES:
                     offenders.append(f"line {node.lineno}: {ast.unparse(node)}")
-        elif isinstance(node, ast.Attribute) and node.attr == "name" and (
-            "_d" in ast.unparse(node.value) or "dialect" in ast.unparse(node.value)
+        elif (
+            isinstance(node, ast.Attribute)
+            and node.attr == "name"
+            and ("_d" in ast.unparse(node.value) or "dialect" in ast.unparse(node.value))
         ):
             offenders.append(f"line {node.lineno}: {ast.unparse(node)}")
     assert not offenders, f"the store branches on the dialect's name: {offenders}"
@@ -55,10 +65,14 @@ def test_the_store_never_asks_the_type_of_an_engine() -> None:
     offenders = [
         f"line {node.lineno}: {ast.unparse(node)}"
         for node in ast.walk(TREE)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
         and node.func.id in {"isinstance", "issubclass", "type"}
-        and (ENGINE_CLASSES | {"sqlite3", "psycopg"}) & {
-            n.id for arg in node.args[1:] + node.args[:1] for n in ast.walk(arg)
+        and (ENGINE_CLASSES | {"sqlite3", "psycopg"})
+        & {
+            n.id
+            for arg in node.args[1:] + node.args[:1]
+            for n in ast.walk(arg)
             if isinstance(n, ast.Name)
         }
     ]
@@ -90,8 +104,16 @@ def test_every_engine_has_a_dialect_with_every_difference() -> None:
     """Each dialect fills in what the base leaves open (a forgotten member would only
     fail at run time, on that engine)."""
     base = store_module._Dialect
-    open_members = {"begin", "ddl", "purge_step", "row_address", "ts", "from_ts",
-                    "action_inserts", "delete_at"}
+    open_members = {
+        "begin",
+        "ddl",
+        "purge_step",
+        "row_address",
+        "ts",
+        "from_ts",
+        "action_inserts",
+        "delete_at",
+    }
     for store_class in (store_module.SQLiteStore, store_module.PostgresStore):
         dialect = type(store_class.dialect)
         assert dialect is not base and issubclass(dialect, base)

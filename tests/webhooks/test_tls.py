@@ -37,19 +37,30 @@ def tls(tmp_path: Path) -> tuple[Path, Path, Path]:
 
 
 def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", "from gptools.cli import main; main()", *args],
-                          capture_output=True, text=True, env=env, timeout=120, check=False)
+    return subprocess.run(
+        [sys.executable, "-c", "from gptools.cli import main; main()", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
 
 
 def test_serve_https_from_arguments_and_deliver_verified(
-    tmp_path: Path, tls: tuple[Path, Path, Path],
+    tmp_path: Path,
+    tls: tuple[Path, Path, Path],
     receiver_process: Callable[..., ReceiverProcess],
 ) -> None:
     ca, cert, key = tls
     verified = ssl.create_default_context(cafile=str(ca))
     store = f"sqlite:///{tmp_path / 's.db'}"
-    rp = receiver_process(store, args=("--ssl-certfile", str(cert), "--ssl-keyfile", str(key)),
-                          scheme="https", verify=verified)
+    rp = receiver_process(
+        store,
+        args=("--ssl-certfile", str(cert), "--ssl-keyfile", str(key)),
+        scheme="https",
+        verify=verified,
+    )
     assert "https://127.0.0.1:" in rp.log.read_text()
 
     body = event()
@@ -60,18 +71,41 @@ def test_serve_https_from_arguments_and_deliver_verified(
     with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
         httpx.post(rp.url, content=wire(event()), headers=HEADERS)
     with pytest.raises(httpx.TransportError):
-        httpx.post(rp.url.replace("https://", "http://"), content=wire(event()),
-                   headers=HEADERS)
+        httpx.post(rp.url.replace("https://", "http://"), content=wire(event()), headers=HEADERS)
 
     env = {**os.environ, "GP_WEBHOOK_API_KEY": KEY}
-    done = _cli("sandbox", "deliver", "--url", rp.url, "-n", "20", "--auth", "bearer",
-                "--ca-bundle", str(ca), "--json", env=env)
+    done = _cli(
+        "sandbox",
+        "deliver",
+        "--url",
+        rp.url,
+        "-n",
+        "20",
+        "--auth",
+        "bearer",
+        "--ca-bundle",
+        str(ca),
+        "--json",
+        env=env,
+    )
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["delivered"] == 20 and report["statuses"] == {"200": 20}
     # Without the bundle the dispatcher verifies against the system's CAs: nothing arrives.
-    refused = _cli("sandbox", "deliver", "--url", rp.url, "-n", "3", "--auth", "bearer",
-                   "--time-scale", "1e9", "--json", env=env)
+    refused = _cli(
+        "sandbox",
+        "deliver",
+        "--url",
+        rp.url,
+        "-n",
+        "3",
+        "--auth",
+        "bearer",
+        "--time-scale",
+        "1e9",
+        "--json",
+        env=env,
+    )
     assert refused.returncode == 0, refused.stderr
     assert json.loads(refused.stdout)["delivered"] == 0
 
@@ -83,30 +117,55 @@ def test_serve_https_from_arguments_and_deliver_verified(
 
 
 def test_serve_https_from_environment(
-    tmp_path: Path, tls: tuple[Path, Path, Path],
+    tmp_path: Path,
+    tls: tuple[Path, Path, Path],
     receiver_process: Callable[..., ReceiverProcess],
 ) -> None:
     ca, cert, key = tls
     verified = ssl.create_default_context(cafile=str(ca))
-    rp = receiver_process(f"sqlite:///{tmp_path / 's.db'}", scheme="https", verify=verified,
-                          extra_env={"GP_WEBHOOK_SSL_CERTFILE": str(cert),
-                                     "GP_WEBHOOK_SSL_KEYFILE": str(key)})
+    rp = receiver_process(
+        f"sqlite:///{tmp_path / 's.db'}",
+        scheme="https",
+        verify=verified,
+        extra_env={"GP_WEBHOOK_SSL_CERTFILE": str(cert), "GP_WEBHOOK_SSL_KEYFILE": str(key)},
+    )
     r = httpx.post(rp.url, content=wire(event()), headers=HEADERS, verify=verified)
     assert r.status_code == 200
 
 
 def test_serve_refuses_half_or_wrong_tls_configuration(
-    tmp_path: Path, tls: tuple[Path, Path, Path],
+    tmp_path: Path,
+    tls: tuple[Path, Path, Path],
 ) -> None:
     ca, cert, key = tls
     env = {**os.environ, "GP_WEBHOOK_API_KEY": KEY}
     store = f"sqlite:///{tmp_path / 's.db'}"
-    half = _cli("webhooks", "serve", "--auth", "bearer", "--store", store, "--ssl-certfile",
-                str(cert), env=env)
+    half = _cli(
+        "webhooks",
+        "serve",
+        "--auth",
+        "bearer",
+        "--store",
+        store,
+        "--ssl-certfile",
+        str(cert),
+        env=env,
+    )
     assert half.returncode == 2 and "go together" in half.stderr
     assert "Traceback" not in half.stderr
     # The CA's certificate is not the key's: one line, not a traceback.
-    wrong = _cli("webhooks", "serve", "--auth", "bearer", "--store", store, "--ssl-certfile",
-                 str(ca), "--ssl-keyfile", str(key), env=env)
+    wrong = _cli(
+        "webhooks",
+        "serve",
+        "--auth",
+        "bearer",
+        "--store",
+        store,
+        "--ssl-certfile",
+        str(ca),
+        "--ssl-keyfile",
+        str(key),
+        env=env,
+    )
     assert wrong.returncode == 2 and "cannot use the TLS certificate" in wrong.stderr
     assert "Traceback" not in wrong.stderr

@@ -118,8 +118,9 @@ def plot_retry_gaps(analysis: DeliveryAnalysis) -> Figure:
 
 def plot_attempts_per_action(analysis: DeliveryAnalysis) -> Figure:
     """How many actions needed 1, 2, ... attempts (log-scaled counts)."""
-    fig, ax = _chart("Attempts per action", "attempts (all deliveries of the action)",
-                     "actions (log scale)")
+    fig, ax = _chart(
+        "Attempts per action", "attempts (all deliveries of the action)", "actions (log scale)"
+    )
     dist = analysis.attempts_per_action()
     if dist.empty:
         _empty(ax, "actions")

@@ -46,9 +46,7 @@ def from_epoch_us(us: ir.Value) -> ir.Value:
     return result
 
 
-def arg_extreme(
-    fn: str, value: ir.Value, key: ir.Value, where: ir.Value | None = None
-) -> ir.Value:
+def arg_extreme(fn: str, value: ir.Value, key: ir.Value, where: ir.Value | None = None) -> ir.Value:
     """``value`` at the smallest (``fn="min"``) or largest (``"max"``) ``key`` of a group.
 
     Ibis writes its own ``argmin`` as an ordered aggregate (``FIRST(x ORDER BY k)``), which

@@ -49,9 +49,7 @@ def from_epoch_us(us: ir.Value) -> ir.Value:
     return _builtin("timestamp_micros", (us,), _UTC)
 
 
-def arg_extreme(
-    fn: str, value: ir.Value, key: ir.Value, where: ir.Value | None = None
-) -> ir.Value:
+def arg_extreme(fn: str, value: ir.Value, key: ir.Value, where: ir.Value | None = None) -> ir.Value:
     """``value`` at the smallest (``fn="min"``) or largest (``"max"``) ``key`` of a group
     (``min_by``/``max_by``: one running value per group, no sort)."""
 

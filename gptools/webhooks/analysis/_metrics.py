@@ -414,8 +414,7 @@ def retry_chains(d: ir.Table, actions: ir.Table) -> ir.Table:
     a subset: retried chains are a small share of a healthy log); every other delivery is
     a first attempt or a duplicate, counted by hash aggregates."""
     retried = actions.filter(
-        (actions.attempts > 1)
-        & (actions.ack_key.isnull() | (actions.first_key < actions.ack_key))
+        (actions.attempts > 1) & (actions.ack_key.isnull() | (actions.first_key < actions.ack_key))
     ).select("action_id", "ack_key")
     # Only what the window needs: DuckDB carries every column through a window's sort.
     s = d.select("action_id", "key").inner_join(retried, "action_id")

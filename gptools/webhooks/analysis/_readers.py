@@ -665,9 +665,7 @@ def _load_store(con: Any, cursor: Any, name: str) -> ir.Table:
         ) from None
 
 
-def _read_sqlite(
-    con: Any, source: str, mapping: ColumnMapping, table: str
-) -> tuple[ir.Table, str]:
+def _read_sqlite(con: Any, source: str, mapping: ColumnMapping, table: str) -> tuple[ir.Table, str]:
     path = source[len("sqlite:///") :] if source.startswith("sqlite:///") else source
     if not Path(path).is_file():
         raise DeliveryLogError(f"{path}: no such SQLite file")
@@ -683,9 +681,7 @@ def _read_sqlite(
     return _from_table(src, _store_mapping(mapping), path), path
 
 
-def _read_postgres(
-    con: Any, url: str, mapping: ColumnMapping, table: str
-) -> tuple[ir.Table, str]:
+def _read_postgres(con: Any, url: str, mapping: ColumnMapping, table: str) -> tuple[ir.Table, str]:
     psycopg = import_extra("psycopg", "postgres", "Reading a PostgreSQL store")
 
     parts = urlsplit(url)
@@ -699,10 +695,7 @@ def _read_postgres(
     if schema and "." not in table:
         table = f"{schema}.{table}"
     # Text in the contract's own format, so every store goes through one timestamp parser.
-    ts = (
-        f"to_char(\"{mapping.received_at}\" AT TIME ZONE 'UTC',"
-        " 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
-    )
+    ts = f'to_char("{mapping.received_at}" AT TIME ZONE \'UTC\', \'YYYY-MM-DD"T"HH24:MI:SS.US"Z"\')'
     sql = _store_select(mapping, table, ts)
     try:
         with psycopg.connect(dsn) as db, db.cursor(name="gptools_analysis") as cursor:

@@ -316,8 +316,7 @@ def _normalise(log: SparkDeliveryLog, src: Any, keep: list[str]) -> ir.Table:
     df = src.selectExpr(
         "*",
         "try_parse_json(body) AS body_doc",
-        "CASE WHEN nullif(to_json(payload), 'null') IS NULL THEN NULL ELSE payload END"
-        " AS payload_",
+        "CASE WHEN nullif(to_json(payload), 'null') IS NULL THEN NULL ELSE payload END AS payload_",
     ).selectExpr(
         *keep,
         "source_file",
@@ -347,4 +346,3 @@ def _spark_error(name: str, exc: Exception) -> DeliveryLogError:
     if "PATH_NOT_FOUND" in text:
         return DeliveryLogError(f"{name}: no such file")
     return DeliveryLogError(f"{name}: {first}")
-
