@@ -116,6 +116,17 @@ def is_header_name(value: str) -> bool:
     return normalise_header(value) in KNOWN_HEADER_FORMS
 
 
+def _is_header(first: list[str], index: int | None, column: str | int | None) -> bool:
+    """Whether the first record is a header: its player-id cell is a known header name, or
+    the name the caller gave for the column."""
+    if index is None or index >= len(first):
+        return False
+    cell = first[index]
+    return is_header_name(cell) or (
+        isinstance(column, str) and normalise_header(cell) == normalise_header(column)
+    )
+
+
 def _pick_column(names: Sequence[object], column: str | int | None, where: str) -> int | None:
     """Index of the player-id column among header ``names``; None when none matches and
     the caller did not name one (the first row is then data)."""
@@ -436,17 +447,7 @@ def _open_file(
         raise PlayerListError(f"{path}: the delimiter must be one character, got {delim!r}")
     first = _first_record(sample, delim)
     index = _pick_column(first, column, str(path))
-    header = (
-        index is not None
-        and index < len(first)
-        and (
-            is_header_name(first[index])
-            or (
-                isinstance(column, str)
-                and normalise_header(first[index]) == normalise_header(column)
-            )
-        )
-    )
+    header = _is_header(first, index, column)
     if index is None:
         if delim != _NO_DELIMITER and max((len(r) for r in _records(sample, delim)), default=1) > 1:
             raise PlayerListError(
@@ -485,17 +486,7 @@ def _open_excel(path: Path, column: str | int | None, sheet: str | int | None, f
         book.close()
     first = [_text(v) or "" for v in first_values]
     index = _pick_column(first, column, f"{path} (sheet {title!r})")
-    header = (
-        index is not None
-        and index < len(first)
-        and (
-            is_header_name(first[index])
-            or (
-                isinstance(column, str)
-                and normalise_header(first[index]) == normalise_header(column)
-            )
-        )
-    )
+    header = _is_header(first, index, column)
     if index is None:
         if widest > 1:
             raise PlayerListError(
