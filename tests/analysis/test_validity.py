@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pydantic
 import pytest
 
@@ -166,3 +167,41 @@ def test_reasons_and_usable_action_id(tmp_path: Path) -> None:
         assert r.invalid_deliveries_without_action_id == 4
         assert r.actions == 1
         assert r.identity_holds
+
+
+@pytest.mark.parametrize("container", ["jsonl", "parquet"])
+def test_shape_of_a_raw_body_text(tmp_path: Path, container: str) -> None:
+    """A raw body is parsed once: its shape (no_body, not_json, not_object, object) is
+    decided on the text itself, JSON's whitespace around it included."""
+    bodies: list[tuple[str | None, str | None]] = [
+        (None, "no_body"),
+        ("", "not_json"),
+        ("   ", "not_json"),
+        ("{not json", "not_json"),
+        ('{"a": 1} trailing', "not_json"),
+        ("[1, 2]", "not_object"),
+        (" \n\t[1]", "not_object"),
+        ('"a string"', "not_object"),
+        ("12", "not_object"),
+        ("null", "not_object"),
+        (json.dumps(GOOD), None),
+        (" \r\n" + json.dumps(GOOD) + "\n", None),
+        (_with(bet=None), "missing:bet"),
+        ("{}", "missing:actionId"),
+    ]
+    rows = [
+        {"received_at": f"2026-11-21T10:00:{i:02d}.000000Z", "status": 200,
+         "latency_ms": 1.0, "body": body}
+        for i, (body, _) in enumerate(bodies)
+    ]  # fmt: skip
+    if container == "jsonl":
+        path = write_json_lines(tmp_path / "bodies.jsonl", [json.dumps(r) for r in rows])
+    else:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        path = tmp_path / "bodies.parquet"
+        pq.write_table(pa.Table.from_pylist(rows), path)
+    with analyze(path) as analysis:
+        got = analysis.log.con.execute(analysis.attempts.order_by("received_at").select("reason"))
+    assert [None if pd.isna(r) else r for r in got.reason] == [w for _, w in bodies]

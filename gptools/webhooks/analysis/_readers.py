@@ -454,7 +454,7 @@ def _normalise(
     ``body`` is raw text. A payload wins over a body when a record has both. ``malformed``
     marks a line that is not a JSON object (its every field is NULL).
     """
-    body_doc = body.try_cast("json") if body is not None else None
+    body_doc = _body_fields(body) if body is not None else None
     cases: list[tuple[ir.Value, str]] = []
     if malformed is not None:
         cases.append((malformed, MALFORMED))
@@ -464,11 +464,12 @@ def _normalise(
         payload = payload.cast("json")
         cases += [(payload.notnull() & payload.map.isnull(), "not_object"),
                   (payload.notnull(), "object")]  # fmt: skip
-    if body is not None and body_doc is not None:
+    if body is not None:
         cases += [
             (body.isnull(), "no_body"),
-            (body_doc.isnull(), "not_json"),
-            (body_doc.map.isnull(), "not_object"),
+            (~_json_valid(body), "not_json"),
+            # A valid JSON text whose first character past JSON's whitespace is a brace.
+            (~body.lstrip().startswith("{"), "not_object"),
             (ibis.literal(True), "object"),
         ]
     fields: dict[str, ir.Value] = {}
@@ -486,6 +487,39 @@ def _normalise(
         shape=ibis.cases(*cases, else_="no_body") if cases else ibis.literal("no_body"),
         **fields,
         source_file=source_file if source_file is not None else ibis.null("string"),
+    )
+
+
+_BODY_STRUCT = dt.Struct({f: dt.json for f in PAYLOAD_FIELDS})
+#: json_transform's structure argument: every payload field as JSON.
+_BODY_STRUCTURE = "{" + ",".join(f'"{f}":"JSON"' for f in PAYLOAD_FIELDS) + "}"
+
+
+def _json_valid(text: ir.Value) -> ir.Value:
+    """Whether a text parses as JSON (DuckDB's parser: the one the JSONL reading uses)."""
+
+    def json_valid(text: Any) -> bool:
+        """The engine's own function; Ibis supplies the call."""
+        raise NotImplementedError
+
+    udf = ibis.udf.scalar.builtin(json_valid, signature=((dt.string,), dt.boolean))
+    result: ir.Value = udf(text)
+    return result
+
+
+def _body_fields(body: ir.Value) -> ir.Value:
+    """A raw body text's payload fields as a struct of JSON values (NULL unless the text
+    is JSON), parsed once per row: the same transform the fast JSONL reading applies to a
+    payload object. A body that is valid JSON but not an object gives NULL fields.
+    Casting to JSON and extracting each field would parse the text once per field."""
+
+    def json_transform(text: Any, structure: Any) -> Any:
+        """The engine's own function; Ibis supplies the call."""
+        raise NotImplementedError
+
+    udf = ibis.udf.scalar.builtin(json_transform, signature=((dt.string, dt.string), _BODY_STRUCT))
+    return ibis.cases(
+        (_json_valid(body), udf(body, ibis.literal(_BODY_STRUCTURE))), else_=ibis.null(_BODY_STRUCT)
     )
 
 
