@@ -62,6 +62,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "analysis": ("duckdb", "ibis", "pyarrow"),
     "excel": ("openpyxl",),
     "notebooks": ("matplotlib", "ipywidgets", "nbformat", "nbclient", "nbconvert"),
+    "spark": ("pyspark",),
 }
 
 

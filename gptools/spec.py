@@ -19,6 +19,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
+from types import MappingProxyType
 from typing import Final, Literal
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -367,6 +368,14 @@ GAME_NOT_FOUND_CODE: Final = "GAME_NOT_FOUND"
 ENDPOINT_BATCH_PARTICIPANT_TEMPLATE: Final = "{campaign}/{campaign_id}/participant/batch"
 BATCH_PARTICIPANT_MAX_IDS: Final = 10_000
 PARTICIPANT_MAX_IDS: Final = 1_000
+#: The participant endpoints a caller chooses between: ``single`` (the documented one)
+#: and ``batch`` (recommended for large lists; its path is assumed, so ``single`` is the
+#: default everywhere).
+PARTICIPANT_ENDPOINTS: Final = ("single", "batch")
+#: Ids per participant request by default, per endpoint (both sizes assumed).
+PARTICIPANT_CHUNK_SIZES: Final = MappingProxyType(
+    {"single": PARTICIPANT_MAX_IDS, "batch": BATCH_PARTICIPANT_MAX_IDS}
+)
 PLAYER_ID_MAX_LENGTH: Final = 128
 ENDPOINT_WEBHOOK_SUBSCRIPTION: Final = "webhook-subscription"
 CAMPAIGN_ID_JSON_TYPE: Final = "string"

@@ -101,11 +101,13 @@ def add_players(
     default ``"single"`` uses the documented one, in chunks of ``spec.PARTICIPANT_MAX_IDS``.
     ``brand`` is passed to every call (``None``: the client's own brand, if any).
     """
-    if endpoint not in ("single", "batch"):
-        raise ValueError(f"endpoint must be 'single' or 'batch', got {endpoint!r}")
+    if endpoint not in spec.PARTICIPANT_ENDPOINTS:
+        raise ValueError(
+            f"endpoint must be one of {', '.join(spec.PARTICIPANT_ENDPOINTS)}, got {endpoint!r}"
+        )
     batch = endpoint == "batch"
     if chunk_size is None:
-        chunk_size = spec.BATCH_PARTICIPANT_MAX_IDS if batch else spec.PARTICIPANT_MAX_IDS
+        chunk_size = spec.PARTICIPANT_CHUNK_SIZES[endpoint]
     if chunk_size < 1:
         raise ValueError(f"chunk_size must be at least 1, got {chunk_size}")
     ids = list(player_ids)

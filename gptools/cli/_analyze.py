@@ -11,6 +11,7 @@ import click
 
 from gptools.cli._common import parse_now
 from gptools.cli._main import emit, fail, say, webhooks
+from gptools.errors import MissingExtraError
 
 #: What a replay request to the provider needs of each lost action.
 LOST_COLUMNS = (
@@ -123,6 +124,8 @@ def analyze_command(
         ) as analysis:  # fmt: skip
             report = analysis.report
             lost = _lost_records(analysis)
+    except MissingExtraError as exc:  # an ImportError too, but not the user's input
+        fail(str(exc))
     except (DeliveryLogError, ImportError) as exc:
         fail(str(exc), bad_input=True)
     if lost_out is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from gptools import spec
 from gptools.cli._common import NOW_HELP, cli_errors, connect_client, parse_now, resolve_brand
 from gptools.cli._main import EXIT_BAD_INPUT, campaigns, cli_text, emit
 
@@ -90,7 +91,7 @@ def plan_command(
 )
 @click.option(
     "--endpoint",
-    type=click.Choice(["single", "batch"]),
+    type=click.Choice(spec.PARTICIPANT_ENDPOINTS),
     default="single",
     show_default=True,
     help="Participant endpoint for --add-participants: batch is the one the "

@@ -31,7 +31,7 @@ from gptools.cli._main import EXIT_INTERRUPTED, cli_errors, emit, fail, particip
 )
 @click.option(
     "--endpoint",
-    type=click.Choice(["single", "batch"]),
+    type=click.Choice(spec.PARTICIPANT_ENDPOINTS),
     default="single",
     show_default=True,
     help="Participant endpoint: batch is the one the document recommends for large "

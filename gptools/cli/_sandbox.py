@@ -229,3 +229,9 @@ def deliver(
             + ", ".join(f"{k}×{v}" for k, v in sorted(report.statuses.items()))
         ),
     )
+    if report.attempts and set(report.statuses) == {"no answer"}:
+        first = next((a.error for a in dispatcher.attempts if a.error), "no answer")
+        fail(
+            f"no answer from {url} on any of {report.attempts} attempts (first: {first}); "
+            "is the receiver running there?"
+        )

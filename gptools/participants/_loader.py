@@ -76,16 +76,8 @@ DEFAULT_MAX_ATTEMPTS: Final = 8
 #: the client's formula, :func:`gptools.client.backoff_delay`).
 RESEND_BASE: Final = 0.5
 RESEND_CAP: Final = 15.0
-#: The participant endpoints a load can use: one addition per ``playerIds`` list, or the
-#: batch endpoint the document recommends for large lists (its path is assumed:
-#: ``spec.ENDPOINT_BATCH_PARTICIPANT_TEMPLATE``, so ``single`` stays the default).
+#: The participant endpoints a load can use (``spec.PARTICIPANT_ENDPOINTS``).
 Endpoint = Literal["single", "batch"]
-ENDPOINTS: Final = ("single", "batch")
-#: Ids per request when ``chunk_size`` is not given, per endpoint (both assumed).
-DEFAULT_CHUNK_SIZES: Final[dict[str, int]] = {
-    "single": spec.PARTICIPANT_MAX_IDS,
-    "batch": spec.BATCH_PARTICIPANT_MAX_IDS,
-}
 #: The longest ``Retry-After`` the loader waits before sending a rate-limited chunk again;
 #: a longer hint is cut to this (the chunk is then refused again or goes through).
 RESEND_RETRY_AFTER_CAP: Final = 60.0
@@ -218,10 +210,12 @@ def load_participants(
     # Named in the journal's identity: the same load whether the brand came from the
     # client or from brand=.
     brand = client.effective_brand(brand)
-    if endpoint not in ENDPOINTS:
-        raise ValueError(f"endpoint must be one of {', '.join(ENDPOINTS)}, got {endpoint!r}")
+    if endpoint not in spec.PARTICIPANT_ENDPOINTS:
+        raise ValueError(
+            f"endpoint must be one of {', '.join(spec.PARTICIPANT_ENDPOINTS)}, got {endpoint!r}"
+        )
     if chunk_size is None:
-        chunk_size = DEFAULT_CHUNK_SIZES[endpoint]
+        chunk_size = spec.PARTICIPANT_CHUNK_SIZES[endpoint]
     if chunk_size < 1:
         raise ValueError(f"chunk_size must be at least 1, got {chunk_size}")
     if concurrency < 1:

@@ -123,3 +123,23 @@ def test_public_names() -> None:
         if inspect.isclass(obj) or inspect.isfunction(obj):
             assert obj.__doc__, name
     assert {"analyze", "DeliveryAnalysis", "DeliveryReport", "ColumnMapping"} <= set(wa.__all__)
+
+
+def test_a_missing_spark_extra_is_one_line_exit_1(log_path: Path) -> None:
+    """Without PySpark, ``--engine spark`` ends like every other missing extra: exit 1 and
+    one line naming ``[spark]`` (PySpark hidden from a fresh interpreter)."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys; sys.modules['pyspark'] = None\n"
+        "from gptools.cli import main\n"
+        f"sys.argv = ['gptools', 'webhooks', 'analyze', {str(log_path)!r}, '--engine', 'spark']\n"
+        "main()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "pip install 'gptools[spark]'" in lines[0], done.stderr

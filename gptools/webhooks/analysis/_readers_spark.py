@@ -23,6 +23,7 @@ from urllib.parse import unquote, urlsplit
 import ibis
 import ibis.expr.types as ir
 
+from gptools.errors import import_extra
 from gptools.webhooks.analysis import _dialect_spark
 from gptools.webhooks.analysis._readers import (
     DEFAULT_MAPPING,
@@ -40,7 +41,6 @@ from gptools.webhooks.analysis._readers import (
 
 #: The Spark master when neither ``spark_master=`` nor ``GP_SPARK_MASTER`` names one.
 DEFAULT_SPARK_MASTER = "local[*]"
-SPARK_EXTRA_HINT = "engine='spark' needs the [spark] extra: pip install 'gptools[spark]'"
 JAVA_HINT = (
     "Spark could not start Java; install Java 17 or newer "
     "(Debian/Ubuntu: apt-get install openjdk-17-jre-headless) and set JAVA_HOME if needed"
@@ -71,10 +71,7 @@ def spark_session(master: str | None = None) -> Any:
     """The process's Spark session (created on first use) for ``master``, else
     ``GP_SPARK_MASTER``, else ``local[*]``. UTC, no web UI; the JVM's own log goes to
     :data:`SPARK_LOG`."""
-    try:
-        from pyspark.sql import SparkSession
-    except ImportError:
-        raise ImportError(SPARK_EXTRA_HINT) from None
+    SparkSession = import_extra("pyspark.sql", "spark", "engine='spark'").SparkSession
     master = master or os.environ.get("GP_SPARK_MASTER") or DEFAULT_SPARK_MASTER
     builder = SparkSession.builder
     if master.startswith("local"):
