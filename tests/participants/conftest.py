@@ -6,6 +6,7 @@ import random
 from collections.abc import Iterator
 from datetime import datetime
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -42,6 +43,26 @@ def make_client(sb: RunningSandbox, **options: Any) -> Client:
         "env_file": None,
     }
     return Client(sb.base_url, acct.username, acct.password, **{**defaults, **options})
+
+
+def cli_env(sb: RunningSandbox) -> dict[str, str]:
+    """The settings a ``gptools`` command needs to reach ``sb`` as its partner account."""
+    acct = sb.accounts["partner"]
+    return {
+        "GP_BASE_URL": sb.base_url,
+        "GP_USERNAME": acct.username,
+        "GP_PASSWORD": acct.password,
+    }
+
+
+def load_args(players: Path, campaign: str, where: Path, *more: str) -> list[str]:
+    """``participants load`` of ``players`` into ``campaign`` on :data:`BRAND`, its journal
+    and rejects under ``where``, without a progress bar, then ``more``."""
+    return [
+        "participants", "load", str(players), "--campaign", campaign, "--brand", str(BRAND),
+        "--journal", str(where / "journal.sqlite"), "--rejects", str(where / "rejects.csv"),
+        "--no-progress", *more,
+    ]  # fmt: skip
 
 
 @pytest.fixture

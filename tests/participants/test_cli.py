@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from gptools import spec
 from gptools.cli import cli
 from gptools.sandbox import RunningSandbox
-from tests.participants.conftest import BRAND
+from tests.participants.conftest import BRAND, cli_env
 from tests.participants.test_loader import MESSY, MESSY_REJECTED
 
 
@@ -20,14 +20,8 @@ from tests.participants.test_loader import MESSY, MESSY_REJECTED
 def env(
     fresh_sandbox: RunningSandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> dict[str, str]:
-    acct = fresh_sandbox.accounts["partner"]
     monkeypatch.chdir(tmp_path)
-    return {
-        "GP_BASE_URL": fresh_sandbox.base_url,
-        "GP_USERNAME": acct.username,
-        "GP_PASSWORD": acct.password,
-        "GPTOOLS_JOURNAL_DIR": str(tmp_path / "journals"),
-    }
+    return {**cli_env(fresh_sandbox), "GPTOOLS_JOURNAL_DIR": str(tmp_path / "journals")}
 
 
 def _load(env: dict[str, str], *args: str) -> tuple[int, str, str]:

@@ -19,7 +19,14 @@ from gptools.participants import JournalBusyError, load_participants
 from gptools.participants._journal import Identity, Journal
 from gptools.participants._sources import PlayerRow
 from gptools.sandbox import FaultRule, RunningSandbox
-from tests.participants.conftest import BRAND, campaign_request, make_client, participant_requests
+from tests.participants.conftest import (
+    BRAND,
+    campaign_request,
+    cli_env,
+    load_args,
+    make_client,
+    participant_requests,
+)
 
 IDENTITY = Identity("http://h", "CMP-1", BRAND, "f" * 64)
 
@@ -62,29 +69,8 @@ def test_a_second_run_of_the_same_load_exits_2_while_the_first_runs(
     players = tmp_path / "players.csv"
     players.write_text("playerId\n" + "\n".join(ids) + "\n", encoding="utf-8")
     journal = tmp_path / "journal.sqlite"
-    acct = fresh_sandbox.accounts["partner"]
-    env = {
-        **os.environ,
-        "GP_BASE_URL": fresh_sandbox.base_url,
-        "GP_USERNAME": acct.username,
-        "GP_PASSWORD": acct.password,
-    }
-    args = [
-        "participants",
-        "load",
-        str(players),
-        "--campaign",
-        campaign,
-        "--brand",
-        str(BRAND),
-        "--journal",
-        str(journal),
-        "--rejects",
-        str(tmp_path / "rejects.csv"),
-        "--chunk-size",
-        "10",
-        "--no-progress",
-    ]
+    env = {**os.environ, **cli_env(fresh_sandbox)}
+    args = load_args(players, campaign, tmp_path, "--chunk-size", "10")
     # Slow answers keep the first run busy for a few seconds.
     fresh_sandbox.faults.add(FaultRule("POST /campaign/*/participant", latency_s=1.0))
     code = "import sys; from gptools.cli import main; main(sys.argv[1:])"
@@ -102,9 +88,7 @@ def test_a_second_run_of_the_same_load_exits_2_while_the_first_runs(
             assert first.poll() is None, f"the first run ended early: {first.communicate()}"
             assert time.monotonic() < deadline, "the first run never took the journal"
             time.sleep(0.01)  # readiness poll, bounded by the deadline
-        second = CliRunner().invoke(
-            cli, args, env={k: env[k] for k in ("GP_BASE_URL", "GP_USERNAME", "GP_PASSWORD")}
-        )
+        second = CliRunner().invoke(cli, args, env=cli_env(fresh_sandbox))
         assert first.poll() is None, "the first run must still be running"
         assert second.exit_code == 2, second.output
         assert f"a load of this campaign is already running (pid {first.pid})" in second.output

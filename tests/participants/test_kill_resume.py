@@ -16,7 +16,14 @@ from pathlib import Path
 import pytest
 
 from gptools.sandbox import RunningSandbox
-from tests.participants.conftest import BRAND, campaign_request, make_client, participant_requests
+from tests.participants.conftest import (
+    BRAND,
+    campaign_request,
+    cli_env,
+    load_args,
+    make_client,
+    participant_requests,
+)
 
 CHUNK = 50
 IDS = 10_000
@@ -57,30 +64,8 @@ def test_sigkill_then_resume(fresh_sandbox: RunningSandbox, tmp_path: Path) -> N
     players = tmp_path / "players.csv"
     players.write_text("playerId\n" + "\n".join(ids) + "\n", encoding="utf-8")
     journal = tmp_path / "journal.sqlite"
-    acct = fresh_sandbox.accounts["partner"]
-    env = {
-        **os.environ,
-        "GP_BASE_URL": fresh_sandbox.base_url,
-        "GP_USERNAME": acct.username,
-        "GP_PASSWORD": acct.password,
-    }
-    args = [
-        "participants",
-        "load",
-        str(players),
-        "--campaign",
-        campaign,
-        "--brand",
-        str(BRAND),
-        "--journal",
-        str(journal),
-        "--rejects",
-        str(tmp_path / "rejects.csv"),
-        "--chunk-size",
-        str(CHUNK),
-        "--no-progress",
-        "--json",
-    ]
+    env = {**os.environ, **cli_env(fresh_sandbox)}
+    args = load_args(players, campaign, tmp_path, "--chunk-size", str(CHUNK), "--json")
     total_chunks = IDS // CHUNK
     threshold = random.Random(SEED).randint(20, total_chunks - 60)
 

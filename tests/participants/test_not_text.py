@@ -19,7 +19,7 @@ from gptools.cli import cli
 from gptools.client import Client
 from gptools.participants import PlayerListError, load_participants, open_source
 from gptools.sandbox import RunningSandbox
-from tests.participants.conftest import BRAND, participant_requests
+from tests.participants.conftest import BRAND, cli_env, participant_requests
 
 VALID_CSV = b"playerId,name\np-1,Ann\np-2,Bob\np-3,Cy\n"
 
@@ -112,13 +112,7 @@ def test_cli_exits_2_with_one_line(
     path = tmp_path / name
     path.write_bytes(NOT_TEXT[name][0]())
     monkeypatch.chdir(tmp_path)
-    acct = fresh_sandbox.accounts["partner"]
-    env = {
-        "GP_BASE_URL": fresh_sandbox.base_url,
-        "GP_USERNAME": acct.username,
-        "GP_PASSWORD": acct.password,
-        "GPTOOLS_JOURNAL_DIR": str(tmp_path / "journals"),
-    }
+    env = {**cli_env(fresh_sandbox), "GPTOOLS_JOURNAL_DIR": str(tmp_path / "journals")}
     result = CliRunner().invoke(
         cli,
         [

@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +54,40 @@ def wire(body: dict[str, Any]) -> bytes:
 
 
 JSON = {"content-type": "application/json"}
+
+
+#: The instant the queue tests start their clocks at.
+T0 = datetime(2026, 3, 2, tzinfo=UTC)
+
+
+class ManualClock:
+    """A clock the test moves by hand."""
+
+    def __init__(self, now: datetime = T0) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def accept(store_url: str, action_ids: list[str], at: datetime = T0) -> None:
+    """Write ``action_ids`` into the store as accepted deliveries (answered 200 at ``at``),
+    as the receiver does, without serving them."""
+    from gptools.webhooks import LogEntry, open_store
+    from gptools.webhooks._store import WriteItem
+
+    conn = open_store(store_url).connect()
+    try:
+        conn.write_batch(
+            [
+                WriteItem(
+                    LogEntry(at, 200, wire(event(a)).decode(), a, latency_ms=1.0), accept=True
+                )
+                for a in action_ids
+            ]
+        )
+    finally:
+        conn.close()
 
 
 @dataclass

@@ -17,34 +17,7 @@ import pytest
 from gptools.models import GameEventNotification
 from gptools.webhooks import LogEntry, ProcessingQueue, export_log, open_store
 from gptools.webhooks._store import WriteItem
-from tests.webhooks.conftest import event, wire
-
-T0 = datetime(2026, 3, 2, tzinfo=UTC)
-
-
-class ManualClock:
-    """A clock the test moves by hand."""
-
-    def __init__(self, now: datetime = T0) -> None:
-        self.now = now
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
-def _accept(url: str, action_ids: list[str], at: datetime = T0) -> None:
-    conn = open_store(url).connect()
-    try:
-        conn.write_batch(
-            [
-                WriteItem(
-                    LogEntry(at, 200, wire(event(a)).decode(), a, latency_ms=1.0), accept=True
-                )
-                for a in action_ids
-            ]
-        )
-    finally:
-        conn.close()
+from tests.webhooks.conftest import T0, ManualClock, accept
 
 
 def _states(url: str) -> dict[str, tuple[str, int]]:
@@ -74,8 +47,8 @@ def test_a_handler_that_kills_its_process_costs_only_its_own_action(tmp_path: Pa
     url = f"sqlite:///{tmp_path / 's.db'}"
     killer = str(uuid.uuid4())
     others = [str(uuid.uuid4()) for _ in range(40)]
-    _accept(url, [killer], at=T0)  # first in line, so it is claimed before the others
-    _accept(url, others, at=T0 + timedelta(seconds=1))
+    accept(url, [killer], at=T0)  # first in line, so it is claimed before the others
+    accept(url, others, at=T0 + timedelta(seconds=1))
     exits = []
     deadline = datetime.now(UTC) + timedelta(seconds=60)
     while _states(url)[killer][0] != "dead":
@@ -101,7 +74,7 @@ def test_a_handler_that_kills_its_process_costs_only_its_own_action(tmp_path: Pa
 def test_finish_only_updates_a_lease_it_still_holds(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 's.db'}"
     action = str(uuid.uuid4())
-    _accept(url, [action])
+    accept(url, [action])
     conn = open_store(url).connect()
     lease = timedelta(minutes=1)
     first = conn.claim_next(T0, lease=lease, max_attempts=5)
@@ -120,7 +93,7 @@ def test_finish_only_updates_a_lease_it_still_holds(tmp_path: Path) -> None:
 def test_a_handler_that_hangs_times_out_and_is_retried(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 's.db'}"
     action = str(uuid.uuid4())
-    _accept(url, [action])
+    accept(url, [action])
     release = threading.Event()
     calls: list[int] = []
 
@@ -170,7 +143,7 @@ def test_dead_letters_are_kept_listed_and_retried(
         else request.getfixturevalue("pg_url")
     )
     good, bad = str(uuid.uuid4()), str(uuid.uuid4())
-    _accept(url, [good, bad])
+    accept(url, [good, bad])
 
     def failing(ev: GameEventNotification) -> None:
         if str(ev.action_id) == bad:
@@ -270,7 +243,7 @@ def test_log_rows_not_yet_exported_are_never_purged(tmp_path: Path) -> None:
 
 def test_hung_handler_threads_do_not_pile_up(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 's.db'}"
-    _accept(url, [str(uuid.uuid4()) for _ in range(4)])
+    accept(url, [str(uuid.uuid4()) for _ in range(4)])
     release = threading.Event()
     q = ProcessingQueue(
         open_store(url),

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import threading
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import httpx
@@ -18,42 +18,13 @@ import pytest
 from gptools.models import GameEventNotification
 from gptools.webhooks import (
     LOG_COLUMNS,
-    LogEntry,
     ProcessingQueue,
     ReceiverAuth,
     WebhookReceiver,
     export_log,
     open_store,
 )
-from gptools.webhooks._store import WriteItem
-from tests.webhooks.conftest import JSON, event, serve_in_thread, wire
-
-T0 = datetime(2026, 3, 2, tzinfo=UTC)
-
-
-class ManualClock:
-    """A clock the test moves by hand."""
-
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
-def _accept(store_url: str, action_ids: list[str], at: datetime = T0) -> None:
-    conn = open_store(store_url).connect()
-    try:
-        conn.write_batch(
-            [
-                WriteItem(
-                    LogEntry(at, 200, wire(event(a)).decode(), a, latency_ms=1.0), accept=True
-                )
-                for a in action_ids
-            ]
-        )
-    finally:
-        conn.close()
+from tests.webhooks.conftest import JSON, T0, ManualClock, accept, event, serve_in_thread, wire
 
 
 def test_handler_runs_once_per_action_after_the_ack(tmp_path: Path) -> None:
@@ -91,7 +62,7 @@ def test_failures_are_retried_with_backoff_then_dead_lettered(
         else request.getfixturevalue("pg_url")
     )
     ok, flaky, bad = (str(uuid.uuid4()) for _ in range(3))
-    _accept(url, [ok, flaky, bad])
+    accept(url, [ok, flaky, bad])
     calls: dict[str, int] = {}
 
     def handler(ev: GameEventNotification) -> None:
@@ -134,7 +105,7 @@ def test_failures_are_retried_with_backoff_then_dead_lettered(
 def test_restart_resumes_pending_and_expired_claims(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 's.db'}"
     ids = [str(uuid.uuid4()) for _ in range(5)]
-    _accept(url, ids)
+    accept(url, ids)
     clock = ManualClock()
     # A worker starts two runs and dies before finishing them.
     conn = open_store(url).connect()
@@ -160,8 +131,8 @@ def test_restart_resumes_pending_and_expired_claims(tmp_path: Path) -> None:
 def test_purge_keeps_keys_for_the_retention_window(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 's.db'}"
     old, recent = str(uuid.uuid4()), str(uuid.uuid4())
-    _accept(url, [old], at=T0)
-    _accept(url, [recent], at=T0 + timedelta(days=5))
+    accept(url, [old], at=T0)
+    accept(url, [recent], at=T0 + timedelta(days=5))
     conn = open_store(url).connect()
     conn.raw.execute("UPDATE webhook_actions SET state = 'done'")
     assert conn.purge(T0 + timedelta(days=7, hours=23)) == 0  # 8 days by default
