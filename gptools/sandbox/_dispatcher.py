@@ -408,7 +408,10 @@ class WebhookDispatcher:
         except httpx.TimeoutException:
             error = "timeout"
         except httpx.TransportError as exc:
-            error = f"connection failed: {type(exc).__name__}"
+            # The reason (refused, a certificate that fails verification...) is what the
+            # person running a delivery needs; httpx's text carries no header or body.
+            reason = str(exc).splitlines()[0] if str(exc) else ""
+            error = f"connection failed: {type(exc).__name__}" + (f": {reason}" if reason else "")
         return Attempt(
             str(item.event.action_id),
             item.attempts,

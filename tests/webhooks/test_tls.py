@@ -91,7 +91,8 @@ def test_serve_https_from_arguments_and_deliver_verified(
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["delivered"] == 20 and report["statuses"] == {"200": 20}
-    # Without the bundle the dispatcher verifies against the system's CAs: nothing arrives.
+    # Without the bundle the dispatcher verifies against the system's CAs: nothing arrives,
+    # and the command says why and fails.
     refused = _cli(
         "sandbox",
         "deliver",
@@ -106,8 +107,9 @@ def test_serve_https_from_arguments_and_deliver_verified(
         "--json",
         env=env,
     )
-    assert refused.returncode == 0, refused.stderr
+    assert refused.returncode == 1, refused.stderr
     assert json.loads(refused.stdout)["delivered"] == 0
+    assert "CERTIFICATE_VERIFY_FAILED" in refused.stderr, refused.stderr
 
     conn = open_store(store).connect()
     try:
