@@ -178,6 +178,21 @@ def test_bets_are_summed_per_currency_at_its_exponent(tmp_path: Path) -> None:
         currencies = analysis.per_currency().set_index("currency_code")
         assert str(currencies.at["EUR", "bet_total"]) == "12.75"
         assert str(currencies.at["JPY", "bet_total"]) == "1800"
+        # One action's bet, in the per-action listings, too: never the engine's 9 digits.
+        one = analysis.actions_frame()
+        assert [str(v) for v in one.bet] == ["10.50", "2.25", "1500", "300", "1.250", "0.10", "7"]
+
+
+def test_lost_and_pending_bets_are_at_their_currencys_exponent(tmp_path: Path) -> None:
+    b = LogBuilder(seed=7)
+    for n, (status, currency, bet) in enumerate(
+        [(401, "JPY", "10"), (401, "KWD", "0.5"), (503, "EUR", "0.1")]
+    ):
+        b.action([status], at=START + timedelta(minutes=n))
+        b.records[-1]["payload"].update(currencyCode=currency, bet=Decimal(bet))
+    with analyze(b.write_jsonl(tmp_path / "log.jsonl")) as analysis:
+        assert [str(v) for v in analysis.lost_actions().bet] == ["10", "0.500"]
+        assert [str(v) for v in analysis.pending_actions().bet] == ["0.10"]
 
 
 def currencies_total(analysis: DeliveryAnalysis) -> list[Decimal]:

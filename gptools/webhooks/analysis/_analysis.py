@@ -211,12 +211,13 @@ class DeliveryAnalysis:
     def actions_frame(self) -> pd.DataFrame:
         """One row per action: chain summary, outcome, payload fields, time left."""
         t = self.actions
-        return self._df(
+        frame = self._df(
             t.mutate(
                 action_id=t.action_id.cast("string"),
                 time_left_s=m.time_left_s(self.x, t, self._now()),
             ).order_by(["first_at", "action_id"])
         )
+        return _money_at_exponent(frame, "bet")
 
     def chain(self, action_id: str) -> pd.DataFrame:
         """The attempt chain of one action, in order (kind, status, gap, reason)."""
@@ -241,7 +242,7 @@ class DeliveryAnalysis:
     def _outcome_frame(self, outcome: str) -> pd.DataFrame:
         t = self.actions
         t = t.filter(t.outcome == outcome)
-        return self._df(
+        frame = self._df(
             t.select(
                 t.action_id.cast("string").name("action_id"), "round_id", "player_id",
                 "game_id", "currency_code", "bet", "event_ts", "first_at", "last_at",
@@ -249,6 +250,7 @@ class DeliveryAnalysis:
                 time_left_s=m.time_left_s(self.x, t, self._now()),
             ).order_by(["first_at", "action_id"])
         )  # fmt: skip
+        return _money_at_exponent(frame, "bet")
 
     def malformed_lines(self) -> pd.DataFrame:
         """The lines that are not JSON objects (torn, truncated, binary), each an invalid
@@ -444,13 +446,14 @@ def _canonical_uuid(text: str) -> str:
         raise ValueError(f"action id {text!r} is not a UUID") from exc
 
 
-def _money_at_exponent(df: pd.DataFrame) -> pd.DataFrame:
-    """``bet_total`` of each row shown at its currency's exponent (JPY 0, EUR 2, KWD 3
-    decimals, from Babel) instead of the engine's 9; a sum with more digits than its
-    currency allows (or of an unknown currency) keeps them all, so nothing is rounded away."""
-    df["bet_total"] = [
+def _money_at_exponent(df: pd.DataFrame, column: str = "bet_total") -> pd.DataFrame:
+    """``column`` (an amount) of each row shown at its currency's exponent (JPY 0, EUR 2,
+    KWD 3 decimals, from Babel) instead of the engine's 9; an amount with more digits than
+    its currency allows (or of an unknown currency) keeps them all, so nothing is rounded
+    away."""
+    df[column] = [
         _at_exponent(total, currency)
-        for total, currency in zip(df["bet_total"], df[m.CURRENCY], strict=True)
+        for total, currency in zip(df[column], df[m.CURRENCY], strict=True)
     ]
     return df
 
