@@ -17,7 +17,12 @@ PACKAGE = Path(gptools.__file__).resolve().parent
 #: Exception classes that stay outside the root, each for a reason written here.
 #: LoadInterrupted reports a Ctrl-C: it is a KeyboardInterrupt, and deriving it from
 #: Exception (as GptoolsError is) would let every ``except Exception`` swallow it.
-OUTSIDE_THE_ROOT = {"gptools.participants._loader.LoadInterrupted"}
+#: _Terminated carries a SIGTERM out of uvicorn to the receiver's clean-up, for the same
+#: reason a BaseException; it never leaves ``gptools webhooks serve``.
+OUTSIDE_THE_ROOT = {
+    "gptools.participants._loader.LoadInterrupted",
+    "gptools.cli._webhooks._Terminated",
+}
 
 
 def _every_module() -> list[str]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import logging.config
 import os
+import signal
 import ssl
 from datetime import UTC, datetime
 from pathlib import Path
@@ -208,6 +209,11 @@ def serve(
         logging.getLogger("gptools.webhooks").info(listening, extra={"event": "listening"})
     else:
         say(listening)
+    # With one worker, uvicorn ends a SIGTERM (systemd's stop) by raising the signal again
+    # under the handler it found, the default one, which kills the process before the
+    # clean-up below. This handler turns it into an exception instead; the process still
+    # ends by SIGTERM afterwards, as a service manager expects.
+    previous = signal.signal(signal.SIGTERM, _terminated)
     try:
         uvicorn.run(
             "gptools.webhooks:receiver_from_env",
@@ -229,10 +235,26 @@ def serve(
             ssl_keyfile_password=key_password,
             log_config=logging_config if logging_config is not None else LOGGING_CONFIG,
         )
+    except _Terminated:
+        stopped_by_sigterm = True
+    else:
+        stopped_by_sigterm = False
     finally:
+        signal.signal(signal.SIGTERM, previous)
         if metrics_port is not None:
             metrics_server.shutdown()
         shutil.rmtree(metrics_dir, ignore_errors=True)
+    if stopped_by_sigterm:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.raise_signal(signal.SIGTERM)
+
+
+class _Terminated(BaseException):
+    """SIGTERM reached the main process (see ``serve``)."""
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise _Terminated
 
 
 @webhooks.command("export")

@@ -117,6 +117,8 @@ def start_receiver(tmp_path: Path) -> Iterator[Callable[..., Receiver]]:
             "CHAOS_STORE": store,
             "CHAOS_KILLERS": ",".join(killers),
             "CHAOS_PROCESSED": str(processed),
+            # Temporary files of the killed workers stay in the test's folder.
+            "TMPDIR": str(tmp_path),
             **env,
         }
         with log.open("wb") as out:

@@ -208,7 +208,16 @@ def receiver_process(tmp_path: Path) -> Iterator[Callable[..., ReceiverProcess]]
     ) -> ReceiverProcess:
         port = free_port()
         log = tmp_path / f"receiver-{port}.log"
-        env = {**os.environ, "GP_WEBHOOK_API_KEY": "test-key", **(extra_env or {})}
+        # Its temporary files (the metrics directory) under the test's own folder: a test
+        # that SIGKILLs the receiver leaves them there, not in the machine's /tmp.
+        scratch = tmp_path / "receiver-tmp"
+        scratch.mkdir(exist_ok=True)
+        env = {
+            **os.environ,
+            "GP_WEBHOOK_API_KEY": "test-key",
+            "TMPDIR": str(scratch),
+            **(extra_env or {}),
+        }
         with log.open("wb") as out:
             proc = subprocess.Popen(
                 [

@@ -185,3 +185,24 @@ def test_bulk_observation_equals_one_observe_each() -> None:
 
     assert samples("in_bulk") == samples("one_each")
     assert samples("one_each")  # the comparison saw the samples
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_sigterm_removes_the_metrics_directory(
+    tmp_path: Path, receiver_process: Callable[..., ReceiverProcess], workers: int
+) -> None:
+    """systemd stops the service with SIGTERM: the per-run metrics directory goes with it
+    (with one worker uvicorn re-raises the signal, which used to skip the clean-up), and a
+    single process still ends by that signal, as a service manager expects."""
+    import signal
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    rp = receiver_process(
+        f"sqlite:///{tmp_path / 's.db'}", workers=workers, extra_env={"TMPDIR": str(scratch)}
+    )
+    rp.wait_ready()
+    assert [p.name for p in scratch.glob("gptools-metrics-*")], "the run made no directory"
+    rp.terminate()
+    assert rp.proc.returncode == (-signal.SIGTERM if workers == 1 else 0), rp.log.read_text()
+    assert list(scratch.glob("gptools-metrics-*")) == []
