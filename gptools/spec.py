@@ -322,6 +322,21 @@ def time_zone_problem(name: object) -> str | None:
     return f"{name!r} is not an IANA time zone (e.g. 'Europe/Malta')"
 
 
+def participant_chunk_size(endpoint: str, chunk_size: int | None = None) -> int:
+    """Ids per participant request through ``endpoint`` (one of
+    :data:`PARTICIPANT_ENDPOINTS`): ``chunk_size`` when given, else the endpoint's default
+    (:data:`PARTICIPANT_CHUNK_SIZES`). A ``ValueError`` names an unknown endpoint or a size
+    below 1."""
+    if endpoint not in PARTICIPANT_ENDPOINTS:
+        raise ValueError(
+            f"endpoint must be one of {', '.join(PARTICIPANT_ENDPOINTS)}, got {endpoint!r}"
+        )
+    size = PARTICIPANT_CHUNK_SIZES[endpoint] if chunk_size is None else chunk_size
+    if size < 1:
+        raise ValueError(f"chunk_size must be at least 1, got {size}")
+    return size
+
+
 def currency_decimals(currency: str) -> int | None:
     """The minor-unit digits of an ISO 4217 ``currency`` (JPY 0, EUR 2, KWD 3), or ``None``
     for a code it does not know (a crypto or house currency: the caller decides).

@@ -101,15 +101,8 @@ def add_players(
     default ``"single"`` uses the documented one, in chunks of ``spec.PARTICIPANT_MAX_IDS``.
     ``brand`` is passed to every call (``None``: the client's own brand, if any).
     """
-    if endpoint not in spec.PARTICIPANT_ENDPOINTS:
-        raise ValueError(
-            f"endpoint must be one of {', '.join(spec.PARTICIPANT_ENDPOINTS)}, got {endpoint!r}"
-        )
+    chunk_size = spec.participant_chunk_size(endpoint, chunk_size)
     batch = endpoint == "batch"
-    if chunk_size is None:
-        chunk_size = spec.PARTICIPANT_CHUNK_SIZES[endpoint]
-    if chunk_size < 1:
-        raise ValueError(f"chunk_size must be at least 1, got {chunk_size}")
     ids = list(player_ids)
     for start in range(0, len(ids), chunk_size):
         chunk = ids[start : start + chunk_size]

@@ -210,14 +210,7 @@ def load_participants(
     # Named in the journal's identity: the same load whether the brand came from the
     # client or from brand=.
     brand = client.effective_brand(brand)
-    if endpoint not in spec.PARTICIPANT_ENDPOINTS:
-        raise ValueError(
-            f"endpoint must be one of {', '.join(spec.PARTICIPANT_ENDPOINTS)}, got {endpoint!r}"
-        )
-    if chunk_size is None:
-        chunk_size = spec.PARTICIPANT_CHUNK_SIZES[endpoint]
-    if chunk_size < 1:
-        raise ValueError(f"chunk_size must be at least 1, got {chunk_size}")
+    chunk_size = spec.participant_chunk_size(endpoint, chunk_size)
     if concurrency < 1:
         raise ValueError(f"concurrency must be at least 1, got {concurrency}")
     if max_attempts < 1:

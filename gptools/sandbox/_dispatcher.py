@@ -410,7 +410,7 @@ class WebhookDispatcher:
         except httpx.TransportError as exc:
             # The reason (refused, a certificate that fails verification...) is what the
             # person running a delivery needs; httpx's text carries no header or body.
-            reason = str(exc).splitlines()[0] if str(exc) else ""
+            reason = next(iter(str(exc).splitlines()), "")
             error = f"connection failed: {type(exc).__name__}" + (f": {reason}" if reason else "")
         return Attempt(
             str(item.event.action_id),

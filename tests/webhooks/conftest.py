@@ -251,6 +251,16 @@ def receiver_process(tmp_path: Path) -> Iterator[Callable[..., ReceiverProcess]]
         rp.terminate()
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh store of each backend in turn: a SQLite file in the test's folder, then a
+    PostgreSQL schema of its own (:func:`pg_url`)."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 's.db'}"
+    url: str = request.getfixturevalue("pg_url")
+    return url
+
+
 @pytest.fixture
 def pg_url() -> Iterator[str]:
     """A PostgreSQL store URL with a schema of its own, dropped after the test."""

@@ -131,17 +131,10 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 def test_dead_letters_are_kept_listed_and_retried(
-    tmp_path: Path,
-    backend: str,
-    request: pytest.FixtureRequest,
+    store_url: str,
 ) -> None:
-    url = (
-        f"sqlite:///{tmp_path / 's.db'}"
-        if backend == "sqlite"
-        else request.getfixturevalue("pg_url")
-    )
+    url = store_url
     good, bad = str(uuid.uuid4()), str(uuid.uuid4())
     accept(url, [good, bad])
 
@@ -181,17 +174,10 @@ def _log(url: str, at: datetime, n: int) -> None:
     conn.close()
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 def test_the_log_is_purged_after_its_retention_in_small_steps(
-    tmp_path: Path,
-    backend: str,
-    request: pytest.FixtureRequest,
+    store_url: str,
 ) -> None:
-    base = (
-        f"sqlite:///{tmp_path / 's.db'}"
-        if backend == "sqlite"
-        else request.getfixturevalue("pg_url")
-    )
+    base = store_url
     url = base + ("&" if "?" in base else "?") + "log_retention_days=10"
     _log(url, T0, 25)
     _log(url, T0 + timedelta(days=9), 5)

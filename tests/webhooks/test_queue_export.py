@@ -13,7 +13,6 @@ from pathlib import Path
 
 import httpx
 import pyarrow.parquet as pq
-import pytest
 
 from gptools.models import GameEventNotification
 from gptools.webhooks import (
@@ -50,17 +49,10 @@ def test_handler_runs_once_per_action_after_the_ack(tmp_path: Path) -> None:
     conn.close()
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 def test_failures_are_retried_with_backoff_then_dead_lettered(
-    tmp_path: Path,
-    backend: str,
-    request: pytest.FixtureRequest,
+    store_url: str,
 ) -> None:
-    url = (
-        f"sqlite:///{tmp_path / 's.db'}"
-        if backend == "sqlite"
-        else request.getfixturevalue("pg_url")
-    )
+    url = store_url
     ok, flaky, bad = (str(uuid.uuid4()) for _ in range(3))
     accept(url, [ok, flaky, bad])
     calls: dict[str, int] = {}
@@ -94,7 +86,7 @@ def test_failures_are_retried_with_backoff_then_dead_lettered(
     counts = conn.queue_counts()
     last_error = conn.raw.execute(
         "SELECT last_error FROM webhook_actions WHERE action_id = "
-        + ("?" if backend == "sqlite" else "%s"),
+        + ("?" if url.startswith("sqlite") else "%s"),
         (bad,),
     ).fetchone()[0]
     conn.close()
