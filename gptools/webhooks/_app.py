@@ -243,6 +243,7 @@ class WebhookReceiver:
                 except Exception as exc:
                     await send({"type": "lifespan.startup.failed", "message": str(exc)})
                     return
+                self._report_health()
                 self._flusher = asyncio.create_task(self._flush_metrics())
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
@@ -250,6 +251,7 @@ class WebhookReceiver:
                     self._flusher.cancel()
                 await self._write_summaries(final=True)
                 self.metrics.flush()
+                self.metrics.health(False, False)
                 await asyncio.to_thread(self.stop)
                 await send({"type": "lifespan.shutdown.complete"})
                 return
@@ -260,7 +262,12 @@ class WebhookReceiver:
         while True:
             await asyncio.sleep(0.5)
             self.metrics.flush()
+            self._report_health()
             await self._write_summaries()
+
+    def _report_health(self) -> None:
+        state = self.health()
+        self.metrics.health(state["live"], state["ready"])
 
     async def _write_summaries(self, *, final: bool = False) -> None:
         """Write the summary rows of suppressed refusals that are due (all when

@@ -20,6 +20,7 @@ import functools
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from gptools import spec
@@ -29,6 +30,10 @@ from gptools.webhooks._store import Store
 ENV_MULTIPROC_DIR = "PROMETHEUS_MULTIPROC_DIR"
 #: Where the receiver answers a scrape (unless metrics are served on their own port).
 METRICS_PATH = "/metrics"
+#: The Prometheus alerting rules shipped with the package (receiver down or not ready,
+#: acknowledgement latency over the document's 1 s, a surge of 4xx, dead letters,
+#: suppressed refusal rows), over the metrics of this module.
+ALERT_RULES = Path(__file__).with_name("alerts.yml")
 
 #: What an answer's error code counts as, in the ``outcome`` label and as the prefix of its
 #: log row's ``error``: the refusals before authentication or routing by their one name
@@ -50,11 +55,13 @@ class _Instruments:
     commit_seconds: Any
     handler_failures: Any
     suppressed: Any
+    live: Any
+    ready: Any
 
 
 @functools.cache
 def _instruments() -> _Instruments:
-    from prometheus_client import Counter, Histogram
+    from prometheus_client import Counter, Gauge, Histogram
 
     return _Instruments(
         deliveries=Counter(
@@ -80,6 +87,18 @@ def _instruments() -> _Instruments:
             "Refusals answered without a log row of their own (past the reason's row budget;"
             " a summary row counts them).",
             ["reason"],
+        ),
+        # Per worker (the lowest of the live ones is what an alert reads): 1 while
+        # /healthz (live) or /readyz (ready) would answer 200.
+        live=Gauge(
+            "gptools_webhook_live",
+            "1 while every background loop of the worker runs (GET /healthz answers 200).",
+            multiprocess_mode="livemin",
+        ),
+        ready=Gauge(
+            "gptools_webhook_ready",
+            "1 while the worker is live and its store reachable (GET /readyz answers 200).",
+            multiprocess_mode="livemin",
         ),
     )
 
@@ -116,6 +135,11 @@ class DeliveryMetrics:
             deliveries.labels(status=str(status), outcome=outcome).inc(n)
         if latencies:
             _observe_many(self._instruments.request_seconds, latencies)
+
+    def health(self, live: bool, ready: bool) -> None:
+        """The worker's liveness and readiness, as its gauges."""
+        self._instruments.live.set(1 if live else 0)
+        self._instruments.ready.set(1 if ready else 0)
 
     def committed(self, seconds: float) -> None:
         """One batch's write-and-commit time (from the writer's thread)."""
