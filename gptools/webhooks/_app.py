@@ -33,7 +33,6 @@ import asyncio
 import importlib
 import json
 import logging
-import math
 import os
 import re
 import time
@@ -45,7 +44,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from gptools import spec
-from gptools.models import GameEventNotification, loads_wire
+from gptools.models import GameEventNotification, json_too_deep, loads_wire
 from gptools.webhooks._auth import ReceiverAuth
 from gptools.webhooks._metrics import METRICS_PATH, OUTCOMES, DeliveryMetrics, render
 from gptools.webhooks._queue import (
@@ -388,6 +387,17 @@ class WebhookReceiver:
             return
 
         entry.body = body.decode("utf-8", errors="replace")
+        if json_too_deep(body):
+            # Before either parser below recurses into it (Python's json would raise
+            # RecursionError some 1,000 levels down).
+            await self._refuse(
+                send,
+                entry,
+                400,
+                "invalid_payload",
+                f"invalid JSON: nested deeper than {spec.WEBHOOK_MAX_JSON_DEPTH} levels",
+            )
+            return
         action_id = _fast_action_id(body)
         if action_id is None:
             event, status, reason, fields = _parse(body)
@@ -561,6 +571,21 @@ _FIELDS = frozenset(
 )
 #: The one actionId rule (spec.ACTION_ID_PATTERN, as spec.canonical_action_id applies it).
 _CANONICAL_UUID = re.compile(spec.ACTION_ID_PATTERN)
+#: A bet the fast check vouches for: a plain non-negative number within the digits of
+#: spec.BET_MAX_INTEGER_DIGITS / BET_MAX_FRACTION_DIGITS (no sign, exponent or -0: those
+#: are the model's to judge).
+_SANE_BET = re.compile(
+    rf"(0|[1-9][0-9]{{0,{spec.BET_MAX_INTEGER_DIGITS - 1}}})"
+    rf"(\.[0-9]{{1,{spec.BET_MAX_FRACTION_DIGITS}}})?"
+)
+
+
+class _Number(str):
+    """A JSON number's own text (the fast check reads the bet's digits, not a float's)."""
+
+    __slots__ = ()
+
+
 _PLAIN_TIMESTAMP = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}")
 
 
@@ -577,9 +602,9 @@ def _fast_action_id(body: bytes) -> str | None:
     if b"\\" in body:  # escapes (lone surrogates, ...) are the model's business
         return None
     try:
-        # NaN and Infinity parse, but only as a value of one of the eight fields, and the
-        # checks below let through no float that is not finite.
-        data = json.loads(body.decode())
+        # Numbers stay text (a _Number, which no check of a string field takes for a
+        # str); NaN and Infinity parse as floats, which no check below lets through.
+        data = json.loads(body.decode(), parse_int=_Number, parse_float=_Number)
     except ValueError:  # also UnicodeDecodeError and JSONDecodeError
         return None
     if type(data) is not dict or data.keys() != _FIELDS:
@@ -597,7 +622,8 @@ def _fast_action_id(body: bytes) -> str | None:
         or not _CANONICAL_UUID.fullmatch(action_id)
         or type(timestamp) is not str
         or not _PLAIN_TIMESTAMP.fullmatch(timestamp)
-        or not (type(bet) is int or (type(bet) is float and math.isfinite(bet)))
+        or type(bet) is not _Number
+        or not _SANE_BET.fullmatch(bet)
         or type(events) is not list
         or any(type(e) is not str for e in events)
     ):
@@ -617,8 +643,10 @@ def _parse(
         # pydantic's own JSON parser first (for what _fast_action_id left). It reads numbers
         # as floats, which is harmless here: the raw body is what gets stored, and the
         # processing queue decodes it again with exact Decimals. Anything it refuses gets
-        # the slower, exact decoding below, which also explains the refusal.
-        return GameEventNotification.model_validate_json(body), 0, "", None
+        # the slower, exact decoding below, which also explains the refusal. It reads -0
+        # as 0, so a body that may hold one goes to the exact decoding at once.
+        if b"-0" not in body:
+            return GameEventNotification.model_validate_json(body), 0, "", None
     except ValidationError:
         pass
     if not body.strip():
