@@ -94,6 +94,7 @@ def test_refusals_in_the_store_and_its_exports(tmp_path: Path) -> None:
     url = _store(tmp_path)
     with analyze(url) as a:
         _check(a.report.to_dict(), [str(x) for x in a.lost_actions().action_id])
+        assert ("Refusals not logged one by one", "150") in a.report.headline()
     for fmt in ("jsonl", "parquet"):
         out = tmp_path / f"log.{fmt}"
         export_log(open_store(url), out, format=fmt)  # type: ignore[arg-type]

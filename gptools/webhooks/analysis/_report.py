@@ -90,8 +90,15 @@ class DeliveryReport:
         """The numbers an operator looks at first, as (label, formatted value) pairs."""
         lat = self.ack_latency_ms
         fit = self.backoff
+        # Only a log with summary rows has this line (a flood, a rotated key).
+        unseen = (
+            [("Refusals not logged one by one", f"{self.refusals_suppressed:,}")]
+            if self.refusals_suppressed
+            else []
+        )
         return [
             ("Deliveries", f"{self.deliveries:,}"),
+            *unseen,
             ("Actions (distinct actionId)", f"{self.actions:,}"),
             ("Acknowledged actions", f"{self.acknowledged_actions:,}"),
             ("Duplicate deliveries", f"{self.duplicate_deliveries:,}"),
