@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from gptools import spec
 from gptools.webhooks import LogEntry, ReceiverAuth, WebhookReceiver, export_log, open_store
 from gptools.webhooks._refusals import RefusalBudget, body_prefix
 from gptools.webhooks._store import WriteItem
-from tests.webhooks.conftest import JSON, serve_in_thread
+from tests.webhooks.conftest import JSON, ReceiverProcess, serve_in_thread
 
 AT = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
 
@@ -110,3 +111,18 @@ def test_an_export_never_parses_a_deep_refused_prefix(tmp_path: Path) -> None:
     export_log(open_store(url), out, format="jsonl")
     (record,) = [json.loads(line) for line in out.read_text().splitlines()]
     assert record["body"] == prefix and "payload" not in record
+
+
+def test_the_serve_option_reaches_every_worker(
+    tmp_path: Path, receiver_process: Callable[..., ReceiverProcess]
+) -> None:
+    db = tmp_path / "s.sqlite3"
+    rp = receiver_process(f"sqlite:///{db}", workers=2, args=("--refused-rows-per-second", "0"))
+    with httpx.Client(timeout=10) as http:
+        for _ in range(6):
+            assert http.post(rp.url, content=b"{}", headers=JSON).status_code == 401
+    rp.terminate()  # each worker writes its summary row on the way out
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT status, body FROM delivery_log").fetchall()
+    assert {s for s, _ in rows} == {spec.WEBHOOK_SUMMARY_STATUS}
+    assert sum(json.loads(b)["suppressed"] for _, b in rows) == 6
