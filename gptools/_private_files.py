@@ -7,6 +7,10 @@ no other account on the machine should read them. A file is created with mode
 (an option of its own) passes ``file_mode``. A file that already exists keeps its mode:
 the user chose it. SQLite creates its ``-wal`` and ``-shm`` files with the mode of the
 database file, so creating the database file private is enough.
+
+Reading a SQLite file somebody else may have named goes through :func:`sqlite_read_uri`:
+a ``file:`` URI built by string formatting lets a name such as ``st?mode=rwc&x=1.sqlite3``
+add its own query (opening the file writable) and ``%41`` decode to another name.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
+from urllib.parse import quote
 
 #: Owner read and write, nobody else.
 PRIVATE_FILE_MODE = 0o600
@@ -49,3 +54,9 @@ def create_private(path: str | os.PathLike[str], *, file_mode: int = PRIVATE_FIL
     Parquet writers)."""
     os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, file_mode))
     return Path(path)
+
+
+def sqlite_read_uri(path: str | os.PathLike[str]) -> str:
+    """The ``file:`` URI that opens the SQLite file ``path`` read-only (``uri=True``), every
+    character of the name that a URI would read (``?``, ``#``, ``%``, ``&``) escaped."""
+    return f"file:{quote(str(Path(path).resolve()), safe='/')}?mode=ro"

@@ -59,3 +59,44 @@ def test_existing_file_keeps_its_mode(tmp_path: Path, loose_umask: None) -> None
         fh.write("new")
     assert mode_of(path) == 0o644
     assert path.read_text() == "new"
+
+
+def test_stores_journals_exports_and_rejects_are_private(tmp_path: Path, loose_umask: None) -> None:
+    from gptools.participants._journal import Identity, Journal
+    from gptools.participants._summary import write_rejects
+    from gptools.webhooks import open_store
+    from gptools.webhooks._export import export_log
+
+    store_path = tmp_path / "store.sqlite3"
+    store = open_store(f"sqlite:///{store_path}")
+    store.connect().close()
+    jsonl = export_log(store, tmp_path / "log.jsonl", format="jsonl").path
+    parquet = export_log(store, tmp_path / "log.parquet", format="parquet").path
+    journal_path = tmp_path / "journal.sqlite3"
+    Journal.open(journal_path, Identity("http://h", "CMP-1", 201, "f" * 64)).close()
+    rejects = write_rejects(journal_path, tmp_path / "rejects.csv")
+    created = [store_path, jsonl, parquet, journal_path, rejects]
+    created += [p for p in tmp_path.iterdir() if p.name.endswith(("-wal", "-shm", ".lock"))]
+    assert len(created) >= 6  # the sidecars were made too
+    assert {p.name: mode_of(p) for p in created} == {p.name: 0o600 for p in created}
+
+
+def test_the_spark_log_goes_to_a_private_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gptools.webhooks.analysis import _readers_spark
+
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    monkeypatch.setattr(_readers_spark, "_spark_log", None)
+    # Another account's trap at the old fixed path: a symlink to a file of the victim's.
+    victim = tmp_path / "victim"
+    victim.write_text("keep")
+    (tmp_path / "gptools-spark.log").symlink_to(victim)
+    log = _readers_spark.spark_log()
+    assert log.parent.parent == tmp_path and log.parent.name.startswith("gptools-spark-")
+    assert stat.S_IMODE(log.parent.stat().st_mode) == 0o700
+    assert _readers_spark.spark_log() == log  # one per process
+    with _readers_spark._jvm_stderr_to(log):
+        os.write(2, b"a JVM notice\n")
+    assert log.read_text() == "a JVM notice\n" and mode_of(log) == 0o600
+    assert victim.read_text() == "keep"

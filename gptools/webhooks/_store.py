@@ -39,6 +39,7 @@ from typing import Any, Literal
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 from gptools import spec
+from gptools._private_files import PRIVATE_FILE_MODE, create_private
 from gptools.errors import GptoolsError, import_extra, require_extra
 
 logger = logging.getLogger("gptools.webhooks")
@@ -599,6 +600,7 @@ class SQLiteStore(Store):
                 f"no folder {folder} for the SQLite file {str(self.path)!r} (sqlite:///PATH is "
                 "relative to the working directory; write sqlite:////PATH for an absolute one)"
             )
+        create_private(self.path)
         raw = sqlite3.connect(
             self.path,
             isolation_level=None,
@@ -1226,7 +1228,7 @@ class WriteLock:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, PRIVATE_FILE_MODE)
 
     def __enter__(self) -> None:
         fcntl.flock(self._fd, fcntl.LOCK_EX)

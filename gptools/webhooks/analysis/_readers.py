@@ -47,6 +47,7 @@ import ibis.expr.types as ir
 import pandas as pd
 import pyarrow as pa
 
+from gptools._private_files import sqlite_read_uri
 from gptools.errors import GptoolsError, import_extra
 from gptools.webhooks.analysis import _dialect_duckdb
 
@@ -704,7 +705,7 @@ def _read_sqlite(con: Any, source: str, mapping: ColumnMapping, table: str) -> t
     if not Path(path).is_file():
         raise DeliveryLogError(f"{path}: no such SQLite file")
     sql = _store_select(mapping, table, f'"{mapping.received_at}"')
-    uri = f"file:{Path(path).resolve()}?mode=ro"
+    uri = sqlite_read_uri(path)
     # DuckDB pulls the batches from its own thread, one at a time.
     with contextlib.closing(sqlite3.connect(uri, uri=True, check_same_thread=False)) as db:
         try:
