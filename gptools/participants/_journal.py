@@ -199,7 +199,7 @@ class Journal:
                 # A larger page cache keeps staging a million rows fast; bounded (64 MiB).
                 db.execute("PRAGMA cache_size=-65536")
                 db.executescript(_SCHEMA)
-            except sqlite3.DatabaseError as exc:
+            except (sqlite3.DatabaseError, OSError) as exc:
                 raise PlayerListError(f"{path}: not a usable journal file ({exc})") from exc
             journal = cls(path, db, lock_fd)
             try:
