@@ -15,6 +15,7 @@ add its own query (opening the file writable) and ``%41`` decode to another name
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -51,8 +52,13 @@ def open_private(
 def create_private(path: str | os.PathLike[str], *, file_mode: int = PRIVATE_FILE_MODE) -> Path:
     """Create ``path`` empty and owner-only when it does not exist (an existing file is left
     as it is) and return it: for files another library opens by name afterwards (SQLite,
-    Parquet writers)."""
-    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, file_mode))
+    Parquet writers).
+
+    An existing file is never opened: closing any descriptor of a file drops every POSIX
+    lock this process holds on it, and SQLite's locks on a database another connection of
+    the process has open are such locks (``O_EXCL`` creates or fails, without opening)."""
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, file_mode))
     return Path(path)
 
 

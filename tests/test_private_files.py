@@ -110,3 +110,31 @@ def test_an_export_option_says_otherwise(tmp_path: Path, loose_umask: None) -> N
     for fmt in ("jsonl", "parquet"):
         out = export_log(store, tmp_path / f"shared.{fmt}", format=fmt, file_mode=0o640).path
         assert mode_of(out) == 0o640
+
+
+def test_creating_never_opens_an_existing_database(tmp_path: Path) -> None:
+    """Closing any descriptor of a file drops this process's POSIX locks on it, SQLite's
+    included: ``create_private`` on an open store must leave another connection's write
+    lock in place (a second process still finds the database locked)."""
+    import sqlite3
+    import subprocess
+    import sys
+
+    path = create_private(tmp_path / "store.sqlite3")
+    holder = sqlite3.connect(path, isolation_level=None)
+    try:
+        holder.execute("CREATE TABLE t (x)")
+        holder.execute("BEGIN IMMEDIATE")  # the write lock, held by this process
+        create_private(path)  # what every new store connection does first
+        probe = (
+            "import sqlite3, sys\n"
+            "db = sqlite3.connect(sys.argv[1], timeout=0, isolation_level=None)\n"
+            "try:\n    db.execute('BEGIN IMMEDIATE')\nexcept sqlite3.OperationalError as e:\n"
+            "    print(e)\nelse:\n    print('acquired')\n"
+        )
+        out = subprocess.run(
+            [sys.executable, "-c", probe, str(path)], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        assert out == "database is locked"
+    finally:
+        holder.close()
