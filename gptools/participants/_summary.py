@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from gptools._private_files import open_private
 from gptools.participants._journal import read_outcomes
 
 if TYPE_CHECKING:
@@ -191,7 +192,7 @@ def write_rejects(journal: Path, path: str | Path) -> Path:
     :meth:`LoadSummary.write_rejects`)."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    with target.open("w", encoding="utf-8", newline="") as fh:
+    with open_private(target, "w", encoding="utf-8", newline="") as fh:
         writer = csv.writer(fh)
         writer.writerow(REJECTS_COLUMNS)
         for line, raw, _pid, _outcome, code, detail in read_outcomes(
