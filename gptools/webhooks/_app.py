@@ -46,6 +46,7 @@ from pydantic import ValidationError
 
 from gptools import spec
 from gptools.models import GameEventNotification, loads_wire
+from gptools.openapi import OPENAPI_PATH, receiver_openapi
 from gptools.webhooks._auth import ReceiverAuth
 from gptools.webhooks._metrics import METRICS_PATH, OUTCOMES, DeliveryMetrics, render
 from gptools.webhooks._queue import (
@@ -109,8 +110,9 @@ class WebhookReceiver:
     :class:`~gptools.webhooks._queue.ProcessingQueue`. ``ack_timeout`` bounds the wait for
     the durable write: past it the answer is 503 (the provider expects an answer within a
     second and will retry). ``clock`` gives ``received_at``; ``faults`` is a drill hook.
-    ``metrics_public``: answer Prometheus scrapes at ``/metrics`` on this listener (off
-    when ops serve them on a port of their own).
+    ``metrics_public``: answer Prometheus scrapes at ``/metrics`` and the OpenAPI
+    description at ``/openapi.json`` on this listener (off when ops serve them on a port
+    of their own).
     """
 
     def __init__(
@@ -263,6 +265,13 @@ class WebhookReceiver:
         )
         await send({"type": "http.response.body", "body": body})
 
+    def openapi(self) -> dict[str, Any]:
+        """This receiver's OpenAPI description (its path, auth scheme and body limit),
+        served at ``/openapi.json`` where ``/metrics`` is."""
+        return receiver_openapi(
+            path=self.path, auth_kind=self.auth.kind, max_body_bytes=self.max_body_bytes
+        )
+
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = time.perf_counter()
         path = scope["path"]
@@ -274,6 +283,9 @@ class WebhookReceiver:
             return
         if path == METRICS_PATH and method == "GET" and self.metrics_public:
             await self._scrape(send)
+            return
+        if path == OPENAPI_PATH and method == "GET" and self.metrics_public:
+            await _respond(send, 200, self.openapi())
             return
         if path != self.path and method != "POST":
             await _respond(send, 404, {"error": "not_found", "reason": f"no resource at {path}"})
