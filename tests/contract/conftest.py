@@ -27,7 +27,9 @@ from schemathesis.specs.openapi.checks import (
 
 from gptools.sandbox import SandboxConfig, run_sandbox
 from gptools.webhooks import ReceiverAuth, WebhookReceiver
-from tests.webhooks.conftest import serve_in_thread
+from tests.webhooks.conftest import receiver_process, serve_in_thread
+
+__all__ = ["receiver_process"]  # the fixture, for the serve command's test
 
 #: No 5xx, and every answer is documented: its status, content type, headers and body.
 CHECKS = [
