@@ -11,6 +11,9 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -25,7 +28,10 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from gptools.sandbox import SandboxConfig, run_sandbox
+from gptools import spec
+from gptools.client import Client
+from gptools.models import CampaignRequest
+from gptools.sandbox import DEMO_ACCOUNTS, SandboxConfig, run_sandbox
 from gptools.webhooks import ReceiverAuth, WebhookReceiver
 from tests.webhooks.conftest import receiver_process, serve_in_thread
 
@@ -62,11 +68,16 @@ def cases(document: dict[str, Any]) -> list[Any]:
 
 
 def fuzz(
-    operation: Any, base_url: str, mode: GenerationMode, headers: dict[str, str]
+    operation: Any,
+    base_url: str,
+    mode: GenerationMode,
+    headers: dict[str, str],
+    path_parameters: dict[str, Any] | None = None,
 ) -> Counter[int]:
     """Send ``operation`` up to :data:`MAX_EXAMPLES` generated requests (seeded: the same
     ones every run) and fail on the first answer :data:`CHECKS` refuses; returns how many
-    answers each status had."""
+    answers each status had. ``path_parameters`` replace generated ones in valid cases
+    (a brand and a campaign that exist, so the cases reach the handlers)."""
     statuses: Counter[int] = Counter()
 
     @given(case=operation.as_strategy(generation_mode=mode))
@@ -78,6 +89,9 @@ def fuzz(
         suppress_health_check=list(HealthCheck),
     )
     def run(case: Any) -> None:
+        if mode == GenerationMode.POSITIVE and path_parameters and case.path_parameters:
+            known = {k: v for k, v in path_parameters.items() if k in case.path_parameters}
+            case.path_parameters = {**case.path_parameters, **known}
         response = case.call_and_validate(base_url=base_url, headers=headers, checks=CHECKS)
         statuses[response.status_code] += 1
 
@@ -85,12 +99,42 @@ def fuzz(
     return statuses
 
 
+@dataclass(frozen=True)
+class ContractSandbox:
+    """A sandbox for the fuzzer: its base URL, the account the cases use, and path
+    parameters that name things that exist (the account's brand, one of its campaigns)."""
+
+    base_url: str
+    headers: dict[str, str]
+    path_parameters: dict[str, Any]
+
+
 @pytest.fixture(scope="module")
-def contract_sandbox() -> Iterator[str]:
+def contract_sandbox() -> Iterator[ContractSandbox]:
     """A sandbox of its own (its state is the fuzzer's to spoil), rate limits off so that
-    the cases reach the handlers rather than 429; its base URL."""
+    the cases reach the handlers rather than 429, with one campaign of brand 101 created by
+    its INDIVIDUAL account (both path forms are open to it)."""
+    account = DEMO_ACCOUNTS["individual"]
     with run_sandbox(SandboxConfig(enforce_rate_limits=False)) as running:
-        yield running.base_url
+        (brand,) = account.brand_ids
+        headers = {"Authorization": account.authorization}
+        with Client(running.base_url, account.username, account.password, env_file=None) as c:
+            campaign = c.create_campaign(
+                CampaignRequest(
+                    type=spec.FREE_ROUNDS_CAMPAIGN_TYPE,
+                    name="contract",
+                    bet_number=1,
+                    game_ids=["neon-fruits"],
+                    bet=Decimal("0.10"),
+                    currency_code="EUR",
+                    start_date=datetime(2030, 1, 1),
+                    end_date=datetime(2030, 1, 8),
+                    time_zone="Europe/Malta",
+                )
+            )
+        yield ContractSandbox(
+            running.base_url, headers, {"brandId": brand, "campaignId": campaign.campaign_id}
+        )
 
 
 @pytest.fixture(scope="module")

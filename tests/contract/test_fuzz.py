@@ -10,19 +10,23 @@ import pytest
 from schemathesis import GenerationMode
 
 from gptools.openapi import provider_openapi, receiver_openapi
-from gptools.sandbox import DEMO_ACCOUNTS
-from tests.contract.conftest import RECEIVER_KEY, RECEIVER_MAX_BODY, cases, fuzz
+from tests.contract.conftest import (
+    RECEIVER_KEY,
+    RECEIVER_MAX_BODY,
+    ContractSandbox,
+    cases,
+    fuzz,
+)
 
 _RECEIVER = receiver_openapi(auth_kind="BEARER", max_body_bytes=RECEIVER_MAX_BODY)
 
 
 @pytest.mark.parametrize(("operation", "mode"), cases(provider_openapi()))
 def test_sandbox_answers_as_described(
-    contract_sandbox: str, operation: Any, mode: GenerationMode
+    contract_sandbox: ContractSandbox, operation: Any, mode: GenerationMode
 ) -> None:
-    # INDIVIDUAL: both path forms are open to it, so cases get past brand resolution.
-    headers = {"Authorization": DEMO_ACCOUNTS["individual"].authorization}
-    statuses = fuzz(operation, contract_sandbox, mode, headers)
+    sandbox = contract_sandbox
+    statuses = fuzz(operation, sandbox.base_url, mode, sandbox.headers, sandbox.path_parameters)
     assert statuses and max(statuses) < 500, statuses
 
 
