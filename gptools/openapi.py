@@ -103,8 +103,8 @@ def _without_null(schema: dict[str, Any]) -> dict[str, Any]:
     """A request body's schema without ``null``: gptools leaves ``None`` out of what it
     sends (``exclude_none``), so an optional field is absent, never null."""
     for name, prop in schema.get("properties", {}).items():
-        branches = prop.get("anyOf")
-        if branches and {"type": "null"} in branches:
+        branches = prop.get("anyOf", [])
+        if {"type": "null"} in branches:
             rest = [b for b in branches if b != {"type": "null"}]
             kept = {k: v for k, v in prop.items() if k not in ("anyOf", "default")}
             schema["properties"][name] = (
@@ -118,21 +118,35 @@ def _without_null(schema: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
-def _strftime_pattern(fmt: str) -> str:
-    """A regular expression for the texts ``strftime(fmt)`` writes (digits directives)."""
-    digits = {"%Y": r"[0-9]{4}", "%m": "[0-9]{2}", "%d": "[0-9]{2}", "%H": "[0-9]{2}"}
-    digits |= {"%M": "[0-9]{2}", "%S": "[0-9]{2}"}
+#: What each ``strftime`` directive of a date-time writes, as a regular expression that
+#: keeps the field in its range (the day of the month goes to 31 whatever the month).
+_DIRECTIVES: Final = {
+    "%Y": "[0-9]{4}",
+    "%m": "(0[1-9]|1[0-2])",
+    "%d": "(0[1-9]|[12][0-9]|3[01])",
+    "%H": "([01][0-9]|2[0-3])",
+    "%M": "[0-5][0-9]",
+    "%S": "[0-5][0-9]",
+}
+
+
+def _strftime_pattern(fmt: str, tail: str = "") -> str:
+    """A regular expression for the texts ``strftime(fmt)`` writes, then ``tail``."""
     parts = re.split(r"(%[A-Za-z])", fmt)
-    return "^" + "".join(digits[p] if p in digits else re.escape(p) for p in parts) + "$"
+    # Only the metacharacters escaped: ECMA 262 (JSON Schema's dialect) refuses "\-".
+    literal = [re.sub(r"([.^$*+?()\[\]{}|\\])", r"\\\1", p) for p in parts]
+    return (
+        "^"
+        + "".join(_DIRECTIVES.get(p) or q for p, q in zip(parts, literal, strict=True))
+        + tail
+        + "$"
+    )
 
 
-#: The notification's ``timestamp`` as :func:`gptools.models.parse_event_timestamp` takes it
-#: (its layout, ``models._NAIVE_TS``, with each field in its range; the day of the month
-#: is up to 31 whatever the month).
-TIMESTAMP_PATTERN: Final = (
-    r"^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])"
-    r"T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,9})?$"
-)
+#: The notification's ``timestamp`` as :func:`gptools.models.parse_event_timestamp` takes
+#: it: naive UTC, fractional seconds optional (``spec.TIMESTAMP_FRACTION_OPTIONAL``), up to
+#: nine digits; the layout of ``models._NAIVE_TS`` with each field in its range.
+TIMESTAMP_PATTERN: Final = _strftime_pattern("%Y-%m-%dT%H:%M:%S", r"(\.[0-9]{1,9})?")
 
 
 def _id_text(description: str) -> dict[str, Any]:

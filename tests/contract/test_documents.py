@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -327,11 +328,22 @@ def test_the_receiver_description_takes_the_notification_as_the_model_does() -> 
             models.GameEventNotification.model_validate(changed)
 
 
-@settings(max_examples=200, derandomize=True, database=None)
-@given(st.from_regex(TIMESTAMP_PATTERN, fullmatch=True))
-def test_every_timestamp_the_pattern_allows_has_the_models_layout(text: str) -> None:
-    # The pattern narrows the model's layout to valid field ranges; never widens it.
-    assert models._NAIVE_TS.match(text), text
+_CAMPAIGN_DATE = provider_openapi()["components"]["schemas"]["CampaignRequest"]["properties"][
+    spec.CAMPAIGN_START_FIELD
+]["pattern"]
+
+
+@settings(max_examples=50, derandomize=True, database=None)
+@given(
+    st.from_regex(TIMESTAMP_PATTERN, fullmatch=True), st.from_regex(_CAMPAIGN_DATE, fullmatch=True)
+)
+def test_the_date_patterns_allow_what_the_code_reads(timestamp: str, date: str) -> None:
+    # The timestamp pattern narrows the model's layout to valid field ranges, never widens it.
+    assert models._NAIVE_TS.match(timestamp), timestamp
+    try:
+        datetime.strptime(date, spec.CAMPAIGN_DATE_FORMAT)
+    except ValueError as exc:  # only a day the month does not have (31 April)
+        assert "day is out of range" in str(exc) or date[:4] == "0000", date
 
 
 def test_the_receiver_description_names_every_answer() -> None:
