@@ -191,9 +191,10 @@ def _provider_schemas() -> dict[str, dict[str, Any]]:
     props["type"]["examples"] = [spec.CAMPAIGN_TYPE_AWARDED_FEATURE, spec.FREE_ROUNDS_CAMPAIGN_TYPE]
     props["type"] = _assumed(props["type"], "FREE_ROUNDS_CAMPAIGN_TYPE")
     props["betNumber"] = _assumed(props["betNumber"], "BET_NUMBER_MIN")
-    props["bet"] = _assumed(
-        props["bet"], "NAME_MIN_LENGTH / GAME_IDS_MIN / BET_EXCLUSIVE_MIN", "BET_MAX_DECIMALS"
-    )
+    minima = "NAME_MIN_LENGTH / GAME_IDS_MIN / BET_EXCLUSIVE_MIN"
+    props["name"] = _assumed(props["name"], minima)
+    props["gameIds"] = _assumed(props["gameIds"], minima)
+    props["bet"] = _assumed(props["bet"], minima, "BET_MAX_DECIMALS")
     props[spec.CAMPAIGN_PLAYERS_FIELD] = _assumed(
         props[spec.CAMPAIGN_PLAYERS_FIELD], "CAMPAIGN_PLAYERS_FIELD", "CAMPAIGN_PLAYERS_MAX_IDS"
     )

@@ -222,6 +222,16 @@ def test_the_provider_schemas_have_the_models_fields(model: type[BaseModel]) -> 
     assert set(schema.get("required", ())) == required
 
 
+def test_a_subscription_answer_is_described_as_sent_not_as_kept() -> None:
+    # The model keeps flags (apiKeySet, passwordSet) where the wire carries masked secrets.
+    schema = provider_openapi()["components"]["schemas"]["WebhookSubscriptionInfo"]
+    names, _ = _wire_names(models.WebhookSubscriptionInfo)
+    assert set(schema["properties"]) == names - {"apiKeySet", "passwordSet"} | {
+        "apiKey",
+        "password",
+    }
+
+
 def test_the_receiver_schema_has_the_notifications_fields() -> None:
     schema = receiver_openapi()["components"]["schemas"]["GameEventNotification"]
     names, required = _wire_names(models.GameEventNotification)
