@@ -4,12 +4,15 @@ every answer must match the description (status, content type, headers, body).""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from schemathesis import GenerationMode
 
+from gptools import spec
 from gptools.openapi import provider_openapi, receiver_openapi
+from gptools.sandbox import DEMO_ACCOUNTS, SandboxConfig, run_sandbox
 from tests.contract.conftest import (
     RECEIVER_KEY,
     RECEIVER_MAX_BODY,
@@ -53,3 +56,18 @@ def test_receiver_refusals_of_credentials_are_described(
     headers = {"Authorization": authorization} if authorization else {}
     statuses = fuzz(delivery, contract_receiver, GenerationMode.POSITIVE, headers)
     assert statuses[401], statuses
+
+
+def test_sandbox_rate_limit_answers_are_described() -> None:
+    # One request a minute: the first case is served, the others get 429 + Retry-After.
+    tier = spec.RateTier("contract", "global", 1, None, None)
+    config = SandboxConfig(rate_tiers=(tier,), rate_window=timedelta(minutes=1))
+    (game,) = [
+        p.values[0]
+        for p in cases(provider_openapi())
+        if p.values[0].label == f"GET {spec.API_PREFIX}/{spec.ENDPOINT_GAME}"
+    ][:1]
+    headers = {"Authorization": DEMO_ACCOUNTS["individual"].authorization}
+    with run_sandbox(config) as sandbox:
+        statuses = fuzz(game, sandbox.base_url, GenerationMode.POSITIVE, headers)
+    assert statuses[spec.RATE_LIMIT_STATUS] >= 2, statuses
