@@ -103,8 +103,8 @@ _STORE_HELP = "sqlite:///PATH (default sqlite:///webhooks.sqlite3) or postgresql
     "--metrics-port",
     type=click.IntRange(0, 65535),
     default=None,
-    help="Serve Prometheus metrics at /metrics on this port (same host) instead "
-    "of on the delivery listener.",
+    help="Serve Prometheus metrics at /metrics (and the OpenAPI description at "
+    "/openapi.json) on this port (same host) instead of on the delivery listener.",
 )
 @click.option(
     "--log-format",
@@ -205,7 +205,10 @@ def serve(
     if metrics_port is not None:
         with listening_socket(host, metrics_port) as probe:
             metrics_port = probe.getsockname()[1]
-        metrics_server = serve_metrics(host, metrics_port, store)
+        from gptools.openapi import receiver_openapi, to_json
+
+        contract = receiver_openapi(path=path, auth_kind=auth_kind, max_body_bytes=max_body_bytes)
+        metrics_server = serve_metrics(host, metrics_port, store, openapi=to_json(contract))
         metrics_line = f"; metrics: http://{host}:{metrics_port}{METRICS_PATH}"
     base = f"{scheme}://{host}:{port}"
     listening = (

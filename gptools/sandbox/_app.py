@@ -1,5 +1,6 @@
 """The sandbox's ASGI application: the provider's API paths and the inspection paths.
 
+``GET /openapi.json`` answers the API as gptools reads it (:mod:`gptools.openapi`).
 API requests go through a small hand-written dispatcher (it is on the hot path of every
 rate-limit test and benchmark); the inspection paths under ``/_sandbox/`` and the ASGI
 lifespan are a Starlette application. Each API request passes, in this order:
@@ -32,6 +33,7 @@ from starlette.types import Message, Receive, Scope, Send
 from gptools import spec
 from gptools.errors import GptoolsError
 from gptools.models import dumps_wire
+from gptools.openapi import OPENAPI_PATH, provider_openapi, to_json
 from gptools.sandbox._accounts import BRANDS, Authenticator, SandboxAccount
 from gptools.sandbox._catalogue import CATALOGUE, GAMES, feature_costs
 from gptools.sandbox._config import SandboxConfig
@@ -109,6 +111,7 @@ class SandboxApp:
             for a in self.config.accounts.values()
         }
         self._configurations: dict[tuple[str | None, str | None], bytes] = {}
+        self._openapi: bytes | None = None
 
     def reset(self) -> None:
         """Forget requests, campaigns, participants, subscriptions, faults and rate windows."""
@@ -131,6 +134,9 @@ class SandboxApp:
             return
         method: str = scope["method"]
         path: str = scope["path"]
+        if path == OPENAPI_PATH and method == "GET":
+            await self._describe(send)
+            return
         body = await _read_body(receive)
         header = None
         for name, value in scope["headers"]:
@@ -184,6 +190,18 @@ class SandboxApp:
             }
         )
         await send({"type": "http.response.body", "body": payload})
+
+    async def _describe(self, send: Send) -> None:
+        """The API as gptools reads it (OpenAPI 3.1; no auth, no rate limit)."""
+        if self._openapi is None:
+            self._openapi = to_json(provider_openapi())
+        headers = [
+            *_JSON_HEADERS,
+            (b"content-length", str(len(self._openapi)).encode()),
+            (b"date", http_date()),
+        ]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": self._openapi})
 
     def _remember(self, record: RecordedRequest) -> None:
         requests = self.state.requests

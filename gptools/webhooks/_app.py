@@ -45,6 +45,7 @@ from pydantic import ValidationError
 
 from gptools import spec
 from gptools.models import GameEventNotification, json_too_deep, loads_wire
+from gptools.openapi import OPENAPI_PATH, receiver_openapi
 from gptools.webhooks._auth import ReceiverAuth
 from gptools.webhooks._metrics import METRICS_PATH, OUTCOMES, DeliveryMetrics, render
 from gptools.webhooks._queue import (
@@ -114,8 +115,9 @@ class WebhookReceiver:
     :class:`~gptools.webhooks._queue.ProcessingQueue`. ``ack_timeout`` bounds the wait for
     the durable write: past it the answer is 503 (the provider expects an answer within a
     second and will retry). ``clock`` gives ``received_at``; ``faults`` is a drill hook.
-    ``metrics_public``: answer Prometheus scrapes at ``/metrics`` on this listener (off
-    when ops serve them on a port of their own). ``refused_rows_per_second``: log rows
+    ``metrics_public``: answer Prometheus scrapes at ``/metrics`` and the OpenAPI
+    description at ``/openapi.json`` on this listener (off when ops serve them on a port
+    of their own). ``refused_rows_per_second``: log rows
     per second and refusal reason for requests refused before authentication or routing
     (:class:`~gptools.webhooks._refusals.RefusalBudget`; the rest are counted, and a
     summary row every ``refusal_summary_every`` carries the count).
@@ -299,6 +301,13 @@ class WebhookReceiver:
         )
         await send({"type": "http.response.body", "body": body})
 
+    def openapi(self) -> dict[str, Any]:
+        """This receiver's OpenAPI description (its path, auth scheme and body limit),
+        served at ``/openapi.json`` where ``/metrics`` is."""
+        return receiver_openapi(
+            path=self.path, auth_kind=self.auth.kind, max_body_bytes=self.max_body_bytes
+        )
+
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = time.perf_counter()
         path = scope["path"]
@@ -310,6 +319,9 @@ class WebhookReceiver:
             return
         if path == METRICS_PATH and method == "GET" and self.metrics_public:
             await self._scrape(send)
+            return
+        if path == OPENAPI_PATH and method == "GET" and self.metrics_public:
+            await _respond(send, 200, self.openapi())
             return
         if path != self.path and method != "POST":
             await _respond(send, 404, {"error": "not_found", "reason": f"no resource at {path}"})

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from gptools import spec
+from gptools.openapi import OPENAPI_PATH
 from gptools.webhooks._store import Store
 
 #: The environment variable prometheus_client reads for multiprocess mode.
@@ -215,18 +216,23 @@ def render(store: Store) -> tuple[bytes, str]:
     return generate_latest(processes) + generate_latest(queue), CONTENT_TYPE_LATEST
 
 
-def serve_metrics(host: str, port: int, store: Store) -> Any:
-    """Serve :func:`render` at ``/metrics`` on ``host:port`` from a daemon thread (the
+def serve_metrics(host: str, port: int, store: Store, *, openapi: bytes | None = None) -> Any:
+    """Serve :func:`render` at ``/metrics`` (and ``openapi``, the receiver's OpenAPI
+    description as JSON, at ``/openapi.json``) on ``host:port`` from a daemon thread (the
     serve command's own process, for ``--metrics-port``); returns the server."""
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     class _Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            if self.path.split("?", 1)[0] != METRICS_PATH:
+            path = self.path.split("?", 1)[0]
+            if path == OPENAPI_PATH and openapi is not None:
+                body, content_type = openapi, "application/json"
+            elif path == METRICS_PATH:
+                body, content_type = render(store)
+            else:
                 self.send_error(404)
                 return
-            body, content_type = render(store)
             self.send_response(200)
             self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(body)))
