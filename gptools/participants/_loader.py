@@ -34,13 +34,15 @@ How a load runs:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import os
 import random
 import re
+import sys
 import time
 from collections import deque
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,9 +62,9 @@ from gptools.errors import (
     RateLimitedError,
     TransportError,
 )
-from gptools.participants._journal import Identity, Journal
+from gptools.participants._journal import Identity, Journal, remove_journal
 from gptools.participants._sources import SourceLike, open_source
-from gptools.participants._summary import LoadSummary, write_rejects
+from gptools.participants._summary import LoadSummary, check_writable, write_rejects
 from gptools.participants._validate import Rejection, check_player_id
 
 #: Chunks in flight at once. The client's rate limiter decides when each may go; this only
@@ -126,11 +128,19 @@ def default_journal_dir() -> Path:
 
 
 def default_journal_path(identity: Identity) -> Path:
-    """The default journal file of a load: one file per load identity."""
-    key = "\n".join(identity.as_meta().values())
+    """The default journal file of a load: one file per campaign, brand and input. The
+    server is left out of the name on purpose: a journal of the same load made against
+    another server (or sandbox state) is found there and set aside with a notice
+    (:meth:`Journal.open`), never silently trusted or silently ignored."""
+    meta = identity.as_meta()
+    key = "\n".join(meta[k] for k in ("campaign_id", "brand", "fingerprint"))
     digest = hashlib.sha256(key.encode()).hexdigest()[:20]
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", identity.campaign_id)[:40]
     return default_journal_dir() / f"participants-{safe}-{digest}.sqlite"
+
+
+def _to_stderr(message: str) -> None:
+    print(message, file=sys.stderr)
 
 
 @dataclass
@@ -173,6 +183,8 @@ def load_participants(
     progress: bool = True,
     seed: int | None = None,
     id_refusals: Collection[tuple[int, str]] = spec.PARTICIPANT_ID_REFUSALS,
+    restart: bool = False,
+    notice: Callable[[str], object] | None = None,
 ) -> LoadSummary:
     """Add every valid player of ``source`` to campaign ``campaign_id``; return the summary.
 
@@ -198,6 +210,13 @@ def load_participants(
     refuse some ids of a request, the only ones that split a chunk and reject ids
     (``spec.PARTICIPANT_ID_REFUSALS``, assumed).
 
+    A journal is trusted only for the server it was made against
+    (``client.server_identity``: a sandbox's state identity, new after a reset, or the
+    provider's base URL): a journal of the same load made against another is set aside
+    (renamed, listed by :func:`journal_summaries`) and the load starts over, with a
+    one-line ``notice`` (default: printed to stderr). ``restart`` discards the journal and
+    starts the load over deliberately. An empty list leaves no journal file.
+
     Raises :class:`PlayerListError` for an unreadable source or a journal of another load
     (:class:`JournalBusyError` while another run uses the journal), the client's
     :class:`~gptools.errors.ApiError` subclasses when the server refuses the account, brand
@@ -218,14 +237,23 @@ def load_participants(
     if max_id_length < 1:
         raise ValueError(f"max_id_length must be at least 1, got {max_id_length}")
     started = time.monotonic()
+    if rejects is not None:
+        # Before anything is read or sent: an output that cannot be written is bad input.
+        check_writable(Path(rejects), "rejects file")
     src = open_source(source, column=column, encoding=encoding, delimiter=delimiter, sheet=sheet)
     try:
         identity = Identity(client.server_identity, campaign_id, brand, src.fingerprint)
         path = Path(journal) if journal is not None else default_journal_path(identity)
-        book = Journal.open(path, identity)
+        book = Journal.open(path, identity, restart=restart)
     except BaseException:
         src.close()
         raise
+    if book.set_aside is not None:
+        (notice or _to_stderr)(
+            f"notice: the journal {path} was made against another server or sandbox state "
+            f"({book.set_aside_reason}), so it proves nothing here: set aside as "
+            f"{book.set_aside.name}; sending every id"
+        )
     try:
         resumed = book.staged
         if not resumed:
@@ -249,6 +277,9 @@ def load_participants(
                         **{f"source.{k}": v for k, v in src.details.items()},
                     },
                 )
+    except BaseException:
+        book.close()
+        raise
     finally:
         src.close()
     try:
@@ -283,13 +314,33 @@ def load_participants(
         )
     finally:
         book.close()
-    if summary.rejects_file is not None:
-        write_rejects(summary.journal, summary.rejects_file)
+    if summary.rows == 0:
+        # Nothing to resume: an empty list leaves no journal behind.
+        remove_journal(summary.journal)
+    summary = _write_rejects(summary, notice or _to_stderr)
     if interrupted:
         raise LoadInterrupted(summary)
     if sender.stopped is not None:
         raise LoadStopped(summary, sender.stopped)
     return summary
+
+
+def _write_rejects(summary: LoadSummary, notice: Callable[[str], object]) -> LoadSummary:
+    """Write the rejects file when there are rejects; a failure to write it is one
+    notice (the load's result stands) and leaves the summary without the file."""
+    if summary.rejects_file is None:
+        return summary
+    try:
+        write_rejects(summary.journal, summary.rejects_file)
+    except OSError as exc:
+        message = f"cannot write the rejects file {summary.rejects_file}: {_os_reason(exc)}"
+        notice(f"warning: {message}; the load's result stands")
+        return dataclasses.replace(summary, rejects_file=None, rejects_error=message)
+    return summary
+
+
+def _os_reason(exc: OSError) -> str:
+    return exc.strerror or str(exc)
 
 
 def _summarise(
@@ -319,8 +370,8 @@ def _summarise(
         not_attempted=counts.not_attempted,
         rejected_by_reason=counts.rejected_by_reason,
         source_details=details,
-        # An empty list gets no rejects file: a header-only file would read as a result.
-        rejects_file=rejects if counts.rows else None,
+        # Only rejects make a rejects file: a header-only file would read as a result.
+        rejects_file=rejects if counts.rejected else None,
         loaded_this_run=stats.loaded,
         resumed=resumed,
         unknown_resent=book.unknown_at_open,
@@ -336,6 +387,7 @@ def _summarise(
         last_error=stats.last_error,
         interrupted=interrupted,
         elapsed_s=elapsed,
+        set_aside=book.set_aside,
     )
 
 

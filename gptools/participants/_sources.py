@@ -51,6 +51,28 @@ PLAYER_ID_HEADERS: tuple[str, ...] = (
     "id",
 )
 
+#: Columns of the rejects file: fix ``playerId`` and feed the file back (the loader finds
+#: the ``playerId`` column by its name and ignores the others).
+REJECTS_COLUMNS: tuple[str, ...] = ("line", "playerId", "reason_code", "reason")
+
+#: First characters a spreadsheet reads as a formula (or that hide one): a rejects-file
+#: cell starting with one is written with a ``'`` in front, so a spreadsheet shows it as
+#: text (the OWASP advice against CSV injection).
+FORMULA_STARTS: tuple[str, ...] = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_safe(value: str) -> str:
+    """``value`` as a spreadsheet shows it as text: a ``'`` in front when it starts with
+    one of :data:`FORMULA_STARTS` (undone by :func:`unescape_spreadsheet_cell`)."""
+    return "'" + value if value.startswith(FORMULA_STARTS) else value
+
+
+def unescape_spreadsheet_cell(value: str) -> str:
+    """The value :func:`spreadsheet_safe` was given: its ``'`` removed (only a ``'``
+    followed by one of :data:`FORMULA_STARTS`, so no other value changes)."""
+    return value[1:] if value.startswith("'") and value[1:].startswith(FORMULA_STARTS) else value
+
+
 #: Delimiters tried, in order of preference when two fit equally well.
 DELIMITERS: tuple[str, ...] = (",", "\t", ";", "|")
 
