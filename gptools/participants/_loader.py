@@ -173,6 +173,8 @@ def load_participants(
     encoding: str | None = None,
     delimiter: str | None = None,
     sheet: str | int | None = None,
+    header: bool | None = None,
+    skip_rows: int | None = None,
     journal: str | os.PathLike[str] | None = None,
     rejects: str | os.PathLike[str] | None = None,
     chunk_size: int | None = None,
@@ -189,7 +191,9 @@ def load_participants(
     """Add every valid player of ``source`` to campaign ``campaign_id``; return the summary.
 
     ``source``: a CSV/TSV/Excel file path, a DataFrame, a Series or any iterable of ids
-    (see :func:`open_source` for ``column``, ``encoding``, ``delimiter``, ``sheet``).
+    (see :func:`open_source` for ``column``, ``encoding``, ``delimiter``, ``sheet``,
+    ``header`` and ``skip_rows``: a file whose first rows could be a header, titles or ids
+    is refused until ``header=`` and ``skip_rows=`` say which, before anything is sent).
     ``brand`` names the brand (or pass ``client.brand(ID)``; a ``brand`` that differs from
     the client's own raises :class:`ValueError`). ``journal`` is the SQLite
     file that makes the load resumable (default: :func:`default_journal_path`); running the
@@ -240,7 +244,15 @@ def load_participants(
     if rejects is not None:
         # Before anything is read or sent: an output that cannot be written is bad input.
         check_writable(Path(rejects), "rejects file")
-    src = open_source(source, column=column, encoding=encoding, delimiter=delimiter, sheet=sheet)
+    src = open_source(
+        source,
+        column=column,
+        encoding=encoding,
+        delimiter=delimiter,
+        sheet=sheet,
+        header=header,
+        skip_rows=skip_rows,
+    )
     try:
         identity = Identity(client.server_identity, campaign_id, brand, src.fingerprint)
         path = Path(journal) if journal is not None else default_journal_path(identity)
@@ -257,10 +269,10 @@ def load_participants(
     try:
         resumed = book.staged
         if not resumed:
-            header = src.details.get("column") if src.details.get("header") == "yes" else None
+            header_name = src.details.get("column") if src.details.get("header") == "yes" else None
 
             def check(raw: str | None) -> str | Rejection:
-                return check_player_id(raw, max_length=max_id_length, header=header)
+                return check_player_id(raw, max_length=max_id_length, header=header_name)
 
             with tqdm(
                 desc=f"reading {src.description}", unit="rows", disable=not progress, leave=False

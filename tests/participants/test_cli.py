@@ -87,7 +87,7 @@ def test_bad_input_exits_2(env: dict[str, str], campaign: str, tmp_path: Path) -
     code, _, err = _load(env, str(MESSY), "--campaign", campaign)
     assert code == 2 and "BRAND_REQUIRED" in err and "--brand" in err
     two = tmp_path / "two.csv"
-    two.write_text("login,name\nu-1,A\n", encoding="utf-8")
+    two.write_text("handle,name\nu-1,A\n", encoding="utf-8")
     code, _, err = _load(env, str(two), "--campaign", campaign, "--brand", str(BRAND))
     assert code == 2 and "no player-id column" in err and "Traceback" not in err
     code, out, _ = _load(
