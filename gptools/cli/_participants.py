@@ -54,6 +54,18 @@ from gptools.cli._main import EXIT_INTERRUPTED, cli_errors, emit, fail, particip
 @click.option("--delimiter", default=None, help="Field delimiter [default: detected].")
 @click.option("--sheet", default=None, help="Excel sheet name [default: the first].")
 @click.option(
+    "--header/--no-header",
+    default=None,
+    help="Whether the first row (after --skip-rows) names the columns [default: detected; "
+    "a file where it cannot be told is refused until you say].",
+)
+@click.option(
+    "--skip-rows",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Rows above the list (or its header) to skip, such as titles [default: detected].",
+)
+@click.option(
     "--max-id-length",
     type=click.IntRange(min=1),
     default=spec.PLAYER_ID_MAX_LENGTH,
@@ -85,6 +97,8 @@ def load(
     encoding: str | None,
     delimiter: str | None,
     sheet: str | None,
+    header: bool | None,
+    skip_rows: int | None,
     max_id_length: int,
     concurrency: int | None,
     restart: bool,
@@ -120,6 +134,8 @@ def load(
                     encoding=encoding,
                     delimiter=delimiter,
                     sheet=int(sheet) if sheet and sheet.isdigit() else sheet,
+                    header=header,
+                    skip_rows=skip_rows,
                     journal=journal,
                     rejects=rejects,
                     chunk_size=chunk_size,

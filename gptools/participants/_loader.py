@@ -266,8 +266,8 @@ def load_participants(
             f"({book.set_aside_reason}), so it proves nothing here: set aside as "
             f"{book.set_aside.name}; sending every id"
         )
+    resumed = book.staged
     try:
-        resumed = book.staged
         if not resumed:
             header_name = src.details.get("column") if src.details.get("header") == "yes" else None
 
@@ -291,6 +291,9 @@ def load_participants(
                 )
     except BaseException:
         book.close()
+        if not resumed:
+            # Nothing was staged (the rows are one transaction): no journal to resume.
+            remove_journal(path)
         raise
     finally:
         src.close()

@@ -316,6 +316,8 @@ def _layout(
     if found is not None:
         names = list(rows[found]) if rows else []
         index = _pick_column(names, column, where)
+        if index is None and width == 1:
+            index = 0  # one column: the header (given with header=True) names it
         if index is None:
             raise PlayerListError(
                 f"{where}: no player-id column in the header row {names}; known names are "
@@ -343,11 +345,15 @@ def _layout(
         )
     index = column if isinstance(column, int) else 0
     cells = [_cell(r, index) for r in rows]
-    leading = 0
-    while leading < min(MAX_TITLE_ROWS, len(cells) - 1) and _unlike(
-        cells[leading], cells[leading + 1 :]
-    ):
-        leading += 1
+    # Title rows: the first k rows each unlike the rows after them (k at most MAX_TITLE_ROWS).
+    leading = max(
+        (
+            k
+            for k in range(1, min(MAX_TITLE_ROWS, len(cells) - 1) + 1)
+            if all(_unlike(cell, cells[k:]) for cell in cells[:k])
+        ),
+        default=0,
+    )
     if leading:
         raise _ambiguous(where, cells[:leading])
     return _Layout(index, skip, False, f"field {index + 1}")
@@ -453,10 +459,13 @@ def _csv_rows(text: IO[str], src: _TextFileSource) -> Iterator[PlayerRow]:
 
 def _check_swallowed(src: _TextFileSource, record: list[str], line: int, last: int) -> None:
     """Refuse a row that runs over several lines when a quote swallowed lines: the
-    player id holds a line break, or a field holds whole rows of the file. A quoted field
-    with line breaks elsewhere (a name on two lines) is a row like any other."""
+    player id holds a line break (an id cannot: it is an unclosed quote, or a line break
+    the list must not hold), or a field holds whole rows of the file. A quoted field with
+    line breaks elsewhere (a name on two lines) is a row like any other."""
     ids = record if src.delimiter == _NO_DELIMITER else record[src.column : src.column + 1]
-    swallowed = any("\n" in v or "\r" in v for v in ids) or any(
+    # A rejects file quotes the ids it holds with their line breaks: those are its own.
+    broken = not src.unescape and any("\n" in v or "\r" in v for v in ids)
+    swallowed = broken or any(
         len(inner.split(src.delimiter)) >= max(src.width, 2)
         for field in record
         for inner in field.splitlines()[1:]

@@ -91,7 +91,7 @@ def test_bad_input_exits_2(env: dict[str, str], campaign: str, tmp_path: Path) -
     code, _, err = _load(env, str(two), "--campaign", campaign, "--brand", str(BRAND))
     assert code == 2 and "no player-id column" in err and "Traceback" not in err
     code, out, _ = _load(
-        env, str(two), "--campaign", campaign, "--brand", str(BRAND), "--column", "login", "--json"
+        env, str(two), "--campaign", campaign, "--brand", str(BRAND), "--column", "handle", "--json"
     )
     assert code == 0 and json.loads(out)["loaded"] == 1
 
