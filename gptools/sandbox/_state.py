@@ -39,7 +39,9 @@ class RecordedRequest:
     ``query`` holds the query parameters (last value wins), ``username`` the authenticated
     account (``None`` when authentication failed), ``brand_id`` the brand the request acted
     on (``None`` when none was resolved), ``status`` the answer's HTTP status (``0`` when the
-    connection was dropped without an answer), ``at`` when it arrived (aware, UTC).
+    connection was dropped without an answer), ``at`` when it arrived (aware, UTC), and
+    ``monotonic`` the same moment on the monotonic clock, the time the rate limiter counts
+    the request at (so a check of the windows measures exactly what the limiter did).
     """
 
     method: str
@@ -50,6 +52,7 @@ class RecordedRequest:
     status: int
     at: datetime
     body: bytes
+    monotonic: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

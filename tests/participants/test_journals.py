@@ -11,13 +11,17 @@ import pytest
 from click.testing import CliRunner
 
 from gptools.cli import cli
+from gptools.client import Client
 from gptools.participants import (
+    check_player_id,
     journal_summaries,
     journal_summary,
     load_participants,
+    open_source,
     prune_journals,
 )
 from gptools.participants._journal import Identity, Journal
+from gptools.participants._sources import PlayerRow
 from gptools.sandbox import RunningSandbox
 from tests.participants.conftest import (
     BRAND,
@@ -143,8 +147,6 @@ def _ident(campaign: str, fingerprint: str = "f") -> Identity:
 
 def _staged(path: Path, campaign: str, ids: list[str], loaded: int) -> None:
     """A journal of ``ids`` into ``campaign`` with the first ``loaded`` acknowledged."""
-    from gptools.participants._sources import PlayerRow
-
     book = Journal.open(path, _ident(campaign, path.name))
     try:
         rows = (PlayerRow(i + 1, pid) for i, pid in enumerate(ids))
@@ -241,3 +243,45 @@ def test_a_journal_folder_that_cannot_be_written_is_one_line(
     assert "cannot write the journal" in result.stderr and "Traceback" not in result.output
     assert len(result.stderr.strip().splitlines()) == 1
     assert participant_requests(fresh_sandbox) == []
+
+
+# -- issue 23 item 20: resuming after a partly answered chunk ----------------------------
+
+
+def test_resume_after_a_partly_answered_chunk_sends_only_the_unanswered_half(
+    fresh_sandbox: RunningSandbox, client: Client, campaign: str, tmp_path: Path
+) -> None:
+    """A run split chunk 1 after a refusal, got the answer for its first half, and died
+    before the second half's: chunk 0 is acknowledged, chunk 1 is ``sent`` with half its
+    ids loaded, chunk 2 never went. The next run sends exactly the rest."""
+    ids = [f"h-{i:02d}" for i in range(30)]
+    src = open_source(ids)
+    identity = Identity(client.server_identity, campaign, BRAND, src.fingerprint)
+    src.close()
+    journal = tmp_path / "j.sqlite"
+    book = Journal.open(journal, identity)
+    try:
+        rows = (PlayerRow(i + 1, pid) for i, pid in enumerate(ids))
+        book.stage(rows, check_player_id, chunk_size=10, settings={"source": "ids"})
+        book.mark_sent(0)
+        assert book.record(0, loaded=list(range(10)))
+        book.mark_sent(1)
+        assert not book.record(1, loaded=list(range(10, 15)))  # the half that was answered
+        assert book.open_chunks() == [(1, 10, 19), (2, 20, 29)]
+        assert book.pending_ids(10, 19) == [(s, ids[s]) for s in range(15, 20)]
+        assert book.pending_ids(0, 9) == []
+    finally:
+        book.close()
+    client.add_participants(campaign, ids[:15], brand=BRAND)  # what that run delivered
+    before = len(participant_requests(fresh_sandbox))
+
+    summary = load_participants(client, campaign, ids, brand=BRAND, journal=journal, progress=False)
+    assert summary.resumed and summary.complete and summary.loaded == 30
+    assert summary.loaded_this_run == 15 and summary.unknown_resent == 1
+    sent = [
+        pid
+        for r in participant_requests(fresh_sandbox)[before:]
+        for pid in json.loads(r.body)["playerIds"]
+    ]
+    assert sorted(sent) == ids[15:]
+    assert fresh_sandbox.state.participants(campaign) == dict.fromkeys(ids, 1)
