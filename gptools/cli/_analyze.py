@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from gptools._private_files import open_private
 from gptools.cli._common import parse_now
 from gptools.cli._main import emit, fail, say, webhooks
 from gptools.errors import MissingExtraError
@@ -49,7 +50,7 @@ def _lost_records(analysis: Any) -> list[dict[str, Any]]:
 
 def _write_lost(path: Path, lost: list[dict[str, Any]]) -> None:
     try:
-        with path.open("w", encoding="utf-8", newline="") as fh:
+        with open_private(path, "w", encoding="utf-8", newline="") as fh:
             writer = csv.DictWriter(fh, fieldnames=LOST_COLUMNS)
             writer.writeheader()
             writer.writerows(lost)

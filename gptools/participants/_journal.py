@@ -45,6 +45,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
+from gptools._private_files import PRIVATE_FILE_MODE, create_private, sqlite_read_uri
 from gptools.participants._sources import PlayerListError, PlayerRow
 from gptools.participants._validate import REFUSED_BY_SERVER, Rejection
 
@@ -479,7 +480,7 @@ FROM rows r LEFT JOIN ids i ON i.player_id = r.player_id
 def read_outcomes(path: Path, where: str = "") -> Iterator[tuple[Any, ...]]:
     """Stream the per-row outcomes of the journal at ``path`` (``where`` filters on
     ``outcome``/``reason_code``), in line order."""
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    db = sqlite3.connect(sqlite_read_uri(path), uri=True)
     try:
         sql = f"SELECT * FROM ({OUTCOME_SQL}) {where} ORDER BY line"
         yield from db.execute(sql)
@@ -490,7 +491,7 @@ def read_outcomes(path: Path, where: str = "") -> Iterator[tuple[Any, ...]]:
 def _connect(path: Path) -> sqlite3.Connection:
     """A connection to the journal at ``path`` (created with its tables when new)."""
     try:
-        db = sqlite3.connect(path, isolation_level=None)
+        db = sqlite3.connect(create_private(path), isolation_level=None)
         try:
             db.execute("PRAGMA journal_mode=WAL")
             db.execute(f"PRAGMA synchronous={_DURABLE}")
@@ -550,7 +551,7 @@ def lock_journal(path: Path) -> int:
     lock_path = path.with_name(path.name + ".lock")
     # The sidecar is never deleted: a run that unlinked it could let two later runs lock
     # two different files of the same name.
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, PRIVATE_FILE_MODE)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

@@ -18,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Final
 
+from gptools._private_files import sqlite_read_uri
 from gptools.participants._journal import (
     SET_ASIDE_AT,
     SET_ASIDE_REASON,
@@ -157,7 +158,7 @@ def journal_summary(path: str | os.PathLike[str]) -> JournalSummary:
     path = Path(path)
     try:
         stat = path.stat()
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        db = sqlite3.connect(sqlite_read_uri(path), uri=True)
         try:
             meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
             counts = read_counts(db)

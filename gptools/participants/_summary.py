@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from gptools._private_files import open_private
 from gptools.participants._journal import read_outcomes
 from gptools.participants._sources import REJECTS_COLUMNS, PlayerListError, spreadsheet_safe
 
@@ -201,7 +202,7 @@ def write_rejects(journal: Path, path: str | Path) -> Path:
     the file is read back."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    with target.open("w", encoding="utf-8", newline="") as fh:
+    with open_private(target, "w", encoding="utf-8", newline="") as fh:
         writer = csv.writer(fh)
         writer.writerow(REJECTS_COLUMNS)
         for line, raw, _pid, _outcome, code, detail in read_outcomes(

@@ -3,7 +3,7 @@
 ================================================  ============================================
 ``GET /_sandbox/accounts``                        the demo accounts, with their passwords
 ``GET /_sandbox/identity``                        the state's identity (new after a reset)
-``GET /_sandbox/requests``                        recorded API requests (``?limit=N``: last N)
+``GET /_sandbox/requests``                        recorded API requests (``?limit=N``), masked
 ``GET /_sandbox/campaigns``                       stored campaigns
 ``GET /_sandbox/campaigns/{id}/participants``     player id -> times added
 ``GET /_sandbox/subscriptions``                   webhook subscriptions per brand, secrets masked
@@ -27,7 +27,7 @@ from gptools import spec
 from gptools.models import dumps_wire, loads_wire
 from gptools.sandbox._faults import FaultRule
 from gptools.sandbox._refusal import error_body
-from gptools.sandbox._state import masked
+from gptools.sandbox._state import masked, masked_body
 
 if TYPE_CHECKING:
     from gptools.sandbox._app import SandboxApp
@@ -87,7 +87,7 @@ def build_inspection_app(app: SandboxApp, extra: Sequence[BaseRoute]) -> Starlet
                     "brandId": r.brand_id,
                     "status": r.status,
                     "at": r.at.isoformat(),
-                    "body": r.body.decode("utf-8", errors="replace"),
+                    "body": masked_body(r.body),
                 }
                 for r in records
             ]

@@ -25,6 +25,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
 
+from gptools._private_files import create_private, open_private
 from gptools.errors import import_extra
 from gptools.models import dumps_wire, loads_wire
 from gptools.webhooks._store import LOG_COLUMNS, Store, format_utc
@@ -107,7 +108,7 @@ def export_log(
         rows = conn.iter_log(after=after, through=through)
         if format == "jsonl":
             count = 0
-            with path.open("wb") as fh:
+            with open_private(path, "wb") as fh:
                 for line in iter_jsonl_lines(rows):
                     fh.write(line + b"\n")
                     count += 1
@@ -145,7 +146,7 @@ def _write_parquet(rows: Iterable[dict[str, Any]], path: Path, *, chunk: int = 5
     )
     assert tuple(schema.names) == LOG_COLUMNS
     count = 0
-    with pq.ParquetWriter(path, schema) as writer:
+    with pq.ParquetWriter(create_private(path), schema) as writer:
         buffer: list[dict[str, Any]] = []
         for row in rows:
             buffer.append(row)
