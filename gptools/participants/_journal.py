@@ -1,8 +1,13 @@
 """The on-disk journal of a load (SQLite), which makes it resumable.
 
 A journal holds one load, named by its identity: the server, the campaign, the brand and
-the input's fingerprint. It keeps every input row with its outcome, so the journal is also
-where the summary's per-row outcomes come from. Tables:
+the input's fingerprint. The server is the client's ``server_identity`` (a sandbox's state
+identity, or the provider's normalised base URL): a journal is trusted only for the server
+it was made against, because only that server holds the participants it records. One of
+the same load made against another server is set aside (marked, renamed
+``<name>.set-aside-<time>.sqlite``) and a new one starts; it is never used to skip
+sending. It keeps every input row with its outcome, so the journal is also where the
+summary's per-row outcomes come from. Tables:
 
 ``rows``    every input row: line, raw value (null when it equals the trimmed id),
             trimmed id or the local rejection.
