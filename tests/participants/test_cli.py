@@ -6,22 +6,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
 from click.testing import CliRunner
 
 from gptools import spec
 from gptools.cli import cli
 from gptools.sandbox import RunningSandbox
-from tests.participants.conftest import BRAND, cli_env
+from tests.participants.conftest import BRAND
 from tests.participants.test_loader import MESSY, MESSY_REJECTED
-
-
-@pytest.fixture
-def env(
-    fresh_sandbox: RunningSandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> dict[str, str]:
-    monkeypatch.chdir(tmp_path)
-    return {**cli_env(fresh_sandbox), "GPTOOLS_JOURNAL_DIR": str(tmp_path / "journals")}
 
 
 def _load(env: dict[str, str], *args: str) -> tuple[int, str, str]:

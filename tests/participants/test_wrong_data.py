@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from gptools.cli import cli
 from gptools.participants import PlayerListError, load_participants, open_source
 from gptools.sandbox import RunningSandbox
-from tests.participants.conftest import BRAND, cli_env, make_client, participant_requests
+from tests.participants.conftest import BRAND, make_client, participant_requests
 
 #: What OWASP names as the first characters of a cell a spreadsheet may run.
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
@@ -45,14 +45,6 @@ def _xlsx(path: Path, rows: list[list[object]]) -> Path:
 def _load(env: dict[str, str], *args: str) -> tuple[int, str, str]:
     result = CliRunner().invoke(cli, ["participants", "load", *args, "--no-progress"], env=env)
     return result.exit_code, result.stdout, result.stderr
-
-
-@pytest.fixture
-def env(
-    fresh_sandbox: RunningSandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> dict[str, str]:
-    monkeypatch.chdir(tmp_path)
-    return {**cli_env(fresh_sandbox), "GPTOOLS_JOURNAL_DIR": str(tmp_path / "journals")}
 
 
 # -- item 3: header and title rows ------------------------------------------------------
