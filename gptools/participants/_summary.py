@@ -161,7 +161,8 @@ class LoadSummary:
         if self.interrupted:
             out.append(("interrupted", "yes: run the same load again to resume"))
         out.append(("time", f"elapsed {self.elapsed_s:.2f} s, {self.rows_per_s:,.0f} rows/s"))
-        out.append(("journal", str(self.journal)))
+        if self.rows:  # an empty list leaves no journal
+            out.append(("journal", str(self.journal)))
         if self.rejects_file is not None:
             out.append(("rejects file", str(self.rejects_file)))
         if self.rejects_error is not None:

@@ -221,9 +221,22 @@ def test_cli_status_journals_and_restart(
     assert again.exit_code == 0, again.output
     assert json.loads(again.stdout)["loaded_this_run"] == len(IDS)
 
+    # `gptools sandbox serve` restarted with a fresh state, the plan applied again: the
+    # journal is set aside with one line, and every id is sent again.
+    fresh_sandbox.reset()
+    assert _campaign(fresh_sandbox) == campaign
+    stale = runner.invoke(cli, [*load, "--no-progress", "--json"], env=env)
+    assert stale.exit_code == 0, stale.output
+    assert json.loads(stale.stdout)["loaded_this_run"] == len(IDS)
+    (line,) = [x for x in stale.stderr.splitlines() if "set aside" in x]
+    assert line.startswith("notice: the journal")
+    assert fresh_sandbox.state.participants(campaign) == dict.fromkeys(IDS, 1)
+    listed = json.loads(runner.invoke(cli, ["participants", "status", "--json"], env=env).stdout)
+    assert sorted(j["state"] for j in listed["journals"]) == ["complete", "set aside"]
+
     pruned = runner.invoke(cli, ["participants", "journals", "--prune", "--json"], env=env)
     assert pruned.exit_code == 0, pruned.output
-    assert len(json.loads(pruned.stdout)["pruned"]) == 1
+    assert len(json.loads(pruned.stdout)["pruned"]) == 2
     assert not list((tmp_path / "journals").glob("*.sqlite"))
 
 
