@@ -261,6 +261,17 @@ class Journal:
             os.close(self._lock_fd)  # releases the flock
             self._lock_fd = None
 
+    def discard(self) -> None:
+        """Close the journal and delete its file while its lock is still held (no other run
+        can have opened it meanwhile): a load with nothing to resume leaves none behind."""
+        self._db.close()
+        try:
+            remove_journal(self.path)
+        finally:
+            if self._lock_fd is not None:
+                os.close(self._lock_fd)
+                self._lock_fd = None
+
     # -- helpers ------------------------------------------------------------------------
 
     def _tx(self, *, durable: bool = True) -> contextlib.AbstractContextManager[None]:

@@ -62,7 +62,7 @@ from gptools.errors import (
     RateLimitedError,
     TransportError,
 )
-from gptools.participants._journal import Identity, Journal, remove_journal
+from gptools.participants._journal import Identity, Journal
 from gptools.participants._sources import SourceLike, open_source
 from gptools.participants._summary import LoadSummary, check_writable, write_rejects
 from gptools.participants._validate import Rejection, check_player_id
@@ -290,13 +290,14 @@ def load_participants(
                     },
                 )
     except BaseException:
-        book.close()
-        if not resumed:
-            # Nothing was staged (the rows are one transaction): no journal to resume.
-            remove_journal(path)
+        if resumed:
+            book.close()
+        else:
+            book.discard()  # nothing was staged (the rows are one transaction)
         raise
     finally:
         src.close()
+    empty = False
     try:
         # A resumed load keeps the endpoint it started with (journals from before the
         # option have none: they used the single endpoint).
@@ -327,11 +328,12 @@ def load_participants(
             elapsed=time.monotonic() - started,
             rejects=Path(rejects) if rejects is not None else None,
         )
+        empty = summary.rows == 0
     finally:
-        book.close()
-    if summary.rows == 0:
-        # Nothing to resume: an empty list leaves no journal behind.
-        remove_journal(summary.journal)
+        if empty:
+            book.discard()  # nothing to resume from an empty list: no journal left behind
+        else:
+            book.close()
     summary = _write_rejects(summary, notice or _to_stderr)
     if interrupted:
         raise LoadInterrupted(summary)
