@@ -11,7 +11,9 @@ import json
 import os
 import random
 import signal
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
@@ -143,3 +145,28 @@ def test_sigint_then_resume_on_the_embedded_sandbox(tmp_path: Path) -> None:
     counts = _state_counts(state_dir, campaign)
     assert set(counts) == set(ids)
     assert set(counts.values()) == {1}, "an id was sent twice"
+
+
+@pytest.mark.parametrize(("pad", "expected"), [(10, "sandbox:00112233aabbccdd"), (2000, None)])
+def test_the_identity_probe_reads_a_bounded_answer(pad: int, expected: str | None) -> None:
+    body = json.dumps({"identity": "sandbox:00112233aabbccdd", "pad": "x" * pad}).encode()
+
+    class Answer(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # the handler's name is http.server's
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:  # quiet
+            return None
+
+    with ThreadingHTTPServer(("127.0.0.1", 0), Answer) as server:
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            port = server.server_address[1]
+            assert served_sandbox_identity(f"http://127.0.0.1:{port}") == expected
+        finally:
+            server.shutdown()
+            thread.join(timeout=10)
