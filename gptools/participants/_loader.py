@@ -151,6 +151,8 @@ class _Work:
     ids: list[tuple[int, str]]
     attempts: int = 0
     not_before: float = 0.0
+    #: Its answer is committed to the journal (a Ctrl-C after that need not record it).
+    settled: bool = False
 
 
 @dataclass
@@ -540,16 +542,22 @@ class _Sender:
                 # Answers that arrived together are committed (and synced) together.
                 with self.book.batch():
                     for future in finished:
-                        work = inflight.pop(future)
+                        # Left in flight until handled: a Ctrl-C that lands while its answer
+                        # is being recorded records it below, so an answered chunk is never
+                        # left "unknown" (and sent again) for want of a few instructions.
+                        work = inflight[future]
                         try:
                             bar.update(self._handle(work, future, retry))
                         except _Fatal as exc:
                             fatal = fatal or exc
+                        del inflight[future]
         except KeyboardInterrupt:
             # Record what is already in flight (a second Ctrl-C abandons it: those chunks
             # stay "sent", unknown, and are sent again on resume).
             for future in list(inflight):
                 work = inflight.pop(future)
+                if work.settled:
+                    continue
                 with contextlib.suppress(_Fatal):
                     self._handle(work, future, retry)
             raise
@@ -624,6 +632,7 @@ class _Sender:
         self._reached = True
         self._limit = min(float(self.concurrency), self._limit + 1.0)
         self.book.record(work.chunk_no, loaded=[seq for seq, _ in work.ids])
+        work.settled = True
         self.stats.loaded += len(work.ids)
         return len(work.ids)
 
@@ -632,6 +641,7 @@ class _Sender:
             seq, _pid = work.ids[0]
             reason = f"refused by the server: HTTP {exc.status} {exc.code or ''}: {exc.message}"
             self.book.record(work.chunk_no, rejected=[(seq, reason)])
+            work.settled = True
             return 1
         # Split: both halves go first, so a refused chunk is settled before new ones start.
         self.stats.bisections += 1
