@@ -100,3 +100,13 @@ def test_the_spark_log_goes_to_a_private_directory(
         os.write(2, b"a JVM notice\n")
     assert log.read_text() == "a JVM notice\n" and mode_of(log) == 0o600
     assert victim.read_text() == "keep"
+
+
+def test_an_export_option_says_otherwise(tmp_path: Path, loose_umask: None) -> None:
+    from gptools.webhooks import open_store
+    from gptools.webhooks._export import export_log
+
+    store = open_store(f"sqlite:///{tmp_path / 'store.sqlite3'}")
+    for fmt in ("jsonl", "parquet"):
+        out = export_log(store, tmp_path / f"shared.{fmt}", format=fmt, file_mode=0o640).path
+        assert mode_of(out) == 0o640

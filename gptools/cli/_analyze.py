@@ -9,7 +9,6 @@ from typing import Any
 
 import click
 
-from gptools._private_files import open_private
 from gptools.cli._common import parse_now
 from gptools.cli._main import emit, fail, say, webhooks
 from gptools.errors import MissingExtraError
@@ -49,6 +48,8 @@ def _lost_records(analysis: Any) -> list[dict[str, Any]]:
 
 
 def _write_lost(path: Path, lost: list[dict[str, Any]]) -> None:
+    from gptools.webhooks import open_private
+
     try:
         with open_private(path, "w", encoding="utf-8", newline="") as fh:
             writer = csv.DictWriter(fh, fieldnames=LOST_COLUMNS)

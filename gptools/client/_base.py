@@ -374,14 +374,18 @@ def _aware(when: datetime) -> datetime:
 #: The keyword options and behaviour shared by :class:`Client` and :class:`AsyncClient`;
 #: each appends it to its own first line, so the two docstrings cannot drift apart.
 CLIENT_DOC = """\
-``base_url``, ``username``, ``password``, ``max_retries`` and ``timeout`` default to
-``GP_BASE_URL``, ``GP_USERNAME``, ``GP_PASSWORD``, ``GP_MAX_RETRIES`` and ``GP_TIMEOUT``
-(seconds, or ``connect,read``) from the environment, else from ``env_file`` (``.env``;
-``None`` skips it), else (the last two) the defaults. The password is kept as a
+``base_url``, ``username``, ``password``, ``max_retries``, ``timeout`` and
+``max_response_bytes`` default to ``GP_BASE_URL``, ``GP_USERNAME``, ``GP_PASSWORD``,
+``GP_MAX_RETRIES``, ``GP_TIMEOUT`` (seconds, or ``connect,read``) and
+``GP_MAX_RESPONSE_BYTES`` from the environment, else from ``env_file`` (``.env``; ``None``
+skips it), else (the last three) the defaults. The password is kept as a
 :class:`~pydantic.SecretStr`.
 
-Keyword options: ``timeout`` (seconds, a ``(connect, read)`` pair or an
-:class:`httpx.Timeout`; never ``None``), ``max_retries``, ``legacy_campaign_path``
+Keyword options: ``timeout`` (seconds for the whole call, retries and waits included; or
+per-phase values, a ``(connect, read)`` pair or an :class:`httpx.Timeout`, and the call
+then ends within connect + read; never ``None``), ``max_retries``, ``max_response_bytes``
+(the largest answer read; past it :class:`~gptools.errors.ResponseTooLargeError`, while
+it streams), ``legacy_campaign_path``
 (use ``/freeround/campaign``), ``rate_tiers`` (the rate table to respect; ``()`` turns
 client-side limiting off), ``rate_limit_status``, ``retry_after_ceiling``,
 ``backoff_base``/``backoff_cap``, ``rng`` (a seeded :class:`random.Random` for

@@ -517,7 +517,7 @@ def _connect(path: Path) -> sqlite3.Connection:
         except BaseException:
             db.close()
             raise
-    except sqlite3.DatabaseError as exc:
+    except (sqlite3.DatabaseError, OSError) as exc:
         raise PlayerListError(f"{path}: not a usable journal file ({exc})") from exc
     return db
 

@@ -49,7 +49,6 @@ class HostileServer:
 
     mode: str
     connections: int = 0
-    sent: list[int] = field(default_factory=list)
     port: int = 0
     _loop: asyncio.AbstractEventLoop | None = None
     _thread: threading.Thread | None = None
@@ -96,31 +95,29 @@ class HostileServer:
         task = asyncio.current_task()
         assert task is not None
         self._tasks.add(task)
-        sent = 0
         try:
             await reader.readuntil(b"\r\n\r\n")
-            sent = await self._answer(writer)
+            await self._answer(writer)
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
             pass  # the client hung up: what it was meant to do
         finally:
-            self.sent.append(sent)
             writer.close()
             await asyncio.gather(writer.wait_closed(), return_exceptions=True)
 
-    async def _answer(self, writer: asyncio.StreamWriter) -> int:
+    async def _answer(self, writer: asyncio.StreamWriter) -> None:
         if self.mode.startswith("drip"):
             head = b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n"
             dripped = head if self.mode == "drip-head" else b"x" * 100_000
             if self.mode == "drip-body":
                 writer.write(head)
             end = time.monotonic() + DRIP_FOR_S
-            for n, byte in enumerate(dripped):
+            for byte in dripped:
                 if time.monotonic() > end:
-                    return n
+                    return
                 writer.write(bytes([byte]))
                 await writer.drain()
                 await asyncio.sleep(DRIP_EVERY_S)
-            return len(dripped)
+            return
         if self.mode.startswith("deep"):
             status = b"200 OK" if self.mode == "deep-200" else b"500 Internal Server Error"
             body = b"[" * 100_000 + b"]" * 100_000
@@ -129,7 +126,7 @@ class HostileServer:
                 b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
             )
             await writer.drain()
-            return len(body)
+            return
         chunked = self.mode == "huge-500"
         writer.write(
             b"HTTP/1.1 500 Internal Server Error\r\nTransfer-Encoding: chunked\r\n"
@@ -145,7 +142,6 @@ class HostileServer:
             sent += len(CHUNK)
         if chunked:
             writer.write(b"0\r\n\r\n")
-        return sent
 
 
 @pytest.fixture

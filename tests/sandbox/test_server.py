@@ -155,7 +155,8 @@ def test_cli_serve_prints_url_and_credentials_and_stops_on_ctrl_c() -> None:
     [
         (b'{"authenticationType": "BASIC", "username": "u", "password": "pw-1"}',
          {"authenticationType": "BASIC", "username": "u", "password": "****"}),
-        (b'{"a": [{"apiKey": "k-1"}], "bet": 1.10}', {"a": [{"apiKey": "****"}], "bet": Decimal("1.10")}),
+        (b'{"a": [{"apiKey": "k-1"}], "bet": 1.10}',
+         {"a": [{"apiKey": "****"}], "bet": Decimal("1.10")}),
         (b'{"apiKey": "k-1", ', None),  # not JSON but names a secret: hidden whole
         (b"[" * 5000, None),  # too deep to parse: shown (it names no secret)
     ],
