@@ -87,6 +87,8 @@ _PYTHON_HINTS: tuple[tuple[str, str], ...] = (
     ("Pass brand=ID or use client.brand(ID)", "Name one with --brand"),
     ("encoding=...", "--encoding"),
     ("column=...", "--column"),
+    ("header=True or header=False", "--header or --no-header"),
+    ("skip_rows=N", "--skip-rows N"),
     ("pass format= one of", "pass --format, one of"),
     ("(pass costs=)", "(run without --offline)"),
 )

@@ -13,6 +13,13 @@ run the same load again and only what the server has not acknowledged is sent.
 """
 
 from gptools.participants._journal import JournalBusyError, JournalMismatchError
+from gptools.participants._journals import (
+    JOURNAL_STATES,
+    JournalSummary,
+    journal_summaries,
+    journal_summary,
+    prune_journals,
+)
 from gptools.participants._loader import (
     DEFAULT_CONCURRENCY,
     DEFAULT_MAX_ATTEMPTS,
@@ -24,23 +31,26 @@ from gptools.participants._loader import (
 )
 from gptools.participants._sources import (
     PLAYER_ID_HEADERS,
+    REJECTS_COLUMNS,
     PlayerListError,
     PlayerRow,
     Source,
     open_source,
 )
-from gptools.participants._summary import OUTCOMES, REJECTS_COLUMNS, LoadSummary
+from gptools.participants._summary import OUTCOMES, LoadSummary
 from gptools.participants._validate import REASON_CODES, Rejection, check_player_id
 
 __all__ = [
     "DEFAULT_CONCURRENCY",
     "DEFAULT_MAX_ATTEMPTS",
+    "JOURNAL_STATES",
     "OUTCOMES",
     "PLAYER_ID_HEADERS",
     "REASON_CODES",
     "REJECTS_COLUMNS",
     "JournalBusyError",
     "JournalMismatchError",
+    "JournalSummary",
     "LoadInterrupted",
     "LoadStopped",
     "LoadSummary",
@@ -51,6 +61,9 @@ __all__ = [
     "check_player_id",
     "default_journal_dir",
     "default_journal_path",
+    "journal_summaries",
+    "journal_summary",
     "load_participants",
     "open_source",
+    "prune_journals",
 ]

@@ -34,9 +34,12 @@ def campaign_request(name: str = "participants test") -> CampaignRequest:
 
 
 def make_client(sb: RunningSandbox, **options: Any) -> Client:
-    """A partner client of ``sb`` with short, seeded backoff (faults make it retry)."""
+    """A partner client of ``sb`` with short, seeded backoff (faults make it retry), named
+    by the sandbox's identity as :func:`gptools.session.connect` names it (so a CLI run and
+    a library run of one load share a journal)."""
     acct = sb.accounts["partner"]
     defaults: dict[str, Any] = {
+        "server_identity": sb.identity,
         "backoff_base": 0.02,
         "backoff_cap": 0.2,
         "rng": random.Random(7),
@@ -63,6 +66,16 @@ def load_args(players: Path, campaign: str, where: Path, *more: str) -> list[str
         "--journal", str(where / "journal.sqlite"), "--rejects", str(where / "rejects.csv"),
         "--no-progress", *more,
     ]  # fmt: skip
+
+
+@pytest.fixture
+def env(
+    fresh_sandbox: RunningSandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> dict[str, str]:
+    """The environment of a ``gptools participants`` command against the fresh sandbox,
+    run from ``tmp_path`` with its journals under ``tmp_path / "journals"``."""
+    monkeypatch.chdir(tmp_path)
+    return {**cli_env(fresh_sandbox), "GPTOOLS_JOURNAL_DIR": str(tmp_path / "journals")}
 
 
 @pytest.fixture
