@@ -7,6 +7,7 @@ import click
 from gptools import spec
 from gptools.cli._common import NOW_HELP, cli_errors, connect_client, parse_now, resolve_brand
 from gptools.cli._main import EXIT_BAD_INPUT, campaigns, cli_text, emit
+from gptools.cli._params import BRAND_ID
 
 
 @campaigns.command("plan")
@@ -16,7 +17,7 @@ from gptools.cli._main import EXIT_BAD_INPUT, campaigns, cli_text, emit
     is_flag=True,
     help="Do not fetch the available feature costs (bets are not checked).",
 )
-@click.option("--brand", type=int, default=None, help="Brand id (overrides the plan's).")
+@click.option("--brand", type=BRAND_ID, default=None, help="Brand id (overrides the plan's).")
 @click.option("--now", "now_text", default=None, help=NOW_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def plan_command(
@@ -97,7 +98,7 @@ def plan_command(
     help="Participant endpoint for --add-participants: batch is the one the "
     "document recommends for large lists (its path is an assumption).",
 )
-@click.option("--brand", type=int, default=None, help="Brand id (overrides the plan's).")
+@click.option("--brand", type=BRAND_ID, default=None, help="Brand id (overrides the plan's).")
 @click.option("--now", "now_text", default=None, help=NOW_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def apply_command(

@@ -10,22 +10,31 @@ import click
 from gptools import spec
 from gptools.cli._common import connect_client
 from gptools.cli._main import EXIT_INTERRUPTED, cli_errors, emit, fail, participants, say
+from gptools.cli._params import BRAND_ID, CAMPAIGN_ID, FilePath
 
 
 @participants.command("load")
-@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--campaign", "campaign_id", required=True, help="Campaign id to add players to.")
-@click.option("--brand", type=int, default=None, help="Brand id (PARTNER/THIRD_PARTY accounts).")
+@click.argument("file", type=FilePath(dir_okay=False, path_type=Path))
+@click.option(
+    "--campaign",
+    "campaign_id",
+    type=CAMPAIGN_ID,
+    required=True,
+    help="Campaign id to add players to.",
+)
+@click.option(
+    "--brand", type=BRAND_ID, default=None, help="Brand id (PARTNER/THIRD_PARTY accounts)."
+)
 @click.option(
     "--journal",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=FilePath(dir_okay=False, path_type=Path),
     default=None,
     help="Journal file (SQLite) that makes the load resumable "
     "[default: one per load under $GPTOOLS_JOURNAL_DIR or ~/.cache/gptools].",
 )
 @click.option(
     "--rejects",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=FilePath(dir_okay=False, path_type=Path),
     default=None,
     help="CSV file for the rejected rows [default: FILE-STEM.rejects.csv here].",
 )

@@ -10,6 +10,10 @@ import click
 
 from gptools.cli._common import AUTH_CHOICE
 from gptools.cli._main import emit, fail, listening_socket, sandbox, say
+from gptools.cli._params import PositiveFinite
+
+#: The most events ``sandbox deliver`` generates in one run (they are held in memory).
+DELIVER_MAX_EVENTS = 1_000_000
 
 
 @sandbox.command("serve")
@@ -118,7 +122,7 @@ def reset(as_json: bool) -> None:
 @click.option(
     "--count",
     "-n",
-    type=click.IntRange(1),
+    type=click.IntRange(1, DELIVER_MAX_EVENTS),
     default=100,
     show_default=True,
     help="How many game events to generate and deliver.",
@@ -134,7 +138,7 @@ def reset(as_json: bool) -> None:
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option(
     "--time-scale",
-    type=click.FloatRange(min=0, min_open=True),
+    type=PositiveFinite(maximum=1e9),
     default=None,
     help="Simulated seconds per real second (e.g. 100800: 7 days in 6 s); "
     "default: jump straight to each due time.",
