@@ -4,6 +4,7 @@ forget its shared state, or make it deliver game events to a receiver."""
 from __future__ import annotations
 
 import ssl
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 
 import click
@@ -222,15 +223,16 @@ def deliver(
         "attempts": report.attempts,
         "statuses": report.statuses,
         **report.counts,
+        "duplicates": report.duplicates,
     }
+    answers = ", ".join(f"{k}×{v}" for k, v in sorted(report.statuses.items()))
     emit(
         document,
         as_json=as_json,
         human=lambda: (
             f"{count} events, {report.attempts} attempts: "
             + ", ".join(f"{k} {v}" for k, v in report.counts.items())
-            + "; answers "
-            + ", ".join(f"{k}×{v}" for k, v in sorted(report.statuses.items()))
+            + f", duplicates {report.duplicates}; answers {answers}"
         ),
     )
     if report.attempts and set(report.statuses) == {"no answer"}:
@@ -239,3 +241,25 @@ def deliver(
             f"no answer from {url} on any of {report.attempts} attempts (first: {first}); "
             "is the receiver running there?"
         )
+    if report.counts["delivered"] == 0:
+        fail(
+            f"the receiver at {url} acknowledged none of {count} events (answers {answers}); "
+            + refusal_hint(report.statuses)
+        )
+
+
+def refusal_hint(statuses: Mapping[str, int]) -> str:
+    """What the answers of a delivery that nothing acknowledged suggest to check."""
+    codes = {int(k) for k in statuses if k.isdigit()}
+    hints = []
+    if codes & {401, 403}:
+        hints.append("wrong key or credentials? --auth and GP_WEBHOOK_* must match the receiver's")
+    if codes & {404, 405}:
+        hints.append("wrong path? --url must end with the receiver's --path")
+    if 413 in codes:
+        hints.append("the receiver's --max-body-bytes is below an event's size")
+    if 415 in codes or 400 in codes or 422 in codes:
+        hints.append("the receiver refuses the events' content; is it a gptools receiver?")
+    if any(c >= 500 for c in codes):
+        hints.append("the receiver is failing; see its log")
+    return "; ".join(hints) or "see the receiver's log"
