@@ -62,13 +62,28 @@ def test_nothing_acknowledged_fails_with_the_answers_and_a_hint(tmp_path: Path) 
     )
     with serve_in_thread(receiver) as srv:
         wrong_key = _cli(
-            "sandbox", "deliver", "--url", srv.url, "-n", "3", "--auth", "bearer", "--json",
+            "sandbox",
+            "deliver",
+            "--url",
+            srv.url,
+            "-n",
+            "3",
+            "--auth",
+            "bearer",
+            "--json",
             env={"PATH": "/usr/bin:/bin", "GP_WEBHOOK_API_KEY": "a-wrong-key"},
-        )  # fmt: skip
+        )
         wrong_path = _cli(
-            "sandbox", "deliver", "--url", srv.url + "/nope", "-n", "3", "--auth", "bearer",
+            "sandbox",
+            "deliver",
+            "--url",
+            srv.url + "/nope",
+            "-n",
+            "3",
+            "--auth",
+            "bearer",
             env={"PATH": "/usr/bin:/bin", "GP_WEBHOOK_API_KEY": "the-right-key"},
-        )  # fmt: skip
+        )
     assert wrong_key.returncode == 1, wrong_key.stderr
     assert json.loads(wrong_key.stdout)["statuses"] == {"401": 3}  # the report, one document
     assert "acknowledged none of 3 events (answers 401×3)" in wrong_key.stderr
@@ -91,7 +106,7 @@ def test_the_report_counts_duplicates(tmp_path: Path) -> None:
                 "4",
                 "--json",
                 env={"PATH": "/usr/bin:/bin"},
-            )  # fmt: skip
+            )
             for _ in range(2)
         ]
     first, second = (json.loads(r.stdout) for r in runs)
