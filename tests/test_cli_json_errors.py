@@ -22,9 +22,7 @@ PLAN = ROOT / "data" / "example_plan.yaml"
 
 def _json_commands() -> list[tuple[str, ...]]:
     return [
-        path
-        for path in commands(cli)
-        if any(p.name == "as_json" for p in command_at(path).params)
+        path for path in commands(cli) if any(p.name == "as_json" for p in command_at(path).params)
     ]
 
 
