@@ -126,6 +126,10 @@ _PYTHON_HINTS: tuple[tuple[str, str], ...] = (
     ("column=...", "--column"),
     ("pass format= one of", "pass --format, one of"),
     ("(pass costs=)", "(run without --offline)"),
+    (
+        "(lost_actions() lists what a replay request needs)",
+        "(listed below with what a replay request needs; --lost-out FILE writes them)",
+    ),
 )
 
 

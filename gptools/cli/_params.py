@@ -86,3 +86,21 @@ class PositiveFinite(click.ParamType[float]):
         if not 0 < number <= self.maximum:  # False for NaN, so NaN is refused too
             self.fail(f"{value} is not in the range 0<x<={self.maximum:g}", param, ctx)
         return number
+
+
+class StoreUrl(click.ParamType[str]):
+    """A webhook store: ``sqlite:///PATH``, ``postgresql://...``, or a bare path, which
+    names a SQLite file as ``webhooks analyze`` reads one (one rule for every command)."""
+
+    name = "store"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        """The store URL, a bare path made ``sqlite:///PATH``."""
+        text = str(value).strip()
+        if not text:
+            self.fail("must name a store: sqlite:///PATH, a path, or postgresql://...", param, ctx)
+        return text if "://" in text else f"sqlite:///{text}"
+
+
+#: The type of every ``--store`` option.
+STORE_URL = StoreUrl()

@@ -8,8 +8,16 @@ from pathlib import Path
 import click
 
 from gptools import spec
-from gptools.cli._common import connect_client
-from gptools.cli._main import EXIT_INTERRUPTED, cli_errors, emit, fail, participants, say
+from gptools.cli._common import PROGRESS_OPTION, connect_client
+from gptools.cli._main import (
+    EXIT_INTERRUPTED,
+    cli_errors,
+    cli_text,
+    emit,
+    fail,
+    participants,
+    say,
+)
 from gptools.cli._params import BRAND_ID, CAMPAIGN_ID, FilePath
 
 
@@ -72,7 +80,7 @@ from gptools.cli._params import BRAND_ID, CAMPAIGN_ID, FilePath
     default=None,
     help="Requests in flight at most [default: 16].",
 )
-@click.option("--no-progress", is_flag=True, help="Hide the progress bar.")
+@PROGRESS_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON document.")
 def load(
     file: Path,
@@ -88,7 +96,7 @@ def load(
     sheet: str | None,
     max_id_length: int,
     concurrency: int | None,
-    no_progress: bool,
+    progress: bool | None,
     as_json: bool,
 ) -> None:
     """Add the players listed in FILE (CSV, TSV or Excel) to a campaign.
@@ -126,7 +134,7 @@ def load(
                     endpoint="batch" if endpoint == "batch" else "single",
                     max_id_length=max_id_length,
                     concurrency=concurrency or DEFAULT_CONCURRENCY,
-                    progress=not no_progress,
+                    progress=progress,
                 )
         except LoadInterrupted as exc:
             stopped = exc.summary
@@ -135,7 +143,7 @@ def load(
             sys.exit(EXIT_INTERRUPTED)
     if summary.rows == 0:
         say(f"warning: {file} holds no player rows; nothing was loaded")
-    emit(summary.to_dict(), as_json=as_json, human=lambda: str(summary))
+    emit(summary.to_dict(), as_json=as_json, human=lambda: cli_text(str(summary)))
     if not summary.complete:
         fail(
             f"{summary.not_attempted} player id(s) not loaded yet "
