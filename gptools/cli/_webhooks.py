@@ -279,7 +279,6 @@ def export(
     must end in .jsonl or .parquet as --format says, unless --force)."""
     from gptools.webhooks import StoreError, export_log, open_store
 
-
     try:
         store = open_store(store_url)
     except ValueError as exc:
