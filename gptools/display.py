@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -129,6 +130,11 @@ def readable(
     return ReadableTable(frame, dict(decimals or {}), index)
 
 
+#: A run of text without a space longer than this may break anywhere in an HTML table.
+UNBROKEN_RUN_MAX_CHARS = 64
+_UNBROKEN = re.compile(rf"\S{{{UNBROKEN_RUN_MAX_CHARS + 1},}}")
+
+
 def html_table(
     frame: pd.DataFrame, *, decimals: Mapping[str, int] | None = None, index: bool = False
 ) -> str:
@@ -143,12 +149,18 @@ def html_table(
         f"<th style='text-align:{align(numeric)}'>{html.escape(name)}</th>"
         for name, numeric, _ in columns
     )
+
+    def cell(text: str, numeric: bool) -> str:
+        style = f"text-align:{align(numeric)}"
+        if _UNBROKEN.search(text):
+            # A long id or URL has no space to wrap at and would stretch the table past
+            # the page: let it break anywhere (the whole value stays in the cell).
+            style += ";overflow-wrap:anywhere"
+        return f"<td style='{style}'>{html.escape(text)}</td>"
+
     body = "".join(
         "<tr>"
-        + "".join(
-            f"<td style='text-align:{align(numeric)}'>{html.escape(text)}</td>"
-            for text, (_, numeric, _) in zip(row, columns, strict=True)
-        )
+        + "".join(cell(text, numeric) for text, (_, numeric, _) in zip(row, columns, strict=True))
         + "</tr>"
         for row in zip(*(cells for _, _, cells in columns), strict=True)
     )

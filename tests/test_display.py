@@ -90,3 +90,26 @@ def test_the_package_tables_use_the_same_rules() -> None:
     cells = dict(parser.cells)
     assert "left" in cells["currency"] and "left" in cells["KWD"]
     assert "right" in cells["max_exposure"] and "right" in cells["5000.000"]
+
+
+def test_a_long_id_may_break_anywhere_so_the_table_fits_the_page() -> None:
+    """Issue 23, item 18: a 140-character id (notebook 03's rejects table) wraps inside its
+    cell instead of stretching the table; text with spaces wraps by itself."""
+    import json
+    import re
+    from pathlib import Path
+
+    from gptools.display import html_table
+
+    long_id = "p-" + "x" * 138
+    sentence = " ".join(["word"] * 40)
+    table = html_table(pd.DataFrame({"raw": [long_id, sentence, "p-1"]}))
+    cells = re.findall(r"<td style='([^']*)'>([^<]*)</td>", table)
+    assert cells == [
+        ("text-align:left;overflow-wrap:anywhere", long_id),
+        ("text-align:left", sentence),
+        ("text-align:left", "p-1"),
+    ]
+    notebook = Path(__file__).resolve().parents[1] / "notebooks" / "03_bulk_participants.ipynb"
+    shown = json.dumps(json.loads(notebook.read_text(encoding="utf-8")))
+    assert "overflow-wrap:anywhere'>p-xxxxxxxx" in shown

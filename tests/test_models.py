@@ -277,27 +277,48 @@ def test_subscription_answers_parse_without_their_secrets(answer: dict[str, Any]
         assert b'"apiKey":"real-key"' in body
 
 
-def test_callback_url_check_is_one_rule_for_model_and_sandbox() -> None:
-    urls = [
-        "https://h.example/x",
-        "https://",
-        "https://:443/x",
-        "http://h.example/x",
-        "ftp://h.example/x",
-        " https://h.example/x",
-        "https://h.example",
-        "https:/x",
-    ]
-    for url in urls:
+#: Callback URLs and whether the document's rule ("Any HTTPS URL") takes them.
+CALLBACK_VERDICTS = [
+    ("https://h.example/x", True),
+    ("https://h.example", True),
+    ("HTTPS://h.example/x", True),
+    ("https://127.0.0.1:9/hook", True),
+    ("https://", False),
+    ("https://:443/x", False),
+    ("http://h.example/x", False),
+    ("http://127.0.0.1:9/hook", False),  # http only with the sandbox's insecure option
+    ("ftp://h.example/x", False),
+    (" https://h.example/x", False),
+    ("https:/x", False),
+    ("https://[::1/x", False),
+    ("", False),
+]
+
+
+@pytest.mark.parametrize(("url", "ok"), CALLBACK_VERDICTS)
+def test_callback_url_check_is_one_rule_for_model_and_sandbox(url: str, ok: bool) -> None:
+    from gptools.sandbox._validation import Refusal, validate_subscription
+
+    try:
+        WebhookSubscription(callback_url=url, authentication_type="NONE")
         model_ok = True
-        try:
-            WebhookSubscription(callback_url=url, authentication_type="NONE")
-        except ValidationError:
-            model_ok = False
-        assert model_ok == (spec.callback_url_problem(url) is None), url
-    assert spec.callback_url_problem("https://") is not None
-    assert spec.callback_url_problem("http://127.0.0.1:9/h", allow_insecure_loopback=True) is None
-    assert spec.callback_url_problem("http://10.0.0.1/h", allow_insecure_loopback=True)
+    except ValidationError:
+        model_ok = False
+    try:
+        validate_subscription({"callbackUrl": url, "authenticationType": "NONE"}, False)
+        sandbox_ok = True
+    except Refusal:
+        sandbox_ok = False
+    assert (model_ok, sandbox_ok) == (ok, ok), url
+
+
+def test_the_sandbox_takes_http_on_loopback_only_when_told() -> None:
+    from gptools.sandbox._validation import Refusal, validate_subscription
+
+    body = {"callbackUrl": "http://127.0.0.1:9/h", "authenticationType": "NONE"}
+    assert validate_subscription(body, True)["callbackUrl"] == body["callbackUrl"]
+    with pytest.raises(Refusal):
+        validate_subscription({**body, "callbackUrl": "http://10.0.0.1/h"}, True)
 
 
 def test_subscription_secrets_stay_hidden_until_sent() -> None:

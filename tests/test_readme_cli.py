@@ -1,14 +1,22 @@
 """Every command of the README's ``bash`` blocks runs as written, in README order, against
-the embedded sandbox (issue 11, item 2): the README cannot drift from what works.
+the embedded sandbox (issue 11, item 2; issue 23, item 19): the README cannot drift from
+what works.
 
-The commands are read from the README itself. What the test changes, and why:
+The commands are read from the README itself and run as a reader's shell would run them,
+in a scratch folder holding a copy of ``data/`` (the checkout, for the examples), with its
+own sandbox state and journals elsewhere. What the test changes, and why:
 - fixed ports (``--port N`` and the same ``:N`` in URLs) become free ports, as other test
   runs share the machine;
-- commands that serve until stopped are started in the background, used by the commands
-  after them once they answer HTTP, and stopped with Ctrl-C (SIGINT) at the end of their
-  block, as a reader would;
+- the PostgreSQL schema the examples name becomes one of this run's own (dropped at the
+  end), as other runs share the machine's PostgreSQL;
+- a server started with ``&`` keeps running for the blocks after it, as in a shell, until a
+  ``kill %N`` line stops it (SIGTERM); a server started without ``&`` (a reader runs it in
+  another terminal) serves the commands of its block and gets Ctrl-C at the block's end.
+  A server is ready when it prints its start-up line; one that exits first fails the test
+  (a second receiver on a port in use, exit 3);
 - the commands in :data:`EXCLUDED` are not run, each for the reason given there.
-It runs in a temporary directory holding a copy of ``data/``, with its own sandbox state.
+At the end the scratch folder must hold what it held at the start: the README says how to
+remove what its examples write, and following it leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -21,10 +29,10 @@ import signal
 import socket
 import subprocess
 import sys
-import time
+import threading
+import uuid
 from pathlib import Path
 
-import httpx
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,11 +43,14 @@ EXCLUDED: dict[str, str] = {
     "make run": "runs every notebook for minutes; `gptools run-notebooks`, what it calls, is "
     "run by tests/test_run_notebooks.py and the notebooks by `make notebooks`",
     "make test": "is the whole suite, this test included",
-    "gptools webhooks analyze 'postgresql://": "needs a PostgreSQL store filled by receivers; "
-    "the analyser reads real PostgreSQL stores in tests/analysis",
 }
-#: Commands that serve until stopped.
-SERVERS = ("gptools sandbox serve", "gptools webhooks serve")
+#: Commands that serve until stopped, and the start-up line each prints when it serves.
+SERVERS = {
+    "gptools sandbox serve": "gptools sandbox serving at",
+    "gptools webhooks serve": "receiving webhooks on",
+}
+#: The PostgreSQL schema the README's examples use.
+README_SCHEMA = "schema=receiver"
 _START_TIMEOUT_S = 120.0
 _COMMAND_TIMEOUT_S = 300.0
 
@@ -84,29 +95,62 @@ def _with_free_ports(blocks: list[list[str]]) -> list[list[str]]:
     return out
 
 
-def _wait_until_serving(line: str, process: subprocess.Popen[bytes]) -> None:
-    port = re.search(r"--port (\d+)", line)
-    assert port is not None, f"a server example must name its --port: {line}"
-    deadline = time.monotonic() + _START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        assert process.poll() is None, f"{line!r} exited with {process.returncode}"
-        try:
-            httpx.get(f"http://127.0.0.1:{port.group(1)}/", timeout=2.0)
-            return
-        except httpx.TransportError:
-            time.sleep(0.2)  # polling a condition with a deadline
-    pytest.fail(f"{line!r} did not answer within {_START_TIMEOUT_S:.0f} s")
+class Server:
+    """A serving command run in the background, its stderr read until it ends."""
 
+    def __init__(self, command: str, cwd: Path, env: dict[str, str]) -> None:
+        self.command = command
+        self.ready_line = next(
+            line for prefix, line in SERVERS.items() if command.startswith(prefix)
+        )
+        self.process = subprocess.Popen(
+            ["bash", "-c", f"exec {command}"],
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        self.output: list[str] = []
+        self.ready = threading.Event()
+        self.ended = threading.Event()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
 
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        os.killpg(process.pid, signal.SIGINT)
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-            pytest.fail(f"{process.args!r} did not stop on Ctrl-C")
+    def _read(self) -> None:
+        assert self.process.stderr is not None
+        with self.process.stderr:
+            for line in self.process.stderr:
+                self.output.append(line)
+                if self.ready_line in line:
+                    self.ready.set()
+        self.ended.set()
+
+    def wait_until_serving(self) -> None:
+        """Return once the server printed its start-up line; fail if it ended first."""
+        for _ in range(int(_START_TIMEOUT_S * 10)):
+            if self.ready.wait(0.1):
+                return
+            if self.ended.is_set():
+                break
+        self.stop(signal.SIGKILL)
+        pytest.fail(
+            f"{self.command!r} did not serve (exit {self.process.returncode}): "
+            + "".join(self.output)[-2000:]
+        )
+
+    def stop(self, how: signal.Signals = signal.SIGINT) -> None:
+        """Stop it as a reader would (Ctrl-C, or ``kill``'s SIGTERM) and wait for the end."""
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, how)
+            try:
+                self.process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+                pytest.fail(f"{self.command!r} did not stop on {how.name}")
+        self._reader.join(timeout=30)
 
 
 def test_readme_lists_commands_and_reasons() -> None:
@@ -119,10 +163,24 @@ def test_readme_lists_commands_and_reasons() -> None:
     assert apply < load and "--campaign CMP-000001" in lines[load]
     for prefix in EXCLUDED:
         assert any(line.startswith(prefix) for line in lines), f"stale exclusion {prefix!r}"
+    assert any(README_SCHEMA in line for line in lines)
+
+
+def _files(folder: Path) -> set[str]:
+    return {str(p.relative_to(folder)) for p in folder.rglob("*")}
+
+
+def _drop_schema(schema: str) -> None:
+    psycopg = pytest.importorskip("psycopg")
+    with psycopg.connect("postgresql://postgres@127.0.0.1/test", autocommit=True) as db:
+        db.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
 def test_every_readme_command_runs_in_order(tmp_path: Path) -> None:
-    shutil.copytree(ROOT / "data", tmp_path / "data")
+    checkout = tmp_path / "checkout"
+    shutil.copytree(ROOT / "data", checkout / "data")
+    before = _files(checkout)
+    schema = f"readme_{uuid.uuid4().hex[:12]}"
     env = {
         **os.environ,
         "GP_BASE_URL": "",
@@ -133,47 +191,60 @@ def test_every_readme_command_runs_in_order(tmp_path: Path) -> None:
     for name in ("GPTOOLS_SANDBOX_URL", "GP_USERNAME", "GP_PASSWORD"):
         env.pop(name, None)
     ran = []
-    for block in _with_free_ports(bash_blocks(README.read_text(encoding="utf-8"))):
-        servers: list[subprocess.Popen[bytes]] = []
-        try:
-            for line in block:
-                if _excluded(line) is not None:
-                    continue
-                if line.startswith("export "):
-                    for word in shlex.split(line, comments=True)[1:]:
-                        name, _, value = word.partition("=")
-                        env[name] = value
-                    continue
-                if line.startswith(SERVERS):
-                    command = line.rstrip("&").strip()
-                    server = subprocess.Popen(
-                        ["bash", "-c", f"exec {command}"],
-                        cwd=tmp_path,
+    jobs: list[Server] = []  # started with &: alive across blocks, as in a shell
+    try:
+        for block in _with_free_ports(bash_blocks(README.read_text(encoding="utf-8"))):
+            foreground: list[Server] = []
+            try:
+                for line in block:
+                    line = line.replace(README_SCHEMA, f"schema={schema}")
+                    if _excluded(line) is not None:
+                        continue
+                    if line.startswith("export "):
+                        for word in shlex.split(line, comments=True)[1:]:
+                            name, _, value = word.partition("=")
+                            env[name] = value
+                        continue
+                    if line.startswith("kill %"):
+                        for job in shlex.split(line, comments=True)[1:]:
+                            jobs[int(job.lstrip("%")) - 1].stop(signal.SIGTERM)
+                        ran.append(line)
+                        continue
+                    if line.startswith(tuple(SERVERS)):
+                        words = shlex.split(line, comments=True)
+                        background = words[-1] == "&"
+                        server = Server(
+                            shlex.join(words[:-1] if background else words), checkout, env
+                        )
+                        (jobs if background else foreground).append(server)
+                        server.wait_until_serving()
+                        ran.append(line)
+                        continue
+                    done = subprocess.run(
+                        ["bash", "-c", line],
+                        cwd=checkout,
                         env=env,
-                        stdout=subprocess.DEVNULL,
-                        stderr=subprocess.DEVNULL,
-                        start_new_session=True,
+                        capture_output=True,
+                        text=True,
+                        check=False,
+                        timeout=_COMMAND_TIMEOUT_S,
                     )
-                    servers.append(server)
-                    _wait_until_serving(command, server)
-                    ran.append(command)
-                    continue
-                done = subprocess.run(
-                    ["bash", "-c", line],
-                    cwd=tmp_path,
-                    env=env,
-                    capture_output=True,
-                    text=True,
-                    check=False,
-                    timeout=_COMMAND_TIMEOUT_S,
-                )
-                assert done.returncode == 0, (
-                    f"README command failed with exit {done.returncode}: {line}\n"
-                    f"stdout: {done.stdout[-2000:]}\nstderr: {done.stderr[-2000:]}"
-                )
-                ran.append(line)
-        finally:
-            for server in servers:
-                _stop(server)
+                    assert done.returncode == 0, (
+                        f"README command failed with exit {done.returncode}: {line}\n"
+                        f"stdout: {done.stdout[-2000:]}\nstderr: {done.stderr[-2000:]}"
+                    )
+                    assert "Traceback" not in done.stderr, done.stderr
+                    ran.append(line)
+            finally:
+                for server in foreground:
+                    server.stop()
+    finally:
+        for server in jobs:
+            server.stop()
+        if any(f"schema={schema}" in line for line in ran):
+            _drop_schema(schema)
     assert any(line.startswith("gptools participants load") for line in ran)
-    assert (tmp_path / "webhooks.sqlite3").exists() and (tmp_path / "lost.csv").exists()
+    assert any("postgresql://" in line and "analyze" in line for line in ran)
+    assert any(line.startswith("gptools webhooks analyze webhooks.sqlite3") for line in ran)
+    left = sorted(_files(checkout) - before)
+    assert not left, f"the README's examples, followed to the end, leave {left} behind"

@@ -161,6 +161,16 @@ def plan_html(plan: Plan) -> str:
     return f"<p><b>Campaign plan</b></p><table>{rows}</table>{html_table(lines)}{view}"
 
 
+#: What a plan file's top level is, in the words of YAML and JSON (never a Python type).
+_JSON_KINDS: dict[type, str] = {
+    list: "list",
+    str: "string",
+    int: "number",
+    float: "number",
+    bool: "boolean",
+}
+
+
 class PlanFileError(GptoolsError, ValueError):
     """A plan file could not be read or does not describe a plan; names file and field."""
 
@@ -168,9 +178,8 @@ class PlanFileError(GptoolsError, ValueError):
 def plan_from_dict(data: Any, *, where: str = "plan") -> Plan:
     """Build a :class:`Plan` from decoded JSON/YAML, every type problem named at once."""
     if not isinstance(data, Mapping):
-        raise PlanFileError(
-            f"{where}: expected a mapping of plan fields, got {type(data).__name__}"
-        )
+        got = "an empty document" if data is None else f"a {_JSON_KINDS.get(type(data), 'value')}"
+        raise PlanFileError(f"{where}: expected a mapping of plan fields, got {got}")
     try:
         return Plan.model_validate(dict(data))
     except ValidationError as exc:

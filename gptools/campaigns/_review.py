@@ -6,7 +6,7 @@ and the planner widget only render a :class:`Review`; none of them recomputes a 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
@@ -113,9 +113,11 @@ def review(
     *,
     now: datetime | None = None,
     costs: pd.DataFrame | None = None,
+    unknown_games: Collection[str] = (),
 ) -> Review:
-    """Validate ``plan``, compute its budget, player view and, when valid, its requests."""
-    validation = validate_plan(plan, now=now, costs=costs)
+    """Validate ``plan``, compute its budget, player view and, when valid, its requests
+    (``unknown_games``: as :func:`~gptools.campaigns.validate_plan` takes them)."""
+    validation = validate_plan(plan, now=now, costs=costs, unknown_games=unknown_games)
     try:
         plan_budget: Budget | None = budget(plan)
     except ValueError:

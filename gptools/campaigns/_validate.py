@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -130,20 +130,33 @@ def validate_plan(
     *,
     now: datetime | None = None,
     costs: pd.DataFrame | None = None,
+    unknown_games: Collection[str] = (),
 ) -> Validation:
     """Check a plan against every documented limit and our own sanity rules, all at once.
 
     ``now`` (aware; the current time when ``None``) is what "start in the future" means.
     ``costs`` is a feature-cost table (:mod:`gptools.costs`); for AWARDED_FEATURE each
     currency's bet must be one of its available costs for every game, and without
-    ``costs`` that check is skipped with a warning.
+    ``costs`` that check is skipped with a warning. ``unknown_games`` are game ids the
+    provider does not know (``GAME_NOT_FOUND`` while fetching the costs): each is one
+    problem among the others, and their bets are not checked.
     """
     now = now if now is not None else datetime.now(UTC)
     if now.tzinfo is None:
         raise ValueError("now must be timezone-aware")
     problems = [
         *_fields(plan),
-        *_currencies(plan, costs),
+        *(
+            Problem(
+                "game_ids",
+                game,
+                "a game the provider knows",
+                "unknown game (the provider answers GAME_NOT_FOUND); check the id",
+            )
+            for game in plan.game_ids
+            if game in unknown_games
+        ),
+        *_currencies(plan, costs, unknown_games),
         *_dates(plan, now),
         *_rates(plan),
     ]
@@ -198,7 +211,9 @@ def _fields(plan: Plan) -> Iterator[Problem]:
         seen.add(game)
 
 
-def _currencies(plan: Plan, costs: pd.DataFrame | None) -> Iterator[Problem]:
+def _currencies(
+    plan: Plan, costs: pd.DataFrame | None, unknown_games: Collection[str]
+) -> Iterator[Problem]:
     if not plan.currencies:
         yield Problem("currencies", {}, "at least 1 currency", "name the campaign currencies")
     awarded = plan.campaign_type == AWARDED_FEATURE
@@ -227,7 +242,7 @@ def _currencies(plan: Plan, costs: pd.DataFrame | None) -> Iterator[Problem]:
                 f"{currency} has {exponent} decimal(s); the bet has more",
             )
         elif awarded and costs is not None:
-            yield from _bet_available(plan, currency, line.bet, costs)
+            yield from _bet_available(plan, currency, line.bet, costs, unknown_games)
         if line.players < 1:
             yield Problem(
                 f"{where}.players", line.players, ">= 1", "the budget needs the number of players"
@@ -243,9 +258,11 @@ def _currencies(plan: Plan, costs: pd.DataFrame | None) -> Iterator[Problem]:
 
 
 def _bet_available(
-    plan: Plan, currency: str, bet: Decimal, costs: pd.DataFrame
+    plan: Plan, currency: str, bet: Decimal, costs: pd.DataFrame, unknown_games: Collection[str]
 ) -> Iterator[Problem]:
     for game in plan.game_ids:
+        if game in unknown_games:
+            continue
         valid = available_costs(costs, game, currency)
         if not valid:
             yield Problem(

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from gptools.cli._common import parse_now
-from gptools.cli._main import emit, fail, say, webhooks
+from gptools.cli._main import cli_text, emit, fail, say, webhooks
 from gptools.errors import MissingExtraError
 
 #: What a replay request to the provider needs of each lost action.
@@ -133,6 +133,7 @@ def analyze_command(
     if lost_out is not None:
         _write_lost(lost_out, lost)
     document = report.to_dict()
+    document["warnings"] = [cli_text(w) for w in document.get("warnings", [])]
     document["lost"] = lost
     if report.deliveries == 0:
         warning = f"{log} holds no deliveries: nothing to analyse"
@@ -140,7 +141,7 @@ def analyze_command(
         say(f"warning: {warning}")
 
     def human() -> str:
-        lines = [str(report)]
+        lines = [cli_text(str(report))]
         if lost:
             lines.append(f"Lost actions to ask the provider to replay ({len(lost):,}):")
             lines += [

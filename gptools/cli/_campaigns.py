@@ -7,6 +7,8 @@ import click
 from gptools import spec
 from gptools.cli._common import NOW_HELP, cli_errors, connect_client, parse_now, resolve_brand
 from gptools.cli._main import EXIT_BAD_INPUT, campaigns, cli_text, emit
+from gptools.cli._params import BRAND_ID
+from gptools.errors import GameNotFoundError
 
 
 @campaigns.command("plan")
@@ -16,7 +18,7 @@ from gptools.cli._main import EXIT_BAD_INPUT, campaigns, cli_text, emit
     is_flag=True,
     help="Do not fetch the available feature costs (bets are not checked).",
 )
-@click.option("--brand", type=int, default=None, help="Brand id (overrides the plan's).")
+@click.option("--brand", type=BRAND_ID, default=None, help="Brand id (overrides the plan's).")
 @click.option("--now", "now_text", default=None, help=NOW_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def plan_command(
@@ -27,6 +29,7 @@ def plan_command(
     from gptools.costs import CostBook
 
     now = parse_now(now_text)
+    unknown: list[str] = []
     with cli_errors():
         plan = load_plan(file)
         costs = None
@@ -34,12 +37,19 @@ def plan_command(
             with connect_client() as client:
                 chosen = resolve_brand(client, brand if brand is not None else plan.brand)
                 plan = plan.model_copy(update={"brand": chosen})
-                costs = CostBook(client, brand=chosen).table(
-                    list(plan.game_ids), list(plan.currencies), source="configurations"
-                )
+                book = CostBook(client, brand=chosen)
+                currencies = list(plan.currencies)
+                # An unknown game is one problem of the plan, listed with the others.
+                for game in plan.game_ids:
+                    try:
+                        book.table([game], currencies, source="configurations")
+                    except GameNotFoundError:
+                        unknown.append(game)
+                known = [g for g in plan.game_ids if g not in unknown]
+                costs = book.table(known, currencies, source="configurations")  # cached
         elif brand is not None:
             plan = plan.model_copy(update={"brand": brand})
-        planned = review(plan, now=now, costs=costs)
+        planned = review(plan, now=now, costs=costs, unknown_games=unknown)
     validation = planned.validation
     document = planned.to_dict()
     for problem in document["problems"]:
@@ -97,7 +107,7 @@ def plan_command(
     help="Participant endpoint for --add-participants: batch is the one the "
     "document recommends for large lists (its path is an assumption).",
 )
-@click.option("--brand", type=int, default=None, help="Brand id (overrides the plan's).")
+@click.option("--brand", type=BRAND_ID, default=None, help="Brand id (overrides the plan's).")
 @click.option("--now", "now_text", default=None, help=NOW_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def apply_command(

@@ -19,6 +19,15 @@ from gptools.errors import GameNotFoundError
 #: How a receiver authenticates deliveries (``webhooks serve``, ``sandbox deliver``).
 AUTH_CHOICE = click.Choice(["bearer", "basic", "none"], case_sensitive=False)
 
+#: ``--progress/--no-progress`` of every long-running command (one rule for all of them:
+#: :func:`gptools._progress.progress`, which the command's library call uses).
+PROGRESS_OPTION = click.option(
+    "--progress/--no-progress",
+    default=None,
+    help="Show a progress bar, or nothing [default: a bar on a terminal, otherwise a "
+    "plain line every 10 s].",
+)
+
 #: The ``--now`` help every command shows (one rule for all of them).
 NOW_HELP = (
     "Treat this time as now: ISO 8601 with an offset or Z for UTC, e.g. "

@@ -9,6 +9,7 @@ import click
 
 from gptools.cli._common import cli_errors, connect_client, resolve_brand
 from gptools.cli._main import costs, emit, fail
+from gptools.cli._params import BRAND_ID
 
 #: ISO 4217 codes of metals, funds and tests: never what a mistyped --currency meant.
 _NOT_MONEY = frozenset(
@@ -69,7 +70,7 @@ def _money_rows(table: Any) -> list[dict[str, Any]]:
     "lists (the document's recommended source); game: breakdown by feature "
     "and base bet.",
 )
-@click.option("--brand", type=int, default=None, help="Brand id (default: the only one).")
+@click.option("--brand", type=BRAND_ID, default=None, help="Brand id (default: the only one).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def preview_command(
     games: tuple[str, ...],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import socket
 import sys
@@ -30,22 +31,49 @@ EXIT_ADDRESS_IN_USE = 3
 EXIT_INTERRUPTED = 130
 
 
-class BadInput(click.ClickException, GptoolsError):
+class _ContractError(click.ClickException, GptoolsError):
+    """A message, an exit code and a short code for ``--json``'s error document."""
+
+    #: The error document's ``code`` when none more precise is given (a provider's code).
+    default_code = "failure"
+
+    def __init__(self, message: str, *, code: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code or self.default_code
+
+
+class BadInput(_ContractError):
     """Bad input from the user: a clear message and exit code 2, never a traceback."""
 
     exit_code = EXIT_BAD_INPUT
+    default_code = "bad_input"
 
 
-class Failure(click.ClickException, GptoolsError):
+class Failure(_ContractError):
     """The work failed (server refused, I/O failed): a clear message and exit code 1."""
 
     exit_code = EXIT_FAILURE
 
 
-class AddressInUse(click.ClickException, GptoolsError):
+class AddressInUse(_ContractError):
     """A server cannot listen on its address: a clear message and exit code 3."""
 
     exit_code = EXIT_ADDRESS_IN_USE
+    default_code = "address_in_use"
+
+
+class Interrupted(_ContractError):
+    """Ctrl-C (SIGINT) stopped a command: exit code 130, whatever the command was doing."""
+
+    exit_code = EXIT_INTERRUPTED
+    default_code = "interrupted"
+
+    def __init__(self) -> None:
+        super().__init__("interrupted")
+
+    def show(self, file: Any = None) -> None:
+        """One plain line: an interruption is not an error of the command."""
+        say("interrupted")
 
 
 def listening_socket(host: str, port: int) -> socket.socket:
@@ -55,6 +83,9 @@ def listening_socket(host: str, port: int) -> socket.socket:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
+    except (UnicodeError, TypeError):  # a host name IDNA cannot encode
+        sock.close()
+        raise BadInput(f"--host {host!r} is not a host name or address") from None
     except OSError as exc:
         sock.close()
         raise AddressInUse(
@@ -66,7 +97,13 @@ def listening_socket(host: str, port: int) -> socket.socket:
 
 
 def emit(document: Any, *, as_json: bool, human: Callable[[], str] | None = None) -> None:
-    """Print a result: exactly one JSON document on stdout with ``--json``, else text."""
+    """Print a result: exactly one JSON document on stdout with ``--json``, else text.
+
+    A command that fails after its result was printed (a plan with errors, a load left
+    incomplete) prints no error document: ``--json`` output stays one document."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None:
+        ctx.find_root().meta[_EMITTED] = True
     if as_json:
         click.echo(json.dumps(document, default=str, ensure_ascii=False, indent=2))
     elif human is not None:
@@ -91,6 +128,10 @@ _PYTHON_HINTS: tuple[tuple[str, str], ...] = (
     ("skip_rows=N", "--skip-rows N"),
     ("pass format= one of", "pass --format, one of"),
     ("(pass costs=)", "(run without --offline)"),
+    (
+        "(lost_actions() lists what a replay request needs)",
+        "(listed below with what a replay request needs; --lost-out FILE writes them)",
+    ),
 )
 
 
@@ -112,9 +153,10 @@ def cli_text(message: str) -> str:
     return message
 
 
-def fail(message: str, *, bad_input: bool = False) -> NoReturn:
-    """Stop with a message and the contract's exit code."""
-    raise (BadInput if bad_input else Failure)(cli_text(message))
+def fail(message: str, *, bad_input: bool = False, code: str | None = None) -> NoReturn:
+    """Stop with a message and the contract's exit code (``code``: the error document's,
+    e.g. the provider's error code)."""
+    raise (BadInput if bad_input else Failure)(cli_text(message), code=code)
 
 
 @contextlib.contextmanager
@@ -131,14 +173,20 @@ def cli_errors(*bad_input: type[BaseException]) -> Iterator[None]:
     except click.ClickException:
         raise  # already the contract's message and exit code (BadInput is a GptoolsError too)
     except expected as exc:
-        fail(str(exc), bad_input=True)
+        fail(str(exc), bad_input=True, code=getattr(exc, "code", None))
     except (BrandRequiredError, BrandNotAllowedError) as exc:
         text = cli_text(str(exc))
-        fail(text if "--brand" in text else f"{text}. Name one with --brand.", bad_input=True)
+        fail(
+            text if "--brand" in text else f"{text}. Name one with --brand.",
+            bad_input=True,
+            code=exc.code,
+        )
     except TransportError as exc:
         # Never reached the server: the one line that names the address says it all.
-        fail(exc.message if not exc.sent else str(exc))
-    except (ApiError, GptoolsError) as exc:
+        fail(exc.message if not exc.sent else str(exc), code="transport_error")
+    except ApiError as exc:
+        fail(str(exc), code=exc.code)
+    except GptoolsError as exc:
         fail(str(exc))
 
 
@@ -168,7 +216,61 @@ def client_options() -> dict[str, Any]:
     return {name: given[name] for name in CLIENT_OPTIONS if given.get(name) is not None}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+_ARGV = "gptools.cli.argv"
+_EMITTED = "gptools.cli.emitted"
+
+
+def wants_json(args: list[str]) -> bool:
+    """Whether a command line asks for ``--json`` (before a ``--`` that ends the options)."""
+    return "--json" in (args[: args.index("--")] if "--" in args else args)
+
+
+def error_document(code: str, message: str, exit_code: int) -> None:
+    """The one JSON document ``--json`` prints when a command fails before its result."""
+    emit(
+        {"error": {"code": code, "message": message, "exit": exit_code}},
+        as_json=True,
+    )
+
+
+class _Root(click.Group):
+    """The ``gptools`` group. Whatever the subcommand: with ``--json`` a failure still
+    prints one JSON document (``error_document``); Ctrl-C is exit 130; a missing extra is
+    one line and exit 1. Parsing a subcommand's options happens inside :meth:`invoke`, so
+    a bad option value is covered too."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """Keep the command line, to know later whether it asked for ``--json``."""
+        ctx.meta[_ARGV] = list(args)
+        return super().parse_args(ctx, args)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """Run the subcommand under the contract (see the class)."""
+        try:
+            try:
+                return super().invoke(ctx)
+            except MissingExtraError as exc:
+                # Wherever a command met it: one line naming the extra, never a traceback.
+                raise Failure(str(exc), code="missing_extra") from None
+            except KeyboardInterrupt:
+                raise Interrupted from None
+            except BrokenPipeError:
+                raise  # the reader went away (``| head``): click handles it quietly
+            except OSError as exc:
+                # I/O failed (the README's exit 1): the file and the system's reason.
+                where = f"{exc.filename}: " if exc.filename else ""
+                raise Failure(f"{where}{exc.strerror or exc}", code="io_error") from None
+        except click.ClickException as exc:
+            if wants_json(ctx.meta.get(_ARGV, [])) and not ctx.meta.get(_EMITTED):
+                code = getattr(exc, "code", None) or (
+                    "usage_error" if isinstance(exc, click.UsageError) else "failure"
+                )
+                with contextlib.suppress(Exception):  # stdout gone: the message still shows
+                    error_document(code, exc.format_message(), exc.exit_code)
+            raise
+
+
+@click.group(cls=_Root, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="gptools")
 @click.option(
     "--max-retries",
@@ -213,14 +315,35 @@ def webhooks() -> None:
     """Receive game-event webhooks and analyse their delivery log."""
 
 
+#: Set to 1 to see the traceback of an unexpected error instead of its one-line report.
+ENV_TRACEBACK = "GPTOOLS_TRACEBACK"
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Console-script entry point."""
+    """Console-script entry point.
+
+    The last resort of "no traceback, ever": an exception no command expected (a bug) is one
+    line naming it and exit 1 (with ``--json``, the error document). Only here, not in
+    :data:`cli`: tests invoke ``cli`` and see such an exception as it is, so it cannot hide
+    a bug from them; ``GPTOOLS_TRACEBACK=1`` shows it here too."""
+    args = sys.argv[1:] if argv is None else list(argv)
     try:
-        cli.main(args=argv, prog_name="gptools", standalone_mode=True)
+        cli.main(args=args, prog_name="gptools", standalone_mode=True)
     except MissingExtraError as exc:
-        # Wherever a command met it: one line naming the extra, never a traceback.
         say(f"Error: {exc}")
         sys.exit(EXIT_FAILURE)
     except KeyboardInterrupt:
         say("interrupted")
         sys.exit(EXIT_INTERRUPTED)
+    except Exception as exc:
+        if os.environ.get(ENV_TRACEBACK, "") not in ("", "0"):
+            raise
+        message = f"unexpected {type(exc).__name__}: {exc}"
+        if wants_json(args):
+            with contextlib.suppress(Exception):
+                error_document("internal_error", message, EXIT_FAILURE)
+        say(
+            f"Error: {message} (a bug in gptools: please report it; "
+            f"{ENV_TRACEBACK}=1 shows the traceback)"
+        )
+        sys.exit(EXIT_FAILURE)

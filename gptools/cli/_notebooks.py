@@ -36,6 +36,9 @@ def run_notebooks_cmd(folder: Path, out_dir: Path, as_json: bool) -> None:
 
     if not folder.is_dir():
         fail(f"{folder}: no such folder of notebooks", bad_input=True)
+    notebooks = find_notebooks(folder)
+    if not notebooks:
+        fail(f"{folder} holds no notebooks (*.ipynb): nothing to run", bad_input=True)
     runs = []
     # One sandbox for the whole run, alive while the notebooks use it; reset before each
     # notebook so that each meets a fresh provider, as under nbval.
@@ -47,7 +50,7 @@ def run_notebooks_cmd(folder: Path, out_dir: Path, as_json: bool) -> None:
             f"Embedded sandbox answers at {sb.base_url} while the notebooks run; "
             f"demo accounts: {who}"
         )
-        for path in find_notebooks(folder):
+        for path in notebooks:
             say(f"running {path} ...")
             sb.reset()
             run = run_notebook(path, out_dir, sandbox_url=sb.base_url)

@@ -11,24 +11,41 @@ from typing import Any
 import click
 
 from gptools import spec
-from gptools.cli._common import connect_client
-from gptools.cli._main import EXIT_INTERRUPTED, cli_errors, emit, fail, participants, say
+from gptools.cli._common import PROGRESS_OPTION, connect_client
+from gptools.cli._main import (
+    EXIT_INTERRUPTED,
+    cli_errors,
+    cli_text,
+    emit,
+    fail,
+    participants,
+    say,
+)
+from gptools.cli._params import BRAND_ID, CAMPAIGN_ID, FilePath
 
 
 @participants.command("load")
-@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--campaign", "campaign_id", required=True, help="Campaign id to add players to.")
-@click.option("--brand", type=int, default=None, help="Brand id (PARTNER/THIRD_PARTY accounts).")
+@click.argument("file", type=FilePath(dir_okay=False, path_type=Path))
+@click.option(
+    "--campaign",
+    "campaign_id",
+    type=CAMPAIGN_ID,
+    required=True,
+    help="Campaign id to add players to.",
+)
+@click.option(
+    "--brand", type=BRAND_ID, default=None, help="Brand id (PARTNER/THIRD_PARTY accounts)."
+)
 @click.option(
     "--journal",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=FilePath(dir_okay=False, path_type=Path),
     default=None,
     help="Journal file (SQLite) that makes the load resumable "
     "[default: one per load under $GPTOOLS_JOURNAL_DIR or ~/.cache/gptools].",
 )
 @click.option(
     "--rejects",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=FilePath(dir_okay=False, path_type=Path),
     default=None,
     help="CSV file for the rejected rows [default: FILE-STEM.rejects.csv here].",
 )
@@ -83,7 +100,7 @@ from gptools.cli._main import EXIT_INTERRUPTED, cli_errors, emit, fail, particip
     is_flag=True,
     help="Discard this load's journal and start over (every id is sent again).",
 )
-@click.option("--no-progress", is_flag=True, help="Hide the progress bar.")
+@PROGRESS_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON document.")
 def load(
     file: Path,
@@ -102,7 +119,7 @@ def load(
     max_id_length: int,
     concurrency: int | None,
     restart: bool,
-    no_progress: bool,
+    progress: bool | None,
     as_json: bool,
 ) -> None:
     """Add the players listed in FILE (CSV, TSV or Excel) to a campaign.
@@ -142,7 +159,7 @@ def load(
                     endpoint="batch" if endpoint == "batch" else "single",
                     max_id_length=max_id_length,
                     concurrency=concurrency or DEFAULT_CONCURRENCY,
-                    progress=not no_progress,
+                    progress=progress,
                     restart=restart,
                     notice=say,
                 )
@@ -153,7 +170,7 @@ def load(
             sys.exit(EXIT_INTERRUPTED)
     if summary.rows == 0:
         say(f"warning: {file} holds no player rows; nothing was loaded")
-    emit(summary.to_dict(), as_json=as_json, human=lambda: str(summary))
+    emit(summary.to_dict(), as_json=as_json, human=lambda: cli_text(str(summary)))
     if not summary.complete:
         fail(
             f"{summary.not_attempted} player id(s) not loaded yet "

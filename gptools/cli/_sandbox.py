@@ -4,12 +4,17 @@ forget its shared state, or make it deliver game events to a receiver."""
 from __future__ import annotations
 
 import ssl
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 
 import click
 
 from gptools.cli._common import AUTH_CHOICE
 from gptools.cli._main import emit, fail, listening_socket, sandbox, say
+from gptools.cli._params import PositiveFinite
+
+#: The most events ``sandbox deliver`` generates in one run (they are held in memory).
+DELIVER_MAX_EVENTS = 1_000_000
 
 
 @sandbox.command("serve")
@@ -118,7 +123,7 @@ def reset(as_json: bool) -> None:
 @click.option(
     "--count",
     "-n",
-    type=click.IntRange(1),
+    type=click.IntRange(1, DELIVER_MAX_EVENTS),
     default=100,
     show_default=True,
     help="How many game events to generate and deliver.",
@@ -134,7 +139,7 @@ def reset(as_json: bool) -> None:
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option(
     "--time-scale",
-    type=click.FloatRange(min=0, min_open=True),
+    type=PositiveFinite(maximum=1e9),
     default=None,
     help="Simulated seconds per real second (e.g. 100800: 7 days in 6 s); "
     "default: jump straight to each due time.",
@@ -218,15 +223,16 @@ def deliver(
         "attempts": report.attempts,
         "statuses": report.statuses,
         **report.counts,
+        "duplicates": report.duplicates,
     }
+    answers = ", ".join(f"{k}×{v}" for k, v in sorted(report.statuses.items()))
     emit(
         document,
         as_json=as_json,
         human=lambda: (
             f"{count} events, {report.attempts} attempts: "
             + ", ".join(f"{k} {v}" for k, v in report.counts.items())
-            + "; answers "
-            + ", ".join(f"{k}×{v}" for k, v in sorted(report.statuses.items()))
+            + f", duplicates {report.duplicates}; answers {answers}"
         ),
     )
     if report.attempts and set(report.statuses) == {"no answer"}:
@@ -235,3 +241,25 @@ def deliver(
             f"no answer from {url} on any of {report.attempts} attempts (first: {first}); "
             "is the receiver running there?"
         )
+    if report.counts["delivered"] == 0:
+        fail(
+            f"the receiver at {url} acknowledged none of {count} events (answers {answers}); "
+            + refusal_hint(report.statuses)
+        )
+
+
+def refusal_hint(statuses: Mapping[str, int]) -> str:
+    """What the answers of a delivery that nothing acknowledged suggest to check."""
+    codes = {int(k) for k in statuses if k.isdigit()}
+    hints = []
+    if codes & {401, 403}:
+        hints.append("wrong key or credentials? --auth and GP_WEBHOOK_* must match the receiver's")
+    if codes & {404, 405}:
+        hints.append("wrong path? --url must end with the receiver's --path")
+    if 413 in codes:
+        hints.append("the receiver's --max-body-bytes is below an event's size")
+    if 415 in codes or 400 in codes or 422 in codes:
+        hints.append("the receiver refuses the events' content; is it a gptools receiver?")
+    if any(c >= 500 for c in codes):
+        hints.append("the receiver is failing; see its log")
+    return "; ".join(hints) or "see the receiver's log"

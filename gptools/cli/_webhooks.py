@@ -21,12 +21,13 @@ import click
 from gptools import spec
 from gptools.cli._common import AUTH_CHOICE
 from gptools.cli._main import emit, fail, listening_socket, say, webhooks
+from gptools.cli._params import STORE_URL
 from gptools.errors import MissingExtraError
 
 _WORKER_HEALTHCHECK_S = 60
 _PEM_FILE = click.Path(exists=True, dir_okay=False, readable=True)
 ENV_SSL_KEY_PASSWORD = "GP_WEBHOOK_SSL_KEYFILE_PASSWORD"  # noqa: S105 (a variable name)
-_STORE_HELP = "sqlite:///PATH (default sqlite:///webhooks.sqlite3) or postgresql://USER@HOST/DB"
+_STORE_HELP = "sqlite:///PATH (or a bare PATH) or postgresql://USER@HOST/DB[?schema=NAME]"
 
 
 @webhooks.command("serve")
@@ -41,6 +42,7 @@ _STORE_HELP = "sqlite:///PATH (default sqlite:///webhooks.sqlite3) or postgresql
 @click.option(
     "--store",
     "store_url",
+    type=STORE_URL,
     default="sqlite:///webhooks.sqlite3",
     show_default=True,
     help=_STORE_HELP,
@@ -273,7 +275,7 @@ def _terminated(signum: int, frame: object) -> None:
 
 
 @webhooks.command("export")
-@click.option("--store", "store_url", required=True, help=_STORE_HELP)
+@click.option("--store", "store_url", type=STORE_URL, required=True, help=_STORE_HELP)
 @click.option("--format", "fmt", type=click.Choice(["jsonl", "parquet"]), required=True)
 @click.argument("out", type=click.Path(dir_okay=False, writable=True, path_type=Path))
 @click.option(
@@ -283,15 +285,28 @@ def _terminated(signum: int, frame: object) -> None:
     help="Incremental: only the rows this target has not exported yet; the store's "
     "log purge keeps rows its export_target has not exported.",
 )
+@click.option("--force", is_flag=True, help="Overwrite OUT, or write it whatever its suffix.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
-def export(store_url: str, fmt: str, out: Path, target: str | None, as_json: bool) -> None:
-    """Write the store's delivery log to OUT as JSONL or Parquet."""
+def export(
+    store_url: str, fmt: str, out: Path, target: str | None, force: bool, as_json: bool
+) -> None:
+    """Write the store's delivery log to OUT as JSONL or Parquet (OUT must not exist and
+    must end in .jsonl or .parquet as --format says, unless --force)."""
     from gptools.webhooks import StoreError, export_log, open_store
 
     try:
         store = open_store(store_url)
     except ValueError as exc:
         fail(str(exc), bad_input=True)
+    if not force:
+        if out.exists():
+            fail(f"{out} exists; --force overwrites it", bad_input=True)
+        if out.suffix.lower() != f".{fmt}":
+            fail(
+                f"{out} does not end in .{fmt}, which --format {fmt} writes; "
+                "rename it or pass --force",
+                bad_input=True,
+            )
     try:
         result = export_log(
             store, out, format="jsonl" if fmt == "jsonl" else "parquet", target=target
@@ -306,7 +321,7 @@ def export(store_url: str, fmt: str, out: Path, target: str | None, as_json: boo
 
 
 @webhooks.command("dead-letters")
-@click.option("--store", "store_url", required=True, help=_STORE_HELP)
+@click.option("--store", "store_url", type=STORE_URL, required=True, help=_STORE_HELP)
 @click.option(
     "--retry",
     is_flag=True,

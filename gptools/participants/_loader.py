@@ -48,9 +48,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from tqdm.auto import tqdm
-
 from gptools import spec
+from gptools._progress import progress as show_progress
 from gptools.client import Client, backoff_delay
 from gptools.errors import (
     ApiError,
@@ -184,7 +183,7 @@ def load_participants(
     max_id_length: int = spec.PLAYER_ID_MAX_LENGTH,
     concurrency: int = DEFAULT_CONCURRENCY,
     max_attempts: int = DEFAULT_MAX_ATTEMPTS,
-    progress: bool = True,
+    progress: bool | None = None,
     seed: int | None = None,
     id_refusals: Collection[tuple[int, str]] = spec.PARTICIPANT_ID_REFUSALS,
     restart: bool = False,
@@ -210,8 +209,10 @@ def load_participants(
     endpoint and ``max_id_length`` (default ``spec.PLAYER_ID_MAX_LENGTH``, assumed) are fixed
     when a load starts; a resumed load keeps its own. Either endpoint goes beyond the
     back office's CSV import, which takes at most ``spec.BACK_OFFICE_CSV_IMPORT_MAX_ROWS``
-    (50,000) players per file: a longer list needs no splitting here. ``progress`` shows
-    a tqdm bar (a widget in Jupyter). ``seed`` makes the
+    (50,000) players per file: a longer list needs no splitting here. ``progress``: a tqdm
+    bar where a person watches (a terminal; a widget in Jupyter), a plain line every 10 s
+    otherwise (:func:`gptools._progress.progress`); ``True`` forces the bar, ``False``
+    shows nothing. ``seed`` makes the
     backoff jitter reproducible. ``id_refusals`` are the ``(status, code)`` answers that
     refuse some ids of a request, the only ones that split a chunk and reject ids
     (``spec.PARTICIPANT_ID_REFUSALS``, assumed).
@@ -276,8 +277,8 @@ def load_participants(
             def check(raw: str | None) -> str | Rejection:
                 return check_player_id(raw, max_length=max_id_length, header=header_name)
 
-            with tqdm(
-                desc=f"reading {src.description}", unit="rows", disable=not progress, leave=False
+            with show_progress(
+                desc=f"reading {src.description}", unit="rows", show=progress, leave=False
             ) as bar:
                 book.stage(
                     src.rows(),
@@ -508,19 +509,19 @@ class _Sender:
             )
         return self.client.add_participants(self.campaign_id, ids, brand=self.brand)
 
-    def run(self, progress: bool) -> None:
+    def run(self, progress: bool | None) -> None:
         """Send every open chunk; return when all have an answer (or gave up)."""
         counts = self.book.counts()
         done = counts.rows - counts.not_attempted
         chunks = deque(self.book.open_chunks())
         retry: deque[_Work] = deque()
         inflight: dict[Future[Any], _Work] = {}
-        bar = tqdm(
+        bar = show_progress(
             total=counts.rows,
             initial=done,
             desc=f"loading into {self.campaign_id}",
             unit="rows",
-            disable=not progress,
+            show=progress,
         )
         pool = ThreadPoolExecutor(
             max_workers=self.concurrency, thread_name_prefix="gptools-participants"

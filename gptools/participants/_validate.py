@@ -103,7 +103,7 @@ def check_player_id(
         return Rejection(
             TOO_LONG,
             f"player id is {len(value)} characters; the limit is {max_length} "
-            "(assumed: spec.PLAYER_ID_MAX_LENGTH, override with max_id_length=)",
+            "(an assumed limit; raise it with --max-id-length, or max_id_length in Python)",
         )
     return value
 

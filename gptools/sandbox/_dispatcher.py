@@ -29,6 +29,7 @@ from __future__ import annotations
 import base64
 import heapq
 import itertools
+import json
 import os
 import ssl
 import threading
@@ -228,6 +229,9 @@ class Attempt:
     status: int | None
     error: str | None
     elapsed: float
+    #: The receiver acknowledged it as a repeat of an action it had already stored (a
+    #: gptools receiver says so in its answer, ``{"status": "duplicate", ...}``).
+    duplicate: bool = False
 
 
 @dataclass(slots=True)
@@ -246,6 +250,8 @@ class DispatchReport:
     outcomes: Mapping[str, Outcome]
     attempts: int
     statuses: Mapping[str, int]
+    #: Acknowledgements the receiver gave as duplicates (see :attr:`Attempt.duplicate`).
+    duplicates: int = 0
 
     @property
     def counts(self) -> dict[str, int]:
@@ -387,7 +393,12 @@ class WebhookDispatcher:
         statuses = Counter(
             str(a.status) if a.status is not None else "no answer" for a in self.attempts
         )
-        return DispatchReport(dict(self.outcomes), len(self.attempts), dict(statuses))
+        return DispatchReport(
+            dict(self.outcomes),
+            len(self.attempts),
+            dict(statuses),
+            sum(a.duplicate for a in self.attempts),
+        )
 
     def _attempt(self, due: datetime, item: _Pending) -> Attempt:
         item.attempts += 1
@@ -401,10 +412,11 @@ class WebhookDispatcher:
         started = time.perf_counter()
         status: int | None = None
         error: str | None = None
+        duplicate = False
         try:
-            status = self._http.post(
-                item.target.url, content=item.body, headers=headers
-            ).status_code
+            answer = self._http.post(item.target.url, content=item.body, headers=headers)
+            status = answer.status_code
+            duplicate = spec.is_acknowledgement(status) and _says_duplicate(answer.content)
         except httpx.TimeoutException:
             error = "timeout"
         except httpx.TransportError as exc:
@@ -420,6 +432,7 @@ class WebhookDispatcher:
             status,
             error,
             time.perf_counter() - started,
+            duplicate,
         )
 
     def _settle(self, item: _Pending, attempt: Attempt) -> None:
@@ -443,6 +456,22 @@ class WebhookDispatcher:
             return
         with self._lock:
             heapq.heappush(self._heap, (next_due, next(self._seq), item))
+
+
+#: The longest answer body read for its duplicate mark (a receiver's answer is short).
+_ANSWER_READ_BYTES = 4096
+
+
+def _says_duplicate(body: bytes) -> bool:
+    """Whether an acknowledgement's body is a JSON object whose ``status`` is
+    ``"duplicate"`` (what a gptools receiver answers to a repeat)."""
+    if len(body) > _ANSWER_READ_BYTES:
+        return False
+    try:
+        answer = json.loads(body)
+    except ValueError:
+        return False
+    return isinstance(answer, dict) and answer.get("status") == "duplicate"
 
 
 def attach_dispatcher(sandbox: Any, **options: Any) -> WebhookDispatcher:

@@ -371,6 +371,9 @@ class WebhookReceiver:
                 "payload_too_large",
                 f"body is larger than the limit of {self.max_body_bytes} bytes"
                 f" (the log keeps its first {LOGGED_PREFIX_BYTES} bytes)",
+                # The rest of the body is never read: the server closes the connection
+                # after the answer instead of draining it for the next request.
+                extra=[(b"connection", b"close")],
             )
             return
         entry.auth_ok = self.auth.check(authorization)

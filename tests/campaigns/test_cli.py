@@ -102,3 +102,25 @@ def test_bad_input_exits_2(cli_runner: CliRunner, args: list[str], message: str)
 @pytest.mark.parametrize("command", ["plan", "apply"])
 def test_a_wrong_address_fails_fast_and_says_so(unreachable: Any, command: str) -> None:
     unreachable(["campaigns", command, EXAMPLE, "--now", NOW, "--json"])
+
+
+def test_an_unknown_game_is_one_problem_among_the_others(
+    cli_runner: CliRunner, tmp_path: Path
+) -> None:
+    """Issue 23, item 15: GAME_NOT_FOUND for one game no longer hides every other problem."""
+    past = tmp_path / "past.yaml"
+    past.write_text(
+        Path(EXAMPLE)
+        .read_text()
+        .replace("game_ids: [golden-pharaoh]", "game_ids: [golden-pharaoh, no-such-game]")
+        .replace("bet_number: 10", "bet_number: 1501")
+    )
+    result = cli_runner.invoke(cli, ["campaigns", "plan", str(past), "--now", NOW, "--json"])
+    assert result.exit_code == 2, result.output
+    doc = json.loads(result.stdout)
+    fields = {(p["field"], str(p["value"])) for p in doc["problems"] if p["severity"] == "error"}
+    assert fields == {("game_ids", "no-such-game"), ("bet_number", "1501")}
+    assert doc["bets_checked"] and doc["requests"] == []
+    human = cli_runner.invoke(cli, ["campaigns", "plan", str(past), "--now", NOW])
+    assert "no-such-game" in human.stdout and "GAME_NOT_FOUND" in human.stdout
+    assert "bet_number" in human.stdout

@@ -83,7 +83,8 @@ def test_bad_input_exits_2_with_a_message(
     result = cli_runner.invoke(cli, ["costs", "preview", *args, "--json"])
     assert result.exit_code == code, result.output
     assert message in result.output
-    assert result.stdout == ""  # no half document on stdout
+    # One document on stdout, on failure too: the error (issue 23, item 14).
+    assert json.loads(result.stdout)["error"]["exit"] == code
     assert "Traceback" not in result.output
 
 

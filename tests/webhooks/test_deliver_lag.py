@@ -52,3 +52,63 @@ def test_a_receiver_that_never_answers_fails_the_command() -> None:
     assert r.returncode == 1, (r.stdout, r.stderr)
     assert json.loads(r.stdout)["expired"] == 2
     assert f"no answer from {url}" in r.stderr and "connection failed" in r.stderr
+
+
+def test_nothing_acknowledged_fails_with_the_answers_and_a_hint(tmp_path: Path) -> None:
+    """Issue 23, item 16: a wrong key (401) or a wrong path (404) refuses every event; the
+    command says so and exits 1 instead of 0."""
+    receiver = WebhookReceiver(
+        f"sqlite:///{tmp_path / 's.db'}", auth=ReceiverAuth.bearer("the-right-key")
+    )
+    with serve_in_thread(receiver) as srv:
+        wrong_key = _cli(
+            "sandbox",
+            "deliver",
+            "--url",
+            srv.url,
+            "-n",
+            "3",
+            "--auth",
+            "bearer",
+            "--json",
+            env={"PATH": "/usr/bin:/bin", "GP_WEBHOOK_API_KEY": "a-wrong-key"},
+        )
+        wrong_path = _cli(
+            "sandbox",
+            "deliver",
+            "--url",
+            srv.url + "/nope",
+            "-n",
+            "3",
+            "--auth",
+            "bearer",
+            env={"PATH": "/usr/bin:/bin", "GP_WEBHOOK_API_KEY": "the-right-key"},
+        )
+    assert wrong_key.returncode == 1, wrong_key.stderr
+    assert json.loads(wrong_key.stdout)["statuses"] == {"401": 3}  # the report, one document
+    assert "acknowledged none of 3 events (answers 401×3)" in wrong_key.stderr
+    assert "wrong key" in wrong_key.stderr
+    assert wrong_path.returncode == 1, wrong_path.stderr
+    assert "answers 404×3" in wrong_path.stderr and "wrong path" in wrong_path.stderr
+
+
+def test_the_report_counts_duplicates(tmp_path: Path) -> None:
+    """The same seed delivers the same actions: the second run's are all duplicates."""
+    receiver = WebhookReceiver(f"sqlite:///{tmp_path / 's.db'}", auth=ReceiverAuth.none())
+    with serve_in_thread(receiver) as srv:
+        runs = [
+            _cli(
+                "sandbox",
+                "deliver",
+                "--url",
+                srv.url,
+                "-n",
+                "4",
+                "--json",
+                env={"PATH": "/usr/bin:/bin"},
+            )
+            for _ in range(2)
+        ]
+    first, second = (json.loads(r.stdout) for r in runs)
+    assert first["delivered"] == 4 and first["duplicates"] == 0
+    assert second["delivered"] == 4 and second["duplicates"] == 4

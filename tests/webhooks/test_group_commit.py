@@ -97,14 +97,27 @@ def test_a_failed_sync_fails_every_waiting_write(tmp_path: Path) -> None:
     assert all(isinstance(r, StoreError) and "disk sync failed" in str(r) for r in results)
 
 
-def test_writers_queue_on_the_lock_instead_of_timing_out(tmp_path: Path) -> None:
+def test_writers_queue_on_the_lock_instead_of_timing_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # busy_timeout is short, the other writer's transaction is long: without the flock
     # the second write would fail with "database is locked".
-    store = SQLiteStore(tmp_path / "s.db", busy_timeout=timedelta(milliseconds=50))
+    busy = timedelta(milliseconds=50)
+    store = SQLiteStore(tmp_path / "s.db", busy_timeout=busy)
     store.connect().close()
-    holder = WriteLock(store.path.with_name(store.path.name + SQLiteStore.LOCK_SUFFIX))
+    lock_path = store.path.with_name(store.path.name + SQLiteStore.LOCK_SUFFIX)
+    holder = WriteLock(lock_path)
     other = sqlite3.connect(store.path, isolation_level=None)
     outcome: list[object] = []
+    taking_the_lock = threading.Event()  # set by the writer just before it waits on it
+    finished = threading.Event()  # set by the writer when its write returned or failed
+
+    class SignallingLock(WriteLock):
+        def __enter__(self) -> None:
+            taking_the_lock.set()
+            super().__enter__()
+
+    monkeypatch.setattr(store, "_write_lock", lambda: SignallingLock(lock_path))
 
     def second_writer() -> None:
         conn = store.connect()
@@ -114,15 +127,18 @@ def test_writers_queue_on_the_lock_instead_of_timing_out(tmp_path: Path) -> None
             outcome.append(exc)
         finally:
             conn.close()
+            finished.set()
 
     with holder:
         other.execute("BEGIN IMMEDIATE")
         thread = threading.Thread(target=second_writer)
         thread.start()
-        thread.join(0.5)  # ten busy timeouts
-        assert thread.is_alive() and not outcome  # waiting for the lock, not failed
+        assert taking_the_lock.wait(30), "the second writer never tried to write"
+        # Ten busy timeouts after it began to wait, it waits still: queued, not failed.
+        assert not finished.wait(10 * busy.total_seconds()), outcome
         other.execute("COMMIT")
-    thread.join(30)
+    assert finished.wait(30)
+    thread.join()
     other.close()
     holder.close()
     assert outcome == [[True]]

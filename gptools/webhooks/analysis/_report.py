@@ -150,6 +150,12 @@ def _warnings(r: DeliveryReport) -> list[str]:
             "the counts do not add up: deliveries != first attempts + retries + duplicates"
             " + invalid deliveries without an actionId (please report this log)"
         )
+    if r.now is not None and r.first_received_at is not None and r.now < r.first_received_at:
+        out.append(
+            f"now ({cell_text(r.now)}) is before the whole log (its first delivery at"
+            f" {cell_text(r.first_received_at)}): pending actions are judged at a time"
+            " before they arrived"
+        )
     if r.lost_actions:
         out.append(
             f"{r.lost_actions:,} actions lost: answered 4xx, the provider will not retry"

@@ -1,0 +1,106 @@
+"""Option and argument types the commands share: a value is checked where it is parsed, so
+a wrong one is a usage error (exit 2) naming the option, never a traceback further on."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from gptools import spec
+
+
+class BrandId(click.ParamType[int]):
+    """A brand id as the API document types it: an integer within int32
+    (:func:`gptools.spec.is_brand_id`)."""
+
+    name = "integer"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        """The brand id, or a usage error naming the option and the range."""
+        if spec.is_brand_id(value):
+            return int(value)
+        try:
+            number = int(str(value).strip())
+        except ValueError:
+            self.fail(f"{value!r} is not a brand id (a whole number)", param, ctx)
+        if not spec.is_brand_id(number):
+            self.fail(
+                f"{value} is not a brand id: brand ids are integers from "
+                f"{spec.BRAND_ID_MIN} to {spec.BRAND_ID_MAX} (int32)",
+                param,
+                ctx,
+            )
+        return number
+
+
+#: The type of every ``--brand`` option.
+BRAND_ID = BrandId()
+
+
+class NonEmptyText(click.ParamType[str]):
+    """Text that names something (a campaign id, a game id): not empty, not only spaces."""
+
+    name = "text"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        """The text without surrounding spaces, or a usage error when nothing is left."""
+        text = str(value).strip()
+        if not text:
+            self.fail("must not be empty", param, ctx)
+        return text
+
+
+#: The type of every campaign-id option and argument.
+CAMPAIGN_ID = NonEmptyText()
+
+
+class FilePath(click.Path):
+    """A :class:`click.Path` that refuses an empty value (which would name the current
+    folder) with a usage error, instead of a failure deep in the command."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        """The path, or a usage error for an empty one."""
+        if isinstance(value, str) and not value.strip():
+            self.fail("an empty path names no file", param, ctx)
+        return super().convert(value, param, ctx)
+
+
+class PositiveFinite(click.ParamType[float]):
+    """A number above zero and at most ``maximum``; NaN and infinity are refused (a
+    :class:`click.FloatRange` lets NaN through, as it compares false with any bound)."""
+
+    name = "float"
+
+    def __init__(self, maximum: float) -> None:
+        self.maximum = maximum
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        """The number, or a usage error naming the range."""
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        if not 0 < number <= self.maximum:  # False for NaN, so NaN is refused too
+            self.fail(f"{value} is not in the range 0<x<={self.maximum:g}", param, ctx)
+        return number
+
+
+class StoreUrl(click.ParamType[str]):
+    """A webhook store: ``sqlite:///PATH``, ``postgresql://...``, or a bare path, which
+    names a SQLite file as ``webhooks analyze`` reads one (one rule for every command)."""
+
+    name = "store"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        """The store URL, a bare path made ``sqlite:///PATH``."""
+        text = str(value).strip()
+        if not text:
+            self.fail("must name a store: sqlite:///PATH, a path, or postgresql://...", param, ctx)
+        return text if "://" in text else f"sqlite:///{text}"
+
+
+#: The type of every ``--store`` option.
+STORE_URL = StoreUrl()

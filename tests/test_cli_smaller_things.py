@@ -1,0 +1,144 @@
+"""The smaller things a user meets on the command line (issue 23, item 18)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from gptools.cli import cli
+from gptools.cli._params import StoreUrl
+from gptools.sandbox import RunningSandbox
+from gptools.webhooks import open_store
+from tests.test_cli_bad_values import command_at, commands
+
+ROOT = Path(__file__).resolve().parents[1]
+LOG = ROOT / "data" / "sample_delivery_log.jsonl"
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> str:
+    url = f"sqlite:///{tmp_path / 'w.sqlite3'}"
+    open_store(url).connect().close()
+    return url
+
+
+def _export(store: str, out: Path, *more: str) -> tuple[int, str]:
+    result = CliRunner().invoke(
+        cli, ["webhooks", "export", "--store", store, "--format", "jsonl", str(out), *more]
+    )
+    return result.exit_code, result.output
+
+
+def test_export_refuses_to_overwrite_without_force(store: str, tmp_path: Path) -> None:
+    out = tmp_path / "log.jsonl"
+    out.write_text("precious\n")
+    code, output = _export(store, out)
+    assert code == 2 and "exists; --force overwrites it" in output
+    assert out.read_text() == "precious\n"
+    code, output = _export(store, out, "--force")
+    assert code == 0, output
+    assert out.read_text() == ""
+
+
+def test_export_checks_the_suffix_against_the_format(store: str, tmp_path: Path) -> None:
+    code, output = _export(store, tmp_path / "log.parquet")
+    assert code == 2 and "does not end in .jsonl" in output
+    assert not (tmp_path / "log.parquet").exists()
+    assert _export(store, tmp_path / "log.parquet", "--force")[0] == 0
+
+
+def test_store_help_names_no_default_where_the_option_is_required() -> None:
+    for command in ("export", "dead-letters"):
+        result = CliRunner().invoke(cli, ["webhooks", command, "--help"])
+        text = " ".join(result.output.split())
+        assert "--store" in text and "default" not in text.split("--store", 1)[1].split("--")[0]
+
+
+def test_every_store_option_takes_a_bare_path_the_same_way(tmp_path: Path) -> None:
+    stores = [
+        (path, p)
+        for path in commands(cli)
+        for p in command_at(path).params
+        if getattr(p, "opts", None) and "--store" in p.opts
+    ]
+    assert {" ".join(path) for path, _ in stores} >= {
+        "webhooks serve",
+        "webhooks export",
+        "webhooks dead-letters",
+    }
+    assert all(isinstance(p.type, StoreUrl) for _, p in stores)
+    bare = tmp_path / "w1.sqlite3"
+    result = CliRunner().invoke(cli, ["webhooks", "dead-letters", "--store", str(bare), "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == {"dead_letters": [], "retried": 0}
+    assert bare.exists()
+
+
+def test_run_notebooks_on_a_folder_without_notebooks_is_bad_input(tmp_path: Path) -> None:
+    pytest.importorskip("nbclient")
+    result = CliRunner().invoke(cli, ["run-notebooks", "--notebooks", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "holds no notebooks" in result.stderr
+
+
+def test_now_before_the_whole_log_is_warned_about() -> None:
+    pytest.importorskip("duckdb")
+    result = CliRunner().invoke(
+        cli, ["webhooks", "analyze", str(LOG), "--now", "2020-01-01T00:00:00Z", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    warnings = json.loads(result.stdout)["warnings"]
+    assert any("is before the whole log" in w for w in warnings), warnings
+    later = CliRunner().invoke(cli, ["webhooks", "analyze", str(LOG), "--json"])
+    assert not any("before the whole log" in w for w in json.loads(later.stdout)["warnings"])
+
+
+def test_messages_use_cli_words_not_python_names(
+    cli_runner: CliRunner,
+    fresh_sandbox: RunningSandbox,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("# nothing yet\n")
+    plan = cli_runner.invoke(cli, ["campaigns", "plan", str(empty), "--offline"])
+    assert plan.exit_code == 2
+    assert "got an empty document" in plan.stderr and "NoneType" not in plan.stderr
+
+    pytest.importorskip("duckdb")
+    analysed = cli_runner.invoke(cli, ["webhooks", "analyze", str(LOG)])
+    assert analysed.exit_code == 0
+    assert (
+        "lost_actions()" not in analysed.output and "--lost-out FILE writes them" in analysed.output
+    )
+    document = json.loads(
+        cli_runner.invoke(cli, ["webhooks", "analyze", str(LOG), "--json"]).stdout
+    )
+    assert not any("lost_actions()" in w for w in document["warnings"])
+
+    applied = cli_runner.invoke(
+        cli,
+        [
+            "campaigns",
+            "apply",
+            str(ROOT / "data" / "example_plan.yaml"),
+            "--now",
+            "2029-12-01T12:00:00Z",
+        ],
+    )
+    assert applied.exit_code == 0, applied.output
+    players = tmp_path / "players.csv"
+    players.write_text("p-1\n" + "x" * 200 + "\n")
+    monkeypatch.setenv("GPTOOLS_JOURNAL_DIR", str(tmp_path / "journals"))
+    loaded = cli_runner.invoke(
+        cli, ["participants", "load", str(players), "--campaign", "CMP-000001", "--brand", "201"]
+    )
+    assert loaded.exit_code == 0, loaded.output
+    rejects = (tmp_path / "players.rejects.csv").read_text()
+    assert "too_long" in rejects and "--max-id-length" in rejects
+    assert "max_id_length=" not in rejects
+    assert "max_id_length=" not in loaded.output
