@@ -39,11 +39,20 @@ from gptools.webhooks.analysis._readers import (  # noqa: E402
     read_delivery_log,
 )
 from gptools.webhooks.analysis._report import DeliveryReport  # noqa: E402
+from gptools.webhooks.analysis._results import (  # noqa: E402
+    CampaignReport,
+    CampaignResults,
+    CampaignTerms,
+    campaign_results,
+)
 
 __all__ = [
     "DEFAULT_SILENCE_THRESHOLD",
     "ENGINES",
     "LOG_FORMATS",
+    "CampaignReport",
+    "CampaignResults",
+    "CampaignTerms",
     "ColumnMapping",
     "DeliveryAnalysis",
     "DeliveryLog",
@@ -51,6 +60,7 @@ __all__ = [
     "DeliveryReport",
     "LogFormat",
     "analyze",
+    "campaign_results",
     "plot_attempts_per_action",
     "plot_duplicates_and_retries",
     "plot_latency",
