@@ -19,17 +19,19 @@ import sys
 import threading
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from dotenv import dotenv_values
 
 from gptools.client import AsyncClient, Client
 from gptools.sandbox import RunningSandbox, SandboxConfig, run_sandbox
 from gptools.sandbox._persist import persisted
-from gptools.sandbox._remote import RemoteSandbox
+from gptools.sandbox._remote import RemoteSandbox, served_sandbox_identity
 
 #: Names the address of a sandbox that another process serves (set by run-notebooks).
 SANDBOX_URL_ENV = "GPTOOLS_SANDBOX_URL"
+
+C = TypeVar("C", Client, AsyncClient)
 
 _lock = threading.Lock()
 _stack: ExitStack | None = None
@@ -111,7 +113,22 @@ def _sandbox_credentials(account: str) -> dict[str, Any]:
         raise ValueError(
             f"no sandbox account {account!r}; choose one of {sorted(sb.accounts)}"
         ) from None
-    return {"base_url": sb.base_url, "username": acct.username, "password": acct.password}
+    return {
+        "base_url": sb.base_url,
+        "username": acct.username,
+        "password": acct.password,
+        # The state's identity, not the port: a resumed load finds its journal again.
+        "server_identity": sb.identity,
+    }
+
+
+def _with_identity(client: C, given: bool) -> C:
+    """``client`` named by the identity of the sandbox serving at its address, when one
+    does (``gptools sandbox serve``, on this machine) and no identity was given."""
+    if given:
+        return client
+    identity = served_sandbox_identity(client.base_url)
+    return client if identity is None else client.with_options(server_identity=identity)
 
 
 def connect(account: str = "partner", **client_options: Any) -> Client:
@@ -120,14 +137,19 @@ def connect(account: str = "partner", **client_options: Any) -> Client:
     ``account`` names the sandbox demo account to log in as (``individual``, ``partner``,
     ``third_party``, ``internal``); it is ignored for the real service. Other keyword
     arguments go to the client.
+
+    The client's :attr:`~gptools.client.Client.server_identity` is the sandbox's state
+    identity for a sandbox (the embedded one, the one ``GPTOOLS_SANDBOX_URL`` names, or one
+    ``gptools sandbox serve`` serves at a loopback ``GP_BASE_URL``, asked at
+    ``/_sandbox/identity``), read when the client is made; else the normalised base URL.
     """
     if real_service_configured():
-        return Client(**client_options)
-    return Client(**_sandbox_credentials(account), **client_options)
+        return _with_identity(Client(**client_options), "server_identity" in client_options)
+    return Client(**{**_sandbox_credentials(account), **client_options})
 
 
 def connect_async(account: str = "partner", **client_options: Any) -> AsyncClient:
     """Like :func:`connect`, returning an :class:`~gptools.client.AsyncClient`."""
     if real_service_configured():
-        return AsyncClient(**client_options)
-    return AsyncClient(**_sandbox_credentials(account), **client_options)
+        return _with_identity(AsyncClient(**client_options), "server_identity" in client_options)
+    return AsyncClient(**{**_sandbox_credentials(account), **client_options})

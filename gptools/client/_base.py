@@ -35,6 +35,7 @@ from gptools.client._settings import (
     ClientSettings,
     TimeoutTypes,
     as_timeout,
+    normalised_url,
     safe_url,
 )
 from gptools.errors import (
@@ -262,6 +263,8 @@ re-adding is harmless) and
 :class:`httpx.AsyncBaseTransport`, aiohttp's by default, ``httpx.AsyncHTTPTransport()`` for
 httpx's own), ``brand`` (the brand every call acts on, as :meth:`brand` gives). Defaults
 live in :mod:`gptools.client._constants` and :mod:`gptools.spec`.
+``server_identity`` names the server for the participant loader's journals (see
+:attr:`~BaseClient.server_identity`; default: the normalised base URL).
 
 The account's principal type is learned from ``GET /self`` on first use and cached; it
 decides the path form and the local brand checks. Every method takes ``brand=`` and
@@ -296,6 +299,7 @@ class BaseClient:
         env_file: str | Path | None = ".env",
         transport: httpx.BaseTransport | httpx.AsyncBaseTransport | None = None,
         brand: int | None = None,
+        server_identity: str | None = None,
     ) -> None:
         if timeout is None:
             as_timeout(timeout)  # refused with its message: None is not "not given" here
@@ -313,6 +317,7 @@ class BaseClient:
         self.max_retries = self.settings.max_retries
         #: The brand every call acts on (``None``: each call's ``brand=``, see :meth:`brand`).
         self.brand_id = None if brand is None else _checked_brand(brand)
+        self._server_identity = _checked_identity(server_identity, self.settings.base_url)
         self.legacy_campaign_path = legacy_campaign_path
         self.rate_limit_status = rate_limit_status
         if not 0 <= retry_after_ceiling < math.inf:
@@ -368,15 +373,16 @@ class BaseClient:
         brand: int | NotGiven | None = NOT_GIVEN,
         timeout: TimeoutTypes | NotGiven = NOT_GIVEN,
         max_retries: int | NotGiven = NOT_GIVEN,
+        server_identity: str | NotGiven = NOT_GIVEN,
     ) -> Self:
         """A client of the same class with the options given changed, the rest kept.
 
-        ``brand`` binds every call to one brand (``None`` unbinds it); ``timeout`` and
-        ``max_retries`` are those of the constructor. The new client shares this one's
-        connection pool, rate limiter, counters (:attr:`stats` counts the requests of
-        both) and ``GET /self`` answer, so the two act as one towards the server: their
-        requests together stay within the rate tiers. Closing either closes the pool of
-        both; make views freely, close the client once.
+        ``brand`` binds every call to one brand (``None`` unbinds it); ``timeout``,
+        ``max_retries`` and ``server_identity`` are those of the constructor. The new
+        client shares this one's connection pool, rate limiter, counters (:attr:`stats`
+        counts the requests of both) and ``GET /self`` answer, so the two act as one towards
+        the server: their requests together stay within the rate tiers. Closing either
+        closes the pool of both; make views freely, close the client once.
         """
         # A shallow copy: the pool, the limiter and the wait primitives are the same
         # objects, and what a client replaces rather than changes lives in ``_shared``.
@@ -387,6 +393,8 @@ class BaseClient:
             view.timeout = as_timeout(timeout)
         if not isinstance(max_retries, NotGiven):
             view.max_retries = _checked_max_retries(max_retries)
+        if not isinstance(server_identity, NotGiven):
+            view._server_identity = _checked_identity(server_identity, self.settings.base_url)
         return view
 
     def brand(self, brand_id: int) -> Self:
@@ -411,6 +419,14 @@ class BaseClient:
     def base_url(self) -> str:
         """The API's base address (no credentials)."""
         return self.settings.base_url
+
+    @property
+    def server_identity(self) -> str:
+        """What names the server this client talks to, whatever port it listens on: the
+        ``server_identity=`` given at construction (:func:`gptools.session.connect` gives
+        a sandbox's state identity, which a reset replaces), else the normalised base URL.
+        The participant loader trusts a journal only for the same identity."""
+        return self._server_identity
 
     @property
     def stats(self) -> ClientStats:
@@ -768,6 +784,25 @@ def _checked_brand(brand: object) -> int:
     if not spec.is_brand_id(brand):
         raise ValueError(f"brand {brand} is outside int32, the type of a brand id")
     return brand
+
+
+#: The longest ``server_identity`` accepted (it is written into every journal).
+_MAX_IDENTITY_LENGTH = 512
+
+
+def _checked_identity(identity: str | None, base_url: str) -> str:
+    """``identity`` if it is a usable server identity; the normalised ``base_url`` for
+    ``None``; a one-line TypeError/ValueError otherwise."""
+    if identity is None:
+        return normalised_url(base_url)
+    if not isinstance(identity, str):
+        raise TypeError(f"server_identity must be a string, got {type(identity).__name__}")
+    if not identity.strip() or len(identity) > _MAX_IDENTITY_LENGTH or not identity.isprintable():
+        raise ValueError(
+            f"server_identity must be 1 to {_MAX_IDENTITY_LENGTH} printable characters, "
+            f"got {identity!r:.80}"
+        )
+    return identity
 
 
 def _checked_max_retries(max_retries: int) -> int:

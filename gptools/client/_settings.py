@@ -183,6 +183,20 @@ class ClientSettings:
         )
 
 
+def normalised_url(url: str) -> str:
+    """``url`` in one spelling, so that equal addresses compare equal: scheme and host in
+    lower case, the scheme's default port dropped, no trailing ``/``, no query or
+    fragment, no user info (what :attr:`BaseClient.server_identity` defaults to)."""
+    parsed = httpx.URL(url)
+    default_port = {"http": 80, "https": 443}.get(parsed.scheme.lower())
+    port = parsed.port if parsed.port != default_port else None
+    host = parsed.host.lower()
+    netloc = f"[{host}]" if ":" in host else host
+    if port is not None:
+        netloc += f":{port}"
+    return f"{parsed.scheme.lower()}://{netloc}{parsed.path.rstrip('/')}"
+
+
 def safe_url(url: str | httpx.URL) -> str:
     """``url`` as text without any user info (credentials never reach a message)."""
     parsed = httpx.URL(str(url))

@@ -220,7 +220,7 @@ def load_participants(
     started = time.monotonic()
     src = open_source(source, column=column, encoding=encoding, delimiter=delimiter, sheet=sheet)
     try:
-        identity = Identity(client.base_url, campaign_id, brand, src.fingerprint)
+        identity = Identity(client.server_identity, campaign_id, brand, src.fingerprint)
         path = Path(journal) if journal is not None else default_journal_path(identity)
         book = Journal.open(path, identity)
     except BaseException:

@@ -2,6 +2,7 @@
 
 ================================================  ============================================
 ``GET /_sandbox/accounts``                        the demo accounts, with their passwords
+``GET /_sandbox/identity``                        the state's identity (new after a reset)
 ``GET /_sandbox/requests``                        recorded API requests (``?limit=N``: last N)
 ``GET /_sandbox/campaigns``                       stored campaigns
 ``GET /_sandbox/campaigns/{id}/participants``     player id -> times added
@@ -63,6 +64,9 @@ def build_inspection_app(app: SandboxApp, extra: Sequence[BaseRoute]) -> Starlet
                 for a in app.config.accounts.values()
             ]
         )
+
+    async def identity(request: Request) -> Response:
+        return _answer({"identity": state.identity})
 
     async def requests(request: Request) -> Response:
         try:
@@ -136,6 +140,7 @@ def build_inspection_app(app: SandboxApp, extra: Sequence[BaseRoute]) -> Starlet
 
     routes: list[BaseRoute] = [
         Route(f"{PREFIX}/accounts", accounts),
+        Route(f"{PREFIX}/identity", identity),
         Route(f"{PREFIX}/requests", requests),
         Route(f"{PREFIX}/campaigns", campaigns),
         Route(f"{PREFIX}/campaigns/{{campaign_id}}/participants", participants),

@@ -17,15 +17,37 @@ import httpx
 
 from gptools.sandbox._accounts import SandboxAccount
 from gptools.sandbox._inspect import PREFIX
-from gptools.sandbox._state import StoredCampaign
+from gptools.sandbox._state import IDENTITY_RE, StoredCampaign
 
 _TIMEOUT_S = 10.0
+#: How long :func:`served_sandbox_identity` waits for an answer (it asks loopback only).
+_PROBE_TIMEOUT_S = 2.0
+#: The hosts :func:`served_sandbox_identity` asks: a sandbox serves on this machine.
+_LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
 
 
 def _get(base_url: str, path: str) -> Any:
     answer = httpx.get(f"{base_url}{PREFIX}{path}", timeout=_TIMEOUT_S)
     answer.raise_for_status()
     return answer.json()
+
+
+def served_sandbox_identity(base_url: str) -> str | None:
+    """The identity of the sandbox serving at ``base_url`` (``gptools sandbox serve``), or
+    ``None`` when the address is not on this machine or what answers there is not a
+    sandbox. Only loopback addresses are asked: the real provider never is one, and it is
+    never sent a request for a sandbox-only path."""
+    url = httpx.URL(base_url)
+    host = url.host.lower()
+    if host not in _LOOPBACK_HOSTS and not host.startswith("127."):
+        return None
+    try:
+        answer = httpx.get(f"{base_url.rstrip('/')}{PREFIX}/identity", timeout=_PROBE_TIMEOUT_S)
+        value = answer.json().get("identity") if answer.status_code == 200 else None
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return None
+    # Bounded and well-formed, or not a sandbox's answer.
+    return value if isinstance(value, str) and IDENTITY_RE.fullmatch(value) else None
 
 
 @dataclass(frozen=True)
@@ -77,6 +99,14 @@ class RemoteSandbox:
             for a in _get(base_url, "/accounts")
         }
         return cls(base_url, accounts)
+
+    @property
+    def identity(self) -> str:
+        """The identity of the sandbox's state, read now (new after a reset)."""
+        value = _get(self.base_url, "/identity").get("identity")
+        if not isinstance(value, str) or not IDENTITY_RE.fullmatch(value):
+            raise ValueError(f"{self.base_url} gave no sandbox identity ({value!r:.80})")
+        return value
 
     @property
     def state(self) -> RemoteState:

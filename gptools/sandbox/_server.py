@@ -96,8 +96,15 @@ class RunningSandbox:
         """The fault rules (``add``, ``clear``)."""
         return self.app.faults
 
+    @property
+    def identity(self) -> str:
+        """The identity of the sandbox's state (a client's ``server_identity``): made when
+        the state was created, kept when it is persisted, new after :meth:`reset`."""
+        return self.app.state.identity
+
     def reset(self) -> None:
-        """Forget requests, campaigns, participants, subscriptions, faults and rate windows."""
+        """Forget requests, campaigns, participants, subscriptions, faults and rate windows
+        (the state gets a new :attr:`identity`)."""
         self.app.reset()
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import secrets
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
@@ -9,6 +11,19 @@ from datetime import datetime
 from typing import Any
 
 _MASK = "****"
+#: What a sandbox's identity starts with (then 16 random hex digits).
+IDENTITY_PREFIX = "sandbox:"
+
+
+#: A well-formed sandbox identity (what a client accepts from ``GET /_sandbox/identity``).
+IDENTITY_RE = re.compile(r"sandbox:[0-9a-f]{16,64}")
+
+
+def new_identity() -> str:
+    """A fresh random sandbox identity: ``sandbox:`` and 16 hex digits."""
+    return IDENTITY_PREFIX + secrets.token_hex(8)
+
+
 _SECRET_FIELDS = ("apiKey", "password")
 
 
@@ -55,9 +70,14 @@ class SandboxState:
     ``subscriptions`` maps a brand id to its stored webhook subscription body (camelCase
     wire fields, secrets in clear: a dispatcher needs them to authenticate deliveries).
     ``wallet_url`` is the configured wallet base URL (``None``: not configured).
+    ``identity`` names this state: a random id made when the state is created, kept with the
+    persisted state, and replaced by :meth:`clear` (a reset). A client's
+    ``server_identity`` is this value, so a journal written against one state is never
+    trusted against another, whatever port the sandbox listens on.
     """
 
     wallet_url: str | None = None
+    identity: str = field(default_factory=new_identity)
     requests: list[RecordedRequest] = field(default_factory=list)
     campaigns: dict[str, StoredCampaign] = field(default_factory=dict)
     subscriptions: dict[int, dict[str, Any]] = field(default_factory=dict)
@@ -72,8 +92,10 @@ class SandboxState:
             return dict(self._participants.get(campaign_id, {}))
 
     def clear(self) -> None:
-        """Forget everything; campaign ids start again at ``CMP-000001``."""
+        """Forget everything; campaign ids start again at ``CMP-000001`` and the state
+        gets a new :attr:`identity` (what was loaded into the old one is gone)."""
         with self.lock:
+            self.identity = new_identity()
             self.requests.clear()
             self.campaigns.clear()
             self.subscriptions.clear()
@@ -115,6 +137,7 @@ class SandboxState:
         log is left out: it is a record of this process's traffic, not provider data."""
         with self.lock:
             return {
+                "identity": self.identity,
                 "next_campaign": self._next_campaign,
                 "campaigns": [
                     {
@@ -156,3 +179,7 @@ class SandboxState:
                 {int(k): dict(v) for k, v in snapshot.get("subscriptions", {}).items()}
             )
             self._next_campaign = int(snapshot.get("next_campaign", len(self.campaigns) + 1))
+            # A state saved before identities existed keeps the new one clear() made.
+            identity = snapshot.get("identity")
+            if isinstance(identity, str) and IDENTITY_RE.fullmatch(identity):
+                self.identity = identity

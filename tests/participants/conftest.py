@@ -34,9 +34,12 @@ def campaign_request(name: str = "participants test") -> CampaignRequest:
 
 
 def make_client(sb: RunningSandbox, **options: Any) -> Client:
-    """A partner client of ``sb`` with short, seeded backoff (faults make it retry)."""
+    """A partner client of ``sb`` with short, seeded backoff (faults make it retry), named
+    by the sandbox's identity as :func:`gptools.session.connect` names it (so a CLI run and
+    a library run of one load share a journal)."""
     acct = sb.accounts["partner"]
     defaults: dict[str, Any] = {
+        "server_identity": sb.identity,
         "backoff_base": 0.02,
         "backoff_cap": 0.2,
         "rng": random.Random(7),
