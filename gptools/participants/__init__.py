@@ -13,6 +13,7 @@ run the same load again and only what the server has not acknowledged is sent.
 """
 
 from gptools.participants._journal import JournalBusyError, JournalMismatchError
+from gptools.participants._loaded import loaded_players, participant_counts
 from gptools.participants._loader import (
     DEFAULT_CONCURRENCY,
     DEFAULT_MAX_ATTEMPTS,
@@ -52,5 +53,7 @@ __all__ = [
     "default_journal_dir",
     "default_journal_path",
     "load_participants",
+    "loaded_players",
     "open_source",
+    "participant_counts",
 ]

@@ -126,3 +126,25 @@ def test_both_engines_agree(built: tuple[Any, list[CampaignTerms], Path], spark:
             a, b = getattr(duck, name)(), getattr(sp, name)()
             assert list(a.columns) == list(b.columns), name
             _close(_rows(a), _rows(b), name)
+
+
+def test_charts_draw_every_campaign(built: tuple[Any, list[CampaignTerms], Path]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from gptools.webhooks.analysis import plot_budget_used, plot_funnel, plot_uptake
+
+    _, terms, path = built
+    with campaign_results(path, terms) as results:
+        funnel = plot_funnel(results)
+        uptake = plot_uptake(results)
+        budget = plot_budget_used(results)
+    bars = [round(p.get_height()) for p in funnel.axes[0].patches]
+    assert bars == [10, 10, 3, 3, 6, 2, 1, 2, 1, 1, 1, 1]  # assigned, reached, completed
+    assert len(uptake.axes[0].get_lines()) == 4
+    labels = [t.get_text() for t in budget.axes[0].texts]
+    assert "220.00 of 1000.00 EUR" in labels and "50 of 120 JPY" in labels
+    for fig in (funnel, uptake, budget):
+        plt.close(fig)

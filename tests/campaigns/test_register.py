@@ -41,7 +41,7 @@ def test_apply_records_each_campaign_once(client: Client, tmp_path: Path) -> Non
     assert eur.time_zone == "Europe/Malta" and eur.start == datetime(2030, 3, 1, 10, 0)
     assert eur.start_utc == datetime(2030, 3, 1, 9, 0, tzinfo=UTC)  # CET = UTC+1
     assert eur.plan_hash == plan_hash(plan) and eur.plan["name"] == plan.name
-    assert eur.server == client.base_url
+    assert eur.server == client.server_identity
     # The second apply sent no players; the first one's count stays.
     assert eur.players_sent == 2 and eur.players == ("p1", "p2")
     assert eur.budget == Decimal("20.00") * 10 * 500

@@ -45,6 +45,11 @@ from gptools.webhooks.analysis._results import (  # noqa: E402
     CampaignTerms,
     campaign_results,
 )
+from gptools.webhooks.analysis._results_charts import (  # noqa: E402
+    plot_budget_used,
+    plot_funnel,
+    plot_uptake,
+)
 
 __all__ = [
     "DEFAULT_SILENCE_THRESHOLD",
@@ -62,9 +67,12 @@ __all__ = [
     "analyze",
     "campaign_results",
     "plot_attempts_per_action",
+    "plot_budget_used",
     "plot_duplicates_and_retries",
+    "plot_funnel",
     "plot_latency",
     "plot_retry_gaps",
     "plot_status_mix",
+    "plot_uptake",
     "read_delivery_log",
 ]
