@@ -17,7 +17,6 @@ analyser's readers); only per-campaign aggregates, and the lists asked for, reac
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -132,11 +131,13 @@ def money(amount: Decimal, currency: str) -> Decimal:
 # --------------------------------------------------------------------------------------
 
 
-def feature_pattern(feature_event: str) -> str:
-    """A regular expression finding the string ``feature_event`` as an element of a
-    canonical (minified) JSON array of strings: a quote inside a string is escaped, so a
-    quoted name between ``[``/``,`` and ``,``/``]`` is an element."""
-    return r'(\[|,)"' + re.escape(feature_event) + r'"(,|\])'
+def has_event(x: m.Dialect, events: ir.Value, name: str) -> ir.Value:
+    """Whether the string ``name`` is an element of a canonical (minified) JSON array of
+    strings: it follows ``[`` or ``,`` and its closing quote is real (a quote inside a
+    string is escaped, so neither pattern can start inside one). Two substring tests: a
+    regular expression on every delivery costs several times more."""
+    quoted = '"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return (events.contains("[" + quoted) | events.contains("," + quoted)).fill_null(False)
 
 
 def plays(x: m.Dialect, raw: ir.Table, feature_event: str | None) -> ir.Table:
@@ -145,11 +146,7 @@ def plays(x: m.Dialect, raw: ir.Table, feature_event: str | None) -> ir.Table:
     <._metrics.order_key>`) and what attribution reads (player, game, currency, bet, event
     time in epoch microseconds, whether the feature event is among the events)."""
     v = m.validate(x, raw)
-    feature = (
-        v.events.re_search(feature_pattern(feature_event)).fill_null(False)
-        if feature_event is not None
-        else ibis.literal(True)
-    )
+    feature = has_event(x, v.events, feature_event) if feature_event is not None else True
     return v.select(
         "received_at", "status", "reason", "action_id", "player_id", "game_id",
         "currency_code", "bet",
@@ -184,42 +181,41 @@ def actions(x: m.Dialect, p: ir.Table) -> ir.Table:
     )  # fmt: skip
 
 
-def matches(a: ir.Table, c: ir.Table, g: ir.Table, pl: ir.Table) -> ir.Table:
-    """Per (action, campaign) that fits every term of the attribution rule."""
+def matches(a: ir.Table, g: ir.Table, keys: ir.Table) -> ir.Table:
+    """Per (action, campaign) that fits every term of the attribution rule. ``keys`` has
+    one row per campaign and player with the campaign's currency, bet, window and whether
+    it needs the feature event, so the one large join is an equi-join on (player,
+    currency, bet), where an action meets only the few campaigns of its own player at its
+    own bet; the window is a filter on that join's rows (a separate table of campaigns
+    would let the engine plan a range join of every action with every campaign)."""
     valid = a.filter(a.valid)
-    j = valid.inner_join(pl, "player_id")
-    j = j.inner_join(c, ["campaign_id", "currency_code", "bet"])
-    j = j.inner_join(g, ["campaign_id", "game_id"])
+    j = valid.inner_join(keys, ["player_id", "currency_code", "bet"])
     j = j.filter((j.ts_us >= j.start_us) & (j.ts_us < j.end_us) & (j.feature | ~j.needs_feature))
+    j = j.inner_join(g, ["campaign_id", "game_id"])
     return j.select("action_id", "campaign_id", "player_id", "ts_us", "start_us")
 
 
-def attribution(a: ir.Table, fits: ir.Table) -> ir.Table:
-    """Per action: ``campaigns`` it fits (0, 1 or more) and, when exactly one, which."""
-    per = fits.group_by("action_id").aggregate(
+def attribution(fits: ir.Table) -> ir.Table:
+    """Per action that fits at least one campaign: how many (``campaigns``) and, when
+    exactly one, which, with the play's player, time and the campaign's start."""
+    return fits.group_by("action_id").aggregate(
         campaigns=fits.count(),
         campaign_id=fits.campaign_id.min(),
         player_id=fits.player_id.min(),
         ts_us=fits.ts_us.min(),
         start_us=fits.start_us.min(),
     )
-    j = a.select("action_id", "valid").left_join(per, "action_id")
-    return j.select(
-        "action_id", "valid", "campaign_id", "player_id", "ts_us", "start_us",
-        campaigns=j.campaigns.fill_null(0),
-    )  # fmt: skip
 
 
-def attribution_counts(t: ir.Table) -> ir.Table:
-    """One row: actions, attributed, ambiguous, unattributed, and how many actions had
-    no valid delivery (unattributed by definition)."""
-    return t.aggregate(
-        actions=t.count(),
-        attributed=(t.campaigns == 1).sum(),
-        ambiguous=(t.campaigns > 1).sum(),
-        unattributed=(t.campaigns == 0).sum(),
-        without_valid_delivery=(~t.valid).sum(),
-    )
+def attribution_counts(a: ir.Table, t: ir.Table) -> ir.Table:
+    """One row: actions, attributed, ambiguous, unattributed (counted apart, as the actions
+    that fit no campaign, so that the identity is a check), and the actions without a
+    valid delivery (unattributed by definition)."""
+    totals = a.aggregate(actions=a.count(), without_valid_delivery=(~a.valid).sum())
+    fitted = t.aggregate(attributed=(t.campaigns == 1).sum(), ambiguous=(t.campaigns > 1).sum())
+    rest = a.anti_join(t, "action_id")
+    none = rest.aggregate(unattributed=rest.count())
+    return totals.cross_join(fitted).cross_join(none)
 
 
 def per_player(t: ir.Table) -> ir.Table:
@@ -389,11 +385,11 @@ class CampaignResults:
         self.campaigns = {c.campaign_id: c for c in campaigns}
         x = self.x = log.dialect
         self._plays = log.load("gp_campaign_plays", lambda raw: plays(x, raw, feature_event))
-        c, g, pl = self._terms_tables()
+        c, g, pl, keys = self._terms_tables()
         self._c, self._pl = c, pl
-        a = log.materialise("gp_campaign_actions", actions(x, self._plays))
-        self._fits = log.materialise("gp_campaign_fits", matches(a, c, g, pl))
-        self._attr = log.materialise("gp_campaign_attr", attribution(a, self._fits))
+        self._a = log.materialise("gp_campaign_actions", actions(x, self._plays))
+        self._fits = log.materialise("gp_campaign_fits", matches(self._a, g, keys))
+        self._attr = log.materialise("gp_campaign_attr", attribution(self._fits))
         self._pp = log.materialise("gp_campaign_pp", per_player(self._attr))
 
     def _upload(self, name: str, table: pa.Table) -> ir.Table:
@@ -404,7 +400,7 @@ class CampaignResults:
         )
         return self.log.materialise(name, view)
 
-    def _terms_tables(self) -> tuple[ir.Table, ir.Table, ir.Table]:
+    def _terms_tables(self) -> tuple[ir.Table, ir.Table, ir.Table, ir.Table]:
         cs = list(self.campaigns.values())
         us = _epoch_us
         c = pa.table(
@@ -434,11 +430,11 @@ class CampaignResults:
                 "player_id": pa.array([p for t in cs for p in t.players], pa.string()),
             }
         )
-        return (
-            self._upload("gp_campaign_terms", c),
-            self._upload("gp_campaign_games", g),
-            self._upload("gp_campaign_players", pl),
-        )
+        terms = self._upload("gp_campaign_terms", c)
+        players = self._upload("gp_campaign_players", pl)
+        # One row per campaign and player with the campaign's terms (see matches()).
+        keys = self.log.materialise("gp_campaign_keys", players.inner_join(terms, "campaign_id"))
+        return terms, self._upload("gp_campaign_games", g), players, keys
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -464,7 +460,7 @@ class CampaignResults:
     @cached_property
     def report(self) -> CampaignReport:
         """The summary: attribution totals and one entry per campaign."""
-        totals = self._df(attribution_counts(self._attr)).iloc[0]
+        totals = self._df(attribution_counts(self._a, self._attr)).iloc[0]
         played = {
             str(r["campaign_id"]): r
             for r in self._df(per_campaign(self._pp, self._c)).to_dict("records")
