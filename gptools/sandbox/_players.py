@@ -23,6 +23,7 @@ from datetime import timedelta
 from typing import Any
 
 from gptools import spec
+from gptools.errors import GptoolsError
 from gptools.models import GameEventNotification, loads_wire
 from gptools.sandbox._events import CampaignPlay
 
@@ -31,7 +32,7 @@ DEFAULT_ACCEPT_SHARE = 0.7
 DEFAULT_FINISH_SHARE = 0.5
 
 
-class CampaignNotPlayableError(ValueError):
+class CampaignNotPlayableError(GptoolsError, ValueError):
     """The stored campaign lacks what playing it needs (games, currency, bet, window,
     betNumber)."""
 

@@ -156,29 +156,29 @@ def plays(x: m.Dialect, raw: ir.Table, feature_event: str | None) -> ir.Table:
     )  # fmt: skip
 
 
-def actions(x: m.Dialect, p: ir.Table) -> ir.Table:
+def actions(p: ir.Table) -> ir.Table:
     """Per action (a distinct usable ``action_id``): ``valid`` (at least one valid
-    delivery) and the fields of its first valid delivery in the analyser's order."""
+    delivery) and ``first_key``, the :func:`order key <._metrics.order_key>` of its first
+    valid delivery (whose fields are the action's). Narrow on purpose: a hash aggregate of
+    integers over every delivery."""
     att = p.filter(p.action_id.notnull())
     valid = att.reason.isnull()
-    fields = ibis.struct(
-        {
-            "player_id": att.player_id,
-            "game_id": att.game_id,
-            "currency_code": att.currency_code,
-            "bet": att.bet,
-            "ts_us": att.ts_us,
-            "feature": att.feature,
-        }
+    return att.group_by("action_id").aggregate(
+        valid=valid.any(), first_key=att.key.min(where=valid)
     )
-    a = att.group_by("action_id").aggregate(
-        valid=valid.any(), play=x.arg_extreme("min", fields, att.key, where=valid)
-    )
-    return a.select(
-        "action_id", "valid",
-        **{name: a.play[name] for name in ("player_id", "game_id", "currency_code", "bet",
-                                           "ts_us", "feature")},
-    )  # fmt: skip
+
+
+def first_plays(p: ir.Table, a: ir.Table, keys: ir.Table) -> ir.Table:
+    """The first valid delivery of each action whose player, currency and bet are some
+    campaign's: valid deliveries that meet a campaign key (a semi-join, selective), kept
+    only when they are their action's first valid one."""
+    valid = p.filter(p.reason.isnull() & p.action_id.notnull())
+    terms = keys.select("player_id", "currency_code", "bet").distinct()
+    cand = valid.semi_join(terms, ["player_id", "currency_code", "bet"])
+    first = a.filter(a.valid).select("action_id", "first_key")
+    j = cand.inner_join(first, [cand.action_id == first.action_id, cand.key == first.first_key])
+    return j.select("action_id", "player_id", "game_id", "currency_code", "bet", "ts_us",
+                    "feature", valid=ibis.literal(True))  # fmt: skip
 
 
 def matches(a: ir.Table, g: ir.Table, keys: ir.Table) -> ir.Table:
@@ -387,8 +387,9 @@ class CampaignResults:
         self._plays = log.load("gp_campaign_plays", lambda raw: plays(x, raw, feature_event))
         c, g, pl, keys = self._terms_tables()
         self._c, self._pl = c, pl
-        self._a = log.materialise("gp_campaign_actions", actions(x, self._plays))
-        self._fits = log.materialise("gp_campaign_fits", matches(self._a, g, keys))
+        self._a = log.materialise("gp_campaign_actions", actions(self._plays))
+        plays_first = first_plays(self._plays, self._a, keys)
+        self._fits = log.materialise("gp_campaign_fits", matches(plays_first, g, keys))
         self._attr = log.materialise("gp_campaign_attr", attribution(self._fits))
         self._pp = log.materialise("gp_campaign_pp", per_player(self._attr))
 
