@@ -6,6 +6,7 @@
     ├── ConfigurationError              bad or missing settings (no base URL, no password)
     ├── MissingExtraError               a capability whose optional extra is not installed
     ├── TransportError                  no HTTP answer: connection refused/dropped, time-out
+    ├── ResponseTooLargeError           an answer larger than the client reads (refused mid-stream)
     └── ApiError                        the server answered with an error status
         ├── BadRequestError             400
         │   ├── BrandRequiredError          BRAND_REQUIRED (also raised locally, unsent)
@@ -120,6 +121,42 @@ class TransportError(GptoolsError):
 
     def __str__(self) -> str:
         return f"{self.args[0]} ({self.method} {self.url}; {self.retries} retries)"
+
+
+class ResponseTooLargeError(GptoolsError):
+    """An answer was larger than the client reads (``max_response_bytes``, 10 MB by
+    default): reading stopped at the limit, while the answer streamed, and the connection
+    was dropped. Not retried: the same request would get the same answer.
+
+    Carries the ``status``, the ``limit`` in bytes, the request's ``method`` and ``url``
+    (no credentials), ``body`` (the first few kilobytes, as text), ``retries`` taken and
+    ``sent`` (always True: the server answered).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int,
+        limit: int,
+        method: str,
+        url: str,
+        body: str | None = None,
+        retries: int = 0,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.limit = limit
+        self.method = method
+        self.url = url
+        self.body = body
+        self.retries = retries
+        self.sent = True
+
+    def __str__(self) -> str:
+        tail = f"; {self.retries} retries" if self.retries else ""
+        return f"HTTP {self.status}: {self.message} ({self.method} {self.url}{tail})"
 
 
 class ApiError(GptoolsError):
@@ -334,6 +371,7 @@ __all__ = [
     "NotAuthorizedError",
     "NotFoundError",
     "RateLimitedError",
+    "ResponseTooLargeError",
     "ServerError",
     "TransportError",
     "UnknownServerError",

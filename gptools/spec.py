@@ -235,6 +235,11 @@ WEBHOOK_DEDUPE_RETENTION: Final = WEBHOOK_RETRY_WINDOW + timedelta(days=1)
 #: ours: the receiver's delivery log is kept 90 days, long after the 7-day retry window, so
 #: that a quarter's deliveries can be analysed (configurable per store)
 WEBHOOK_LOG_RETENTION: Final = timedelta(days=90)
+#: ours: the deepest JSON gptools parses, in a notification (from anyone who can reach the
+#: receiver) or in an answer (from whatever server the client talks to). The notification
+#: needs 2 levels and the API's answers 3; a deeper document is refused before it is
+#: parsed, so no parser's recursion can fail (``gptools._json_depth``)
+JSON_MAX_DEPTH: Final = 32
 
 #: assumed (WEBHOOK_ACKNOWLEDGED_STATUSES): every 2xx acknowledges a delivery, not only 200
 WEBHOOK_ACK_STATUS_MIN: Final = 200

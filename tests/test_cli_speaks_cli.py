@@ -71,7 +71,7 @@ def test_brand_is_named_as_the_option(runner: CliRunner, tmp_path: Path) -> None
 
 def test_column_and_encoding_are_named_as_options(runner: CliRunner, tmp_path: Path) -> None:
     two = tmp_path / "two.csv"
-    two.write_text("login,name\nu-1,A\n", encoding="utf-8")
+    two.write_text("handle,name\nu-1,A\n", encoding="utf-8")
     result = _run(
         runner,
         "participants",

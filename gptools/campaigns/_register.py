@@ -30,6 +30,7 @@ from zoneinfo import ZoneInfo
 
 import pandas as pd
 
+from gptools._private_files import create_private
 from gptools.campaigns._plan import Plan
 from gptools.display import html_table
 from gptools.errors import GptoolsError
@@ -257,7 +258,7 @@ class CampaignRegister:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             # Created owner-only before SQLite opens it; SQLite copies the mode to -wal/-shm.
-            os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))
+            create_private(self.path)
             db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
         except (OSError, sqlite3.Error) as exc:
             raise RegisterError(f"{self.path}: cannot open the campaign register: {exc}") from None

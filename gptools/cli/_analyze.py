@@ -48,8 +48,10 @@ def _lost_records(analysis: Any) -> list[dict[str, Any]]:
 
 
 def _write_lost(path: Path, lost: list[dict[str, Any]]) -> None:
+    from gptools.webhooks import open_private
+
     try:
-        with path.open("w", encoding="utf-8", newline="") as fh:
+        with open_private(path, "w", encoding="utf-8", newline="") as fh:
             writer = csv.DictWriter(fh, fieldnames=LOST_COLUMNS)
             writer.writeheader()
             writer.writerows(lost)

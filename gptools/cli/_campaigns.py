@@ -152,20 +152,25 @@ def apply_command(
 
 def _participants(records: list[Any]) -> dict[tuple[str, str], Any]:
     """(server, campaign id) -> participant counts: loaded are the distinct players apply
-    sent or a load's journal has acknowledged; rejected and pending from the journals."""
+    sent or a load's journal has acknowledged; rejected and pending add up the journals'
+    (of that server, set-aside ones apart)."""
     from gptools.campaigns import ParticipantCounts
-    from gptools.participants import loaded_players, participant_counts
+    from gptools.participants import journal_summaries, loaded_players
 
     out: dict[tuple[str, str], Any] = {}
-    for server in {r.server for r in records}:
-        counts = participant_counts(server=server)
-        for r in records:
-            if r.server == server:
-                c = counts.get(r.campaign_id, {})
-                loaded = dict.fromkeys((*r.players, *loaded_players(r.campaign_id, server=server)))
-                out[(server, r.campaign_id)] = ParticipantCounts(
-                    loaded=len(loaded), rejected=c.get("rejected", 0), pending=c.get("pending", 0)
-                )
+    summaries = journal_summaries()
+    for r in records:
+        mine = [
+            s for s in summaries
+            if s.campaign_id == r.campaign_id and s.server == r.server
+            and s.state in ("complete", "pending")
+        ]  # fmt: skip
+        loaded = dict.fromkeys((*r.players, *loaded_players(r.campaign_id, server=r.server)))
+        out[(r.server, r.campaign_id)] = ParticipantCounts(
+            loaded=len(loaded),
+            rejected=sum(s.rejected for s in mine),
+            pending=sum(s.pending for s in mine),
+        )
     return out
 
 
@@ -229,8 +234,10 @@ def show_command(campaign_id: str, now_text: str | None, as_json: bool) -> None:
 
 
 def _write_unreached(path: Path, frame: Any) -> None:
+    from gptools.webhooks import open_private
+
     try:
-        with path.open("w", encoding="utf-8", newline="") as fh:
+        with open_private(path, "w", encoding="utf-8", newline="") as fh:
             writer = csv.writer(fh)
             writer.writerow(["campaign_id", "player_id"])
             writer.writerows(zip(frame.campaign_id, frame.player_id, strict=True))

@@ -87,6 +87,8 @@ _PYTHON_HINTS: tuple[tuple[str, str], ...] = (
     ("Pass brand=ID or use client.brand(ID)", "Name one with --brand"),
     ("encoding=...", "--encoding"),
     ("column=...", "--column"),
+    ("header=True or header=False", "--header or --no-header"),
+    ("skip_rows=N", "--skip-rows N"),
     ("pass format= one of", "pass --format, one of"),
     ("(pass costs=)", "(run without --offline)"),
 )
@@ -141,7 +143,7 @@ def cli_errors(*bad_input: type[BaseException]) -> Iterator[None]:
 
 
 def _timeout_option(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
-    """``--timeout``: seconds for every phase, or ``connect,read`` (as ``GP_TIMEOUT``)."""
+    """``--timeout``: seconds for the whole call, or ``connect,read`` (as ``GP_TIMEOUT``)."""
     from gptools.client._settings import parse_timeout
 
     if value is None:
@@ -179,7 +181,8 @@ def client_options() -> dict[str, Any]:
     default=None,
     callback=_timeout_option,
     metavar="SECONDS|CONNECT,READ",
-    help="HTTP time-out: seconds, or connect,read [default: GP_TIMEOUT, else 5,30].",
+    help="Time-out: seconds for a whole call, or connect,read (the call then ends within "
+    "their sum) [default: GP_TIMEOUT, else 5,30].",
 )
 def cli(max_retries: int | None, timeout: Any) -> None:
     """gptools: campaigns, feature costs, participants and webhooks for the GP public API."""

@@ -1,9 +1,12 @@
-"""``gptools participants load``: a player list into a campaign, resumable, every row counted."""
+"""``gptools participants load|status|journals``: a player list into a campaign, resumable,
+every row counted; the journals that make loads resumable, listed and pruned."""
 
 from __future__ import annotations
 
 import sys
+from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -51,6 +54,18 @@ from gptools.cli._main import EXIT_INTERRUPTED, cli_errors, emit, fail, particip
 @click.option("--delimiter", default=None, help="Field delimiter [default: detected].")
 @click.option("--sheet", default=None, help="Excel sheet name [default: the first].")
 @click.option(
+    "--header/--no-header",
+    default=None,
+    help="Whether the first row (after --skip-rows) names the columns [default: detected; "
+    "a file where it cannot be told is refused until you say].",
+)
+@click.option(
+    "--skip-rows",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Rows above the list (or its header) to skip, such as titles [default: detected].",
+)
+@click.option(
     "--max-id-length",
     type=click.IntRange(min=1),
     default=spec.PLAYER_ID_MAX_LENGTH,
@@ -62,6 +77,11 @@ from gptools.cli._main import EXIT_INTERRUPTED, cli_errors, emit, fail, particip
     type=click.IntRange(min=1),
     default=None,
     help="Requests in flight at most [default: 16].",
+)
+@click.option(
+    "--restart",
+    is_flag=True,
+    help="Discard this load's journal and start over (every id is sent again).",
 )
 @click.option("--no-progress", is_flag=True, help="Hide the progress bar.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON document.")
@@ -77,8 +97,11 @@ def load(
     encoding: str | None,
     delimiter: str | None,
     sheet: str | None,
+    header: bool | None,
+    skip_rows: int | None,
     max_id_length: int,
     concurrency: int | None,
+    restart: bool,
     no_progress: bool,
     as_json: bool,
 ) -> None:
@@ -111,6 +134,8 @@ def load(
                     encoding=encoding,
                     delimiter=delimiter,
                     sheet=int(sheet) if sheet and sheet.isdigit() else sheet,
+                    header=header,
+                    skip_rows=skip_rows,
                     journal=journal,
                     rejects=rejects,
                     chunk_size=chunk_size,
@@ -118,6 +143,8 @@ def load(
                     max_id_length=max_id_length,
                     concurrency=concurrency or DEFAULT_CONCURRENCY,
                     progress=not no_progress,
+                    restart=restart,
+                    notice=say,
                 )
         except LoadInterrupted as exc:
             stopped = exc.summary
@@ -132,3 +159,92 @@ def load(
             f"{summary.not_attempted} player id(s) not loaded yet "
             f"({summary.last_error or 'no answer'}); run the same command again to resume"
         )
+
+
+_JOURNAL_DIR_OPTION = click.option(
+    "--journal-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Folder of the journals [default: $GPTOOLS_JOURNAL_DIR or ~/.cache/gptools/journals].",
+)
+
+
+def _journal_table(rows: list[Any]) -> str:
+    if not rows:
+        return "no journals"
+    lines = [
+        f"{'state':<10} {'campaign':<14} {'loaded':>9} {'rejected':>9} {'pending':>9}  "
+        f"{'updated (UTC)':<19}  server / file"
+    ]
+    for j in rows:
+        when = j.updated_at.strftime("%Y-%m-%d %H:%M:%S") if j.updated_at else "-"
+        lines.append(
+            f"{j.state:<10} {j.campaign_id or '-':<14} {j.loaded:>9,} {j.rejected:>9,} "
+            f"{j.pending:>9,}  {when:<19}  {j.server or '-'}"
+        )
+        lines.append(f"{'':>10} {j.path}" + (f"  ({j.note})" if j.note else ""))
+    return "\n".join(lines)
+
+
+@participants.command("status")
+@click.option("--campaign", "campaign_id", default=None, help="Only this campaign's journals.")
+@_JOURNAL_DIR_OPTION
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+def status(campaign_id: str | None, journal_dir: Path | None, as_json: bool) -> None:
+    """Show the journals of participant loads: state (pending, complete, set aside),
+    loaded, rejected and pending rows, when, and which server each was made against."""
+    from gptools.participants import journal_summaries
+
+    with cli_errors():
+        rows = journal_summaries(journal_dir, campaign_id=campaign_id)
+    emit(
+        {"journals": [j.to_dict() for j in rows]},
+        as_json=as_json,
+        human=lambda: _journal_table(rows),
+    )
+
+
+@participants.command("journals")
+@click.option(
+    "--prune",
+    is_flag=True,
+    help="Delete complete and set-aside journals (not pending ones, nor one in use).",
+)
+@click.option(
+    "--older-than",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="With --prune: only journals last written more than this many days ago.",
+)
+@click.option("--campaign", "campaign_id", default=None, help="Only this campaign's journals.")
+@_JOURNAL_DIR_OPTION
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+def journals(
+    prune: bool, older_than: int, campaign_id: str | None, journal_dir: Path | None, as_json: bool
+) -> None:
+    """List the journal files (as status does), or with --prune delete those no longer
+    needed. A complete load run again after its journal is pruned sends its ids again."""
+    from gptools.participants import journal_summaries, prune_journals
+
+    with cli_errors():
+        if not prune:
+            rows = journal_summaries(journal_dir, campaign_id=campaign_id)
+            emit(
+                {"journals": [j.to_dict() for j in rows]},
+                as_json=as_json,
+                human=lambda: _journal_table(rows),
+            )
+            return
+        removed = prune_journals(
+            journal_dir, campaign_id=campaign_id, older_than=timedelta(days=older_than)
+        )
+    freed = sum(j.size_bytes for j in removed)
+    emit(
+        {"pruned": [j.to_dict() for j in removed], "freed_bytes": freed},
+        as_json=as_json,
+        human=lambda: (
+            f"pruned {len(removed)} journal(s), {freed / 1e6:,.1f} MB freed"
+            + "".join(f"\n  {j.state:<10} {j.path}" for j in removed)
+        ),
+    )

@@ -6,8 +6,8 @@ limits hold for all tasks of one client together. The client belongs to the even
 it is first used in (as an :class:`httpx.AsyncClient` does).
 """
 
-# ``timeout=`` here is the HTTP time-out of the request (connect/read), the same keyword
-# as on the sync client and on httpx, not a deadline for the coroutine.
+# ``timeout=`` here is the client's time-out (the call's deadline and its per-phase values),
+# the same keyword as on the sync client and on httpx.
 # ruff: noqa: ASYNC109
 
 from __future__ import annotations
@@ -27,9 +27,12 @@ from gptools.client._base import (
     NOT_GIVEN,
     Answer,
     BaseClient,
+    BodyReader,
     Call,
+    Deadline,
     M,
     NotGiven,
+    Received,
     Retry,
 )
 from gptools.client._ratelimit import Ticket
@@ -210,7 +213,7 @@ class AsyncClient(BaseClient):
     # ----------------------------------------------------------------------------------
 
     async def _request(self, call: Call[M], timeout: TimeoutTypes | NotGiven) -> M:
-        http_timeout = self._timeout_for(timeout)
+        phases, deadline = self._timeout_for(timeout)
         attempt = 0
         while True:
             ticket = await self._acquire(call.tiers)
@@ -218,19 +221,12 @@ class AsyncClient(BaseClient):
             answer = NO_ANSWER
             step: M | Retry
             try:
-                response = await self._http.request(
-                    call.method,
-                    call.path,
-                    params=call.params,
-                    content=call.body,
-                    headers=self._headers(call),
-                    timeout=http_timeout,
-                )
+                response = await self._send(call, phases, deadline, attempt)
             except httpx.TransportError as exc:
-                step = self._after_transport_error(call, exc, attempt)
+                step = self._after_transport_error(call, exc, attempt, deadline)
             else:
                 answer = self._read_answer(call, response, attempt)
-                step = self._after_response(call, response, attempt, answer)
+                step = self._after_response(call, response, attempt, answer, deadline)
             finally:
                 self._release(ticket, answer)
             if not isinstance(step, Retry):
@@ -238,6 +234,35 @@ class AsyncClient(BaseClient):
             await asyncio.sleep(step.delay)
             self._count("backoff_seconds", step.delay)
             attempt += 1
+
+    async def _send(
+        self, call: Call[M], phases: httpx.Timeout, deadline: Deadline, attempt: int
+    ) -> Received:
+        """One attempt: the answer as far as :class:`BodyReader` keeps it, cancelled at the
+        deadline (on any transport)."""
+        request = self._http.build_request(
+            call.method,
+            call.path,
+            params=call.params,
+            content=call.body,
+            headers=self._headers(call),
+            timeout=deadline.phases(phases),
+        )
+        try:
+            async with asyncio.timeout(deadline.remaining()):
+                response = await self._http.send(request, stream=True)
+                try:
+                    reader = BodyReader(self, call, response, attempt)
+                    async for chunk in response.aiter_bytes():
+                        if reader.feed(chunk):
+                            break
+                finally:
+                    await response.aclose()
+        except TimeoutError:
+            raise httpx.ReadTimeout(
+                f"the call's deadline of {deadline.seconds:g} s passed"
+            ) from None
+        return reader.received()
 
     async def _acquire(self, tiers: tuple[str, ...]) -> Ticket | None:
         if not tiers:

@@ -2,7 +2,9 @@
 
 Settings, the options a view changes (:meth:`BaseClient.with_options`, :meth:`BaseClient.brand`),
 the choice of path by principal type (and the local brand checks), request building, the
-retry decision and its delays, error mapping, response parsing and the counters.
+call's deadline and each attempt's share of it, what is kept of an answer while it streams
+(:class:`BodyReader`: the size limit), the retry decision and its delays, error mapping,
+response parsing and the counters.
 :class:`~gptools.client.Client` and :class:`~gptools.client.AsyncClient` add only how a
 request is sent and how a wait is waited.
 """
@@ -15,6 +17,7 @@ import logging
 import math
 import random
 import threading
+import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -29,12 +32,15 @@ from pydantic import SecretStr, ValidationError
 
 from gptools import spec
 from gptools._backoff import backoff_delay
+from gptools._json_depth import exceeds_json_depth
 from gptools.client import _constants as C
 from gptools.client._ratelimit import RateLimiter
 from gptools.client._settings import (
     ClientSettings,
     TimeoutTypes,
     as_timeout,
+    call_deadline,
+    checked_max_response_bytes,
     normalised_url,
     safe_url,
 )
@@ -43,6 +49,7 @@ from gptools.errors import (
     BrandNotAllowedError,
     BrandRequiredError,
     GptoolsError,
+    ResponseTooLargeError,
     TransportError,
     is_rate_limited,
 )
@@ -144,6 +151,130 @@ class Answer:
 NO_ANSWER = Answer()
 
 
+@dataclass(frozen=True, slots=True)
+class Deadline:
+    """A call's time budget: ``seconds`` in all, ending at ``at`` (:func:`time.monotonic`)."""
+
+    seconds: float
+    at: float
+
+    @classmethod
+    def start(cls, seconds: float) -> Deadline:
+        """The budget of a call that starts now."""
+        return cls(seconds, time.monotonic() + seconds)
+
+    def remaining(self) -> float:
+        """Seconds left (negative once passed)."""
+        return self.at - time.monotonic()
+
+    def passed(self) -> bool:
+        """Whether the budget is spent (within a clock tick: a read time-out capped at the
+        remaining time ends at the deadline, not measurably after it)."""
+        return self.remaining() <= _CLOCK_SLACK
+
+    def phases(self, timeout: httpx.Timeout) -> httpx.Timeout:
+        """``timeout`` with every phase cut to the time left, for one attempt."""
+        left = max(self.remaining(), _CLOCK_SLACK)
+
+        def cut(seconds: float | None) -> float:
+            return left if seconds is None else min(seconds, left)
+
+        return httpx.Timeout(
+            connect=cut(timeout.connect),
+            read=cut(timeout.read),
+            write=cut(timeout.write),
+            pool=cut(timeout.pool),
+        )
+
+    def check(self) -> None:
+        """Raise the read time-out of a spent budget (between two chunks of an answer)."""
+        if self.passed():
+            raise httpx.ReadTimeout(f"the call's deadline of {self.seconds:g} s passed")
+
+
+_CLOCK_SLACK = 0.005
+
+
+@dataclass(frozen=True, slots=True)
+class Received:
+    """An answer as far as the client read it: ``content`` is the whole body of a 2xx and
+    at most :data:`~gptools.client._constants.ERROR_BODY_BYTES` of any other
+    (``truncated`` when there was more)."""
+
+    status: int
+    headers: httpx.Headers
+    content: bytes
+    truncated: bool = False
+
+    @property
+    def text(self) -> str:
+        """The body as text (JSON is UTF-8; a byte that is not becomes U+FFFD)."""
+        return self.content.decode("utf-8", "replace")
+
+
+class BodyReader:
+    """What the client keeps of one answer while it streams, fed chunk by chunk by the
+    sync or async client: a 2xx whole, up to the client's ``max_response_bytes`` (past
+    it :class:`~gptools.errors.ResponseTooLargeError`, raised before the rest is read);
+    any other answer up to ``ERROR_BODY_BYTES``, then reading stops (an error's body is
+    for its message; a huge 500 would otherwise be read again on every retry)."""
+
+    def __init__(
+        self, client: BaseClient, call: Call[M], response: httpx.Response, attempt: int
+    ) -> None:
+        self._client, self._call, self._attempt = client, call, attempt
+        self.status = response.status_code
+        self.headers = response.headers
+        self._ok = 200 <= self.status <= 299
+        self.limit = client.max_response_bytes if self._ok else C.ERROR_BODY_BYTES
+        self._chunks: list[bytes] = []
+        self._size = 0
+        self._truncated = False
+        declared = response.headers.get("Content-Length", "")
+        if self._ok and declared.isdigit() and int(declared) > self.limit:
+            self._too_large()
+
+    def feed(self, chunk: bytes) -> bool:
+        """Keep ``chunk``; True when reading should stop here."""
+        room = self.limit - self._size
+        if len(chunk) > room:
+            self._chunks.append(chunk[:room])
+            self._size = self.limit
+            if self._ok:
+                self._too_large()
+            self._truncated = True
+            return True
+        self._chunks.append(chunk)
+        self._size += len(chunk)
+        return False
+
+    def received(self) -> Received:
+        """The answer as read."""
+        return Received(self.status, self.headers, b"".join(self._chunks), self._truncated)
+
+    def _too_large(self) -> None:
+        call = self._call
+        prefix = b"".join(self._chunks)[: C.ERROR_BODY_BYTES]
+        raise ResponseTooLargeError(
+            f"the answer is larger than {self.limit} bytes (max_response_bytes); "
+            "reading stopped there",
+            status=self.status,
+            limit=self.limit,
+            method=call.method,
+            url=self._client.url_of(call.path, call.params),
+            body=prefix.decode("utf-8", "replace") or None,
+            retries=self._attempt,
+        )
+
+
+def loads_answer(content: bytes) -> object:
+    """An answer's JSON (exact decimals), refused with a :class:`ValueError` when it nests
+    deeper than ``spec.JSON_MAX_DEPTH`` before the parser's recursion could fail."""
+    if exceeds_json_depth(content):
+        raise ValueError(f"nested deeper than {spec.JSON_MAX_DEPTH} levels")
+    return loads_wire(content)
+
+
 @dataclass(slots=True)
 class _Shared:
     """The state a client shares with every view made from it that is replaced rather
@@ -219,7 +350,7 @@ def parse_retry_after(value: str | None, *, now: datetime | None = None) -> floa
     return max(0.0, seconds)
 
 
-def server_date(response: httpx.Response) -> datetime | None:
+def server_date(response: httpx.Response | Received) -> datetime | None:
     """The server's clock from a response's ``Date`` header, or ``None`` (absent, bad)."""
     value = response.headers.get("Date")
     if value is None:
@@ -243,14 +374,18 @@ def _aware(when: datetime) -> datetime:
 #: The keyword options and behaviour shared by :class:`Client` and :class:`AsyncClient`;
 #: each appends it to its own first line, so the two docstrings cannot drift apart.
 CLIENT_DOC = """\
-``base_url``, ``username``, ``password``, ``max_retries`` and ``timeout`` default to
-``GP_BASE_URL``, ``GP_USERNAME``, ``GP_PASSWORD``, ``GP_MAX_RETRIES`` and ``GP_TIMEOUT``
-(seconds, or ``connect,read``) from the environment, else from ``env_file`` (``.env``;
-``None`` skips it), else (the last two) the defaults. The password is kept as a
+``base_url``, ``username``, ``password``, ``max_retries``, ``timeout`` and
+``max_response_bytes`` default to ``GP_BASE_URL``, ``GP_USERNAME``, ``GP_PASSWORD``,
+``GP_MAX_RETRIES``, ``GP_TIMEOUT`` (seconds, or ``connect,read``) and
+``GP_MAX_RESPONSE_BYTES`` from the environment, else from ``env_file`` (``.env``; ``None``
+skips it), else (the last three) the defaults. The password is kept as a
 :class:`~pydantic.SecretStr`.
 
-Keyword options: ``timeout`` (seconds, a ``(connect, read)`` pair or an
-:class:`httpx.Timeout`; never ``None``), ``max_retries``, ``legacy_campaign_path``
+Keyword options: ``timeout`` (seconds for the whole call, retries and waits included; or
+per-phase values, a ``(connect, read)`` pair or an :class:`httpx.Timeout`, and the call
+then ends within connect + read; never ``None``), ``max_retries``, ``max_response_bytes``
+(the largest answer read; past it :class:`~gptools.errors.ResponseTooLargeError`, while
+it streams), ``legacy_campaign_path``
 (use ``/freeround/campaign``), ``rate_tiers`` (the rate table to respect; ``()`` turns
 client-side limiting off), ``rate_limit_status``, ``retry_after_ceiling``,
 ``backoff_base``/``backoff_cap``, ``rng`` (a seeded :class:`random.Random` for
@@ -285,6 +420,7 @@ class BaseClient:
         *,
         timeout: TimeoutTypes | NotGiven = NOT_GIVEN,
         max_retries: int | NotGiven = NOT_GIVEN,
+        max_response_bytes: int | NotGiven = NOT_GIVEN,
         legacy_campaign_path: bool = False,
         rate_tiers: Sequence[spec.RateTier] = spec.RATE_TIERS,
         rate_limit_status: int = spec.RATE_LIMIT_STATUS,
@@ -312,9 +448,18 @@ class BaseClient:
                 None if isinstance(max_retries, NotGiven) else _checked_max_retries(max_retries)
             ),
             timeout=None if isinstance(timeout, NotGiven) else timeout,
+            max_response_bytes=(
+                None
+                if isinstance(max_response_bytes, NotGiven)
+                else checked_max_response_bytes(max_response_bytes)
+            ),
         )
         self.timeout = self.settings.timeout
+        #: Seconds a whole call may take, retries and waits included (see ``timeout``).
+        self.deadline = self.settings.deadline
         self.max_retries = self.settings.max_retries
+        #: The largest answer read, in bytes.
+        self.max_response_bytes = self.settings.max_response_bytes
         #: The brand every call acts on (``None``: each call's ``brand=``, see :meth:`brand`).
         self.brand_id = None if brand is None else _checked_brand(brand)
         self._server_identity = _checked_identity(server_identity, self.settings.base_url)
@@ -390,7 +535,7 @@ class BaseClient:
         if not isinstance(brand, NotGiven):
             view.brand_id = None if brand is None else _checked_brand(brand)
         if not isinstance(timeout, NotGiven):
-            view.timeout = as_timeout(timeout)
+            view.timeout, view.deadline = as_timeout(timeout), call_deadline(timeout)
         if not isinstance(max_retries, NotGiven):
             view.max_retries = _checked_max_retries(max_retries)
         if not isinstance(server_identity, NotGiven):
@@ -451,8 +596,11 @@ class BaseClient:
     def _auth(self) -> httpx.BasicAuth:
         return httpx.BasicAuth(self.settings.username, self.settings.password.get_secret_value())
 
-    def _timeout_for(self, timeout: TimeoutTypes | NotGiven) -> httpx.Timeout:
-        return self.timeout if isinstance(timeout, NotGiven) else as_timeout(timeout)
+    def _timeout_for(self, timeout: TimeoutTypes | NotGiven) -> tuple[httpx.Timeout, Deadline]:
+        """A call's per-phase time-outs and its deadline, which starts now."""
+        if isinstance(timeout, NotGiven):
+            return self.timeout, Deadline.start(self.deadline)
+        return as_timeout(timeout), Deadline.start(call_deadline(timeout))
 
     # ----------------------------------------------------------------------------------
     # Paths
@@ -644,9 +792,9 @@ class BaseClient:
     def _headers(self, call: Call[M]) -> Mapping[str, str] | None:
         return _JSON_HEADERS if call.body is not None else None
 
-    def _read_answer(self, call: Call[M], response: httpx.Response, attempt: int) -> Answer:
+    def _read_answer(self, call: Call[M], response: Received, attempt: int) -> Answer:
         """Read an answer once, for the retry decision and for the rate limiter alike."""
-        status = response.status_code
+        status = response.status
         if 200 <= status <= 299:
             return NO_ANSWER
         retry_after = parse_retry_after(
@@ -661,11 +809,16 @@ class BaseClient:
         return Answer(error, True, retry_after, pause)
 
     def _after_response(
-        self, call: Call[M], response: httpx.Response, attempt: int, answer: Answer
+        self,
+        call: Call[M],
+        response: Received,
+        attempt: int,
+        answer: Answer,
+        deadline: Deadline,
     ) -> M | Retry:
         """The parsed result of a 2xx, or a :class:`Retry`; raises the final error.
         ``answer`` is :meth:`_read_answer` of the same response."""
-        status = response.status_code
+        status = response.status
         if log.isEnabledFor(logging.DEBUG):
             log.debug("%s %s -> %d", call.method, self.url_of(call.path, call.params), status)
         error = answer.error
@@ -680,25 +833,30 @@ class BaseClient:
             # Sleeping that long would look like a hang; the caller decides instead.
             raise error
         delay = retry_after if retry_after is not None else self._backoff(attempt)
+        if delay >= deadline.remaining():
+            raise error  # the retry could not be answered within the call's deadline
         self._log_retry(
             call, f"HTTP {status}" + (f" {error.code}" if error.code else ""), attempt, delay
         )
         return Retry(delay)
 
     def _after_transport_error(
-        self, call: Call[M], exc: httpx.TransportError, attempt: int
+        self, call: Call[M], exc: httpx.TransportError, attempt: int, deadline: Deadline
     ) -> Retry:
         """A :class:`Retry` after a connection error or time-out; raises the final error."""
         self._count("transport_errors")
         reached = not isinstance(exc, _NOT_SENT)
-        reason = (
-            _describe(exc)
-            if reached
-            else (f"cannot connect to {self.settings.base_url}: {connect_failure(exc)}")
-        )
-        if attempt >= self.max_retries or not should_retry(
+        if isinstance(exc, httpx.TimeoutException) and deadline.passed():
+            reason = f"no complete answer within the call's deadline of {deadline.seconds:g} s"
+        elif reached:
+            reason = _describe(exc)
+        else:
+            reason = f"cannot connect to {self.settings.base_url}: {connect_failure(exc)}"
+        final = attempt >= self.max_retries or not should_retry(
             None, rate_limited=False, idempotent=call.idempotent, reached=reached
-        ):
+        )
+        delay = 0.0 if final else self._backoff(attempt)
+        if final or delay >= deadline.remaining():
             raise TransportError(
                 reason,
                 method=call.method,
@@ -706,7 +864,6 @@ class BaseClient:
                 retries=attempt,
                 sent=reached,
             ) from exc
-        delay = self._backoff(attempt)
         self._log_retry(call, reason, attempt, delay)
         return Retry(delay)
 
@@ -725,17 +882,17 @@ class BaseClient:
             delay,
         )
 
-    def _parse(self, call: Call[M], response: httpx.Response, retries: int) -> M:
+    def _parse(self, call: Call[M], response: Received, retries: int) -> M:
         content = response.content
         try:
-            data = loads_wire(content) if content.strip() else {}
+            data = loads_answer(content) if content.strip() else {}
             result = call.model.model_validate(data)
         except ValueError as exc:  # bad JSON or a shape the model refuses
             expected = call.model.EXPECTED or f"a valid {call.model.__name__}"
             raise ApiError(
                 f"unexpected answer from {call.method} {call.path}: expected {expected}; "
                 f"{_problems(exc)}",
-                status=response.status_code,
+                status=response.status,
                 method=call.method,
                 url=self.url_of(call.path, call.params),
                 body=response.text[:2000],
@@ -745,18 +902,19 @@ class BaseClient:
         return result
 
     def _error(
-        self, call: Call[M], response: httpx.Response, retries: int, retry_after: float | None
+        self, call: Call[M], response: Received, retries: int, retry_after: float | None
     ) -> ApiError:
         raw = response.text
         body: ErrorBody | None = None
         try:
-            data = loads_wire(response.content)
+            # A cut body is not the documented JSON, whatever its first bytes say.
+            data = None if response.truncated else loads_answer(response.content)
             if isinstance(data, dict):
                 body = ErrorBody.model_validate(data)
         except ValueError:
             body = None  # not the documented JSON: from_body keeps the raw text instead
         return ApiError.from_body(
-            response.status_code,
+            response.status,
             body,
             raw=raw,
             method=call.method,

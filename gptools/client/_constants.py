@@ -1,4 +1,4 @@
-"""Every tunable of the client in one place (timeouts, retries, backoff, rate limiting).
+"""Every tunable of the client in one place (timeouts, sizes, retries, backoff, rate limiting).
 
 Each is the default of a :class:`~gptools.client.Client` keyword argument of the same
 name in lower case, so a caller changes one argument, never this module.
@@ -13,6 +13,14 @@ DEFAULT_CONNECT_TIMEOUT: Final = 5.0
 #: Seconds to wait for the answer (and to write the body, and for a pooled connection).
 #: Long enough for a slow campaign creation, never unlimited.
 DEFAULT_READ_TIMEOUT: Final = 30.0
+#: The largest answer read, in bytes (after decompression): a larger one is refused while
+#: it streams (:class:`~gptools.errors.ResponseTooLargeError`). The API's answers are a
+#: few kilobytes; a configuration list of every game and currency stays far below.
+DEFAULT_MAX_RESPONSE_BYTES: Final = 10 * 1024 * 1024
+#: How much of an error answer (a non-2xx) is read and kept in ``ApiError.body``: the
+#: documented error JSON is a few hundred bytes. Past it the connection is dropped, so a
+#: huge 500 costs neither the memory nor the time of reading it, on any retry.
+ERROR_BODY_BYTES: Final = 8 * 1024
 
 #: How many times one call is retried after its first attempt.
 DEFAULT_MAX_RETRIES: Final = 3
@@ -44,8 +52,10 @@ ENV_USERNAME: Final = "GP_USERNAME"
 ENV_PASSWORD: Final = "GP_PASSWORD"  # noqa: S105 (a variable name, not a password)
 #: Retries after a call's first attempt (``max_retries``): a whole number, 0 or more.
 ENV_MAX_RETRIES: Final = "GP_MAX_RETRIES"
-#: The HTTP time-out (``timeout``): seconds for every phase, or ``connect,read``.
+#: The HTTP time-out (``timeout``): seconds for the whole call, or ``connect,read``.
 ENV_TIMEOUT: Final = "GP_TIMEOUT"
+#: The largest answer read (``max_response_bytes``): a whole number of bytes, 1 or more.
+ENV_MAX_RESPONSE_BYTES: Final = "GP_MAX_RESPONSE_BYTES"
 
 #: The logger every client message goes to. Headers are never logged.
 LOGGER_NAME: Final = "gptools.client"

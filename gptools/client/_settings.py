@@ -1,5 +1,5 @@
 """Where the client's settings come from: arguments, then the environment, then ``.env``
-(address, credentials, retries and time-out alike).
+(address, credentials, retries, time-out and answer size alike).
 
 The password becomes a :class:`~pydantic.SecretStr` as soon as it is read, so nothing
 downstream can print it by accident.
@@ -19,11 +19,27 @@ from pydantic import SecretStr
 from gptools.client import _constants as C
 from gptools.errors import ConfigurationError
 
-#: What a ``timeout=`` argument may be: seconds for every phase, a ``(connect, read)`` pair,
-#: or an :class:`httpx.Timeout` with every phase set.
+#: What a ``timeout=`` argument may be: seconds for the whole call, a ``(connect, read)``
+#: pair, or an :class:`httpx.Timeout` with every phase set.
 TimeoutTypes = float | tuple[float, float] | httpx.Timeout
 
 DEFAULT_TIMEOUT = httpx.Timeout(C.DEFAULT_READ_TIMEOUT, connect=C.DEFAULT_CONNECT_TIMEOUT)
+
+
+def call_deadline(value: TimeoutTypes) -> float:
+    """The seconds a whole call may take for a ``timeout=`` argument: the connection, every
+    read, every retry and every backoff wait together.
+
+    Seconds (``10``) are the deadline itself. Per-phase values (a ``(connect, read)`` pair or
+    an :class:`httpx.Timeout`) keep their meaning per phase, and the call ends within connect
+    + read: a server that sends one byte per read time-out can no longer hold a call for
+    ever. ``DEFAULT_TIMEOUT`` gives 35 s.
+    """
+    timeout = as_timeout(value)
+    if isinstance(value, int | float):
+        return float(value)
+    assert timeout.connect is not None and timeout.read is not None  # as_timeout checked
+    return timeout.connect + timeout.read
 
 
 def as_timeout(value: TimeoutTypes | None) -> httpx.Timeout:
@@ -58,9 +74,9 @@ def as_timeout(value: TimeoutTypes | None) -> httpx.Timeout:
     return timeout
 
 
-def parse_timeout(text: str, *, name: str = C.ENV_TIMEOUT) -> httpx.Timeout:
-    """``GP_TIMEOUT`` text as a time-out: ``"10"`` (seconds, every phase) or ``"2,30"``
-    (connect, read). ``name`` says where the text came from in the error."""
+def parse_timeout(text: str, *, name: str = C.ENV_TIMEOUT) -> float | tuple[float, float]:
+    """``GP_TIMEOUT`` text as a ``timeout=`` value: ``"10"`` (seconds for the whole call) or
+    ``"2,30"`` (connect, read). ``name`` says where the text came from in the error."""
     parts = [p.strip() for p in text.split(",")]
     try:
         seconds = [float(p) for p in parts]
@@ -70,11 +86,14 @@ def parse_timeout(text: str, *, name: str = C.ENV_TIMEOUT) -> httpx.Timeout:
         raise ConfigurationError(
             f"{name} must be seconds or connect,read seconds (e.g. 10 or 2,30), got {text!r}"
         )
-    value: TimeoutTypes = seconds[0] if len(seconds) == 1 else (seconds[0], seconds[1])
+    value: float | tuple[float, float] = (
+        seconds[0] if len(seconds) == 1 else (seconds[0], seconds[1])
+    )
     try:
-        return as_timeout(value)
+        as_timeout(value)
     except ConfigurationError as exc:
         raise ConfigurationError(f"{name}={text!r}: {exc}") from None
+    return value
 
 
 def parse_max_retries(text: str, *, name: str = C.ENV_MAX_RETRIES) -> int:
@@ -90,15 +109,36 @@ def parse_max_retries(text: str, *, name: str = C.ENV_MAX_RETRIES) -> int:
     return retries
 
 
+def parse_max_response_bytes(text: str, *, name: str = C.ENV_MAX_RESPONSE_BYTES) -> int:
+    """``GP_MAX_RESPONSE_BYTES`` text as the largest answer read (a whole number, 1 or more)."""
+    try:
+        limit = int(text.strip())
+    except ValueError:
+        limit = 0
+    if limit < 1:
+        raise ConfigurationError(f"{name} must be a whole number of bytes, 1 or more, got {text!r}")
+    return limit
+
+
+def checked_max_response_bytes(value: object) -> int:
+    """A ``max_response_bytes=`` argument, or a one-line :class:`ConfigurationError`."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigurationError(f"max_response_bytes must be 1 byte or more, got {value!r}")
+    return value
+
+
 @dataclass(frozen=True, slots=True)
 class ClientSettings:
-    """The resolved settings of a client. ``password`` never shows in a repr."""
+    """The resolved settings of a client. ``password`` never shows in a repr. ``deadline``
+    is the seconds a whole call may take (:func:`call_deadline` of the time-out)."""
 
     base_url: str
     username: str
     password: SecretStr
     max_retries: int = C.DEFAULT_MAX_RETRIES
     timeout: httpx.Timeout = field(default_factory=lambda: DEFAULT_TIMEOUT)
+    deadline: float = call_deadline(DEFAULT_TIMEOUT)
+    max_response_bytes: int = C.DEFAULT_MAX_RESPONSE_BYTES
 
     @classmethod
     def resolve(
@@ -109,16 +149,17 @@ class ClientSettings:
         *,
         max_retries: int | None = None,
         timeout: TimeoutTypes | None = None,
+        max_response_bytes: int | None = None,
         env_file: str | Path | None = ".env",
         environ: Mapping[str, str] | None = None,
     ) -> ClientSettings:
         """Take each setting from its argument, else the environment, else ``env_file``.
 
-        ``max_retries`` and ``timeout`` (``GP_MAX_RETRIES``, ``GP_TIMEOUT``: seconds or
-        ``connect,read``) fall back to the defaults when set nowhere; ``None`` means "not
-        given" for every argument here. ``env_file=None`` skips the file. Raises
-        :class:`~gptools.errors.ConfigurationError` naming what is missing or wrong and
-        where it was looked for.
+        ``max_retries``, ``timeout`` and ``max_response_bytes`` (``GP_MAX_RETRIES``,
+        ``GP_TIMEOUT``: seconds or ``connect,read``, ``GP_MAX_RESPONSE_BYTES``) fall back to
+        the defaults when set nowhere; ``None`` means "not given" for every argument here.
+        ``env_file=None`` skips the file. Raises :class:`~gptools.errors.ConfigurationError`
+        naming what is missing or wrong and where it was looked for.
         """
         env = os.environ if environ is None else environ
         file_values: Mapping[str, str | None] = {}
@@ -171,15 +212,20 @@ class ClientSettings:
             raise ConfigurationError(f"max_retries must be 0 or more, got {max_retries!r}")
         if timeout is None:
             text = pick(None, C.ENV_TIMEOUT)
-            resolved = DEFAULT_TIMEOUT if not text else parse_timeout(text)
-        else:
-            resolved = as_timeout(timeout)
+            timeout = DEFAULT_TIMEOUT if not text else parse_timeout(text)
+        if max_response_bytes is None:
+            text = pick(None, C.ENV_MAX_RESPONSE_BYTES)
+            max_response_bytes = (
+                C.DEFAULT_MAX_RESPONSE_BYTES if not text else parse_max_response_bytes(text)
+            )
         return cls(
             base_url=url.rstrip("/"),
             username=user,
             password=secret,
             max_retries=max_retries,
-            timeout=resolved,
+            timeout=as_timeout(timeout),
+            deadline=call_deadline(timeout),
+            max_response_bytes=checked_max_response_bytes(max_response_bytes),
         )
 
 

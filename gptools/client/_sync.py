@@ -23,13 +23,17 @@ from gptools.client._base import (
     NOT_GIVEN,
     Answer,
     BaseClient,
+    BodyReader,
     Call,
+    Deadline,
     M,
     NotGiven,
+    Received,
     Retry,
 )
 from gptools.client._ratelimit import Ticket
 from gptools.client._settings import TimeoutTypes
+from gptools.client._transport import CALL_DEADLINE, bounded_sync_transport
 from gptools.errors import GptoolsError
 from gptools.models import (
     AwardedFeatureConfigurations,
@@ -56,7 +60,7 @@ class Client(BaseClient):
             auth=self._auth(),
             timeout=self.timeout,
             headers=dict(DEFAULT_HEADERS),
-            transport=transport,
+            transport=bounded_sync_transport(transport),
         )
         self._cond = threading.Condition()
         self._self_lock = threading.Lock()
@@ -200,7 +204,7 @@ class Client(BaseClient):
     # ----------------------------------------------------------------------------------
 
     def _request(self, call: Call[M], timeout: TimeoutTypes | NotGiven) -> M:
-        http_timeout = self._timeout_for(timeout)
+        phases, deadline = self._timeout_for(timeout)
         attempt = 0
         while True:
             ticket = self._acquire(call.tiers)
@@ -208,19 +212,12 @@ class Client(BaseClient):
             answer = NO_ANSWER
             step: M | Retry
             try:
-                response = self._http.request(
-                    call.method,
-                    call.path,
-                    params=call.params,
-                    content=call.body,
-                    headers=self._headers(call),
-                    timeout=http_timeout,
-                )
+                response = self._send(call, phases, deadline, attempt)
             except httpx.TransportError as exc:
-                step = self._after_transport_error(call, exc, attempt)
+                step = self._after_transport_error(call, exc, attempt, deadline)
             else:
                 answer = self._read_answer(call, response, attempt)
-                step = self._after_response(call, response, attempt, answer)
+                step = self._after_response(call, response, attempt, answer, deadline)
             finally:
                 self._release(ticket, answer)
             if not isinstance(step, Retry):
@@ -228,6 +225,34 @@ class Client(BaseClient):
             time.sleep(step.delay)
             self._count("backoff_seconds", step.delay)
             attempt += 1
+
+    def _send(
+        self, call: Call[M], phases: httpx.Timeout, deadline: Deadline, attempt: int
+    ) -> Received:
+        """One attempt: the answer as far as :class:`BodyReader` keeps it, every socket wait
+        ending by the deadline (:func:`~gptools.client._transport.bounded_sync_transport`)."""
+        request = self._http.build_request(
+            call.method,
+            call.path,
+            params=call.params,
+            content=call.body,
+            headers=self._headers(call),
+            timeout=deadline.phases(phases),
+        )
+        token = CALL_DEADLINE.set(deadline.at)
+        try:
+            response = self._http.send(request, stream=True)
+            try:
+                reader = BodyReader(self, call, response, attempt)
+                for chunk in response.iter_bytes():
+                    if reader.feed(chunk):
+                        break
+                    deadline.check()
+            finally:
+                response.close()
+        finally:
+            CALL_DEADLINE.reset(token)
+        return reader.received()
 
     def _acquire(self, tiers: tuple[str, ...]) -> Ticket | None:
         if not tiers:

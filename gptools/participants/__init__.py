@@ -13,7 +13,14 @@ run the same load again and only what the server has not acknowledged is sent.
 """
 
 from gptools.participants._journal import JournalBusyError, JournalMismatchError
-from gptools.participants._loaded import loaded_players, participant_counts
+from gptools.participants._journals import (
+    JOURNAL_STATES,
+    JournalSummary,
+    journal_summaries,
+    journal_summary,
+    prune_journals,
+)
+from gptools.participants._loaded import loaded_players
 from gptools.participants._loader import (
     DEFAULT_CONCURRENCY,
     DEFAULT_MAX_ATTEMPTS,
@@ -25,23 +32,26 @@ from gptools.participants._loader import (
 )
 from gptools.participants._sources import (
     PLAYER_ID_HEADERS,
+    REJECTS_COLUMNS,
     PlayerListError,
     PlayerRow,
     Source,
     open_source,
 )
-from gptools.participants._summary import OUTCOMES, REJECTS_COLUMNS, LoadSummary
+from gptools.participants._summary import OUTCOMES, LoadSummary
 from gptools.participants._validate import REASON_CODES, Rejection, check_player_id
 
 __all__ = [
     "DEFAULT_CONCURRENCY",
     "DEFAULT_MAX_ATTEMPTS",
+    "JOURNAL_STATES",
     "OUTCOMES",
     "PLAYER_ID_HEADERS",
     "REASON_CODES",
     "REJECTS_COLUMNS",
     "JournalBusyError",
     "JournalMismatchError",
+    "JournalSummary",
     "LoadInterrupted",
     "LoadStopped",
     "LoadSummary",
@@ -52,8 +62,10 @@ __all__ = [
     "check_player_id",
     "default_journal_dir",
     "default_journal_path",
+    "journal_summaries",
+    "journal_summary",
     "load_participants",
     "loaded_players",
     "open_source",
-    "participant_counts",
+    "prune_journals",
 ]

@@ -1,8 +1,13 @@
 """The on-disk journal of a load (SQLite), which makes it resumable.
 
 A journal holds one load, named by its identity: the server, the campaign, the brand and
-the input's fingerprint. It keeps every input row with its outcome, so the journal is also
-where the summary's per-row outcomes come from. Tables:
+the input's fingerprint. The server is the client's ``server_identity`` (a sandbox's state
+identity, or the provider's normalised base URL): a journal is trusted only for the server
+it was made against, because only that server holds the participants it records. One of
+the same load made against another server is set aside (marked, renamed
+``<name>.set-aside-<time>.sqlite``) and a new one starts; it is never used to skip
+sending. It keeps every input row with its outcome, so the journal is also where the
+summary's per-row outcomes come from. Tables:
 
 ``rows``    every input row: line, raw value (null when it equals the trimmed id),
             trimmed id or the local rejection.
@@ -45,6 +50,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
+from gptools._private_files import PRIVATE_FILE_MODE, create_private, sqlite_read_uri
 from gptools.participants._sources import PlayerListError, PlayerRow
 from gptools.participants._validate import REFUSED_BY_SERVER, Rejection
 
@@ -177,31 +183,50 @@ class Journal:
         self._batch = False
         #: chunks found ``sent`` when the journal was opened: answer unknown, sent again.
         self.unknown_at_open = 0
+        #: Where the journal found at this path was moved when it was set aside (made
+        #: against another server: see :meth:`open`), else ``None``.
+        self.set_aside: Path | None = None
+        #: Why it was set aside (``made against X, not Y``).
+        self.set_aside_reason: str | None = None
 
     # -- opening ------------------------------------------------------------------------
 
     @classmethod
-    def open(cls, path: str | Path, identity: Identity) -> Journal:
+    def open(cls, path: str | Path, identity: Identity, *, restart: bool = False) -> Journal:
         """Open (or create) the journal at ``path`` for the load ``identity``.
 
-        Raises :class:`JournalMismatchError` when the file holds another load and
-        :class:`JournalBusyError` while another run has it open.
+        A journal of the same load made against another server (another
+        :attr:`Identity.server`: another provider address, or a sandbox state that was
+        reset or never kept) proves nothing about this server: it is set aside (renamed,
+        see :attr:`set_aside`) and a new journal starts. ``restart`` discards the journal
+        at ``path`` whatever it holds, and starts the load over.
+
+        Raises :class:`JournalMismatchError` when the file holds another load (campaign,
+        brand or input) and :class:`JournalBusyError` while another run has it open.
         """
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        lock_fd = _lock(path)
         try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            lock_fd = lock_journal(path)
+        except OSError as exc:
+            raise PlayerListError(
+                f"cannot write the journal {path}: {exc.strerror or exc}; nothing was sent"
+            ) from None
+        try:
+            db = _connect(path)
+            set_aside: tuple[Path, str] | None = None
             try:
-                db = sqlite3.connect(path, isolation_level=None)
-                db.execute("PRAGMA journal_mode=WAL")
-                db.execute(f"PRAGMA synchronous={_DURABLE}")
-                # A larger page cache keeps staging a million rows fast; bounded (64 MiB).
-                db.execute("PRAGMA cache_size=-65536")
-                db.executescript(_SCHEMA)
-            except sqlite3.DatabaseError as exc:
-                raise PlayerListError(f"{path}: not a usable journal file ({exc})") from exc
-            journal = cls(path, db, lock_fd)
-            try:
+                old = _meta(db)
+                if restart and old:
+                    db.close()
+                    remove_journal(path)
+                    db = _connect(path)
+                elif old.get("fingerprint") and _only_server_differs(old, identity):
+                    set_aside = _set_aside(db, path, identity)
+                    db = _connect(path)
+                journal = cls(path, db, lock_fd)
+                if set_aside is not None:
+                    journal.set_aside, journal.set_aside_reason = set_aside
                 journal._claim(identity)
                 journal.unknown_at_open = journal._scalar(
                     "SELECT count(*) FROM chunks WHERE state = ?", SENT
@@ -226,7 +251,7 @@ class Journal:
             theirs = ", ".join(f"{k}={meta.get(k)!r}" for k in differ)
             raise JournalMismatchError(
                 f"{self.path} is the journal of another load ({theirs}); give another journal "
-                "path, or delete this file to start that load over"
+                "path, or --restart (restart=True) to discard it and start this load over"
             )
 
     def close(self) -> None:
@@ -235,6 +260,17 @@ class Journal:
         if self._lock_fd is not None:
             os.close(self._lock_fd)  # releases the flock
             self._lock_fd = None
+
+    def discard(self) -> None:
+        """Close the journal and delete its file while its lock is still held (no other run
+        can have opened it meanwhile): a load with nothing to resume leaves none behind."""
+        self._db.close()
+        try:
+            remove_journal(self.path)
+        finally:
+            if self._lock_fd is not None:
+                os.close(self._lock_fd)
+                self._lock_fd = None
 
     # -- helpers ------------------------------------------------------------------------
 
@@ -392,32 +428,42 @@ class Journal:
 
     def counts(self) -> Counts:
         """Where every row and chunk stands now."""
-        by_code = dict(
-            self._db.execute(
-                "SELECT reason_code, count(*) FROM rows WHERE reason_code IS NOT NULL "
-                "GROUP BY reason_code"
-            ).fetchall()
-        )
-        rows = self._scalar("SELECT count(*) FROM rows")
-        status = dict(self._db.execute("SELECT status, count(*) FROM ids GROUP BY status"))
-        unique = sum(status.values())
-        chunk_states = dict(self._db.execute("SELECT state, count(*) FROM chunks GROUP BY state"))
-        return Counts(
-            rows=rows,
-            rejected_local={k: int(v) for k, v in by_code.items()},
-            duplicate=rows - sum(by_code.values()) - unique,
-            loaded=int(status.get(LOADED, 0)),
-            refused_by_server=int(status.get(REJECTED, 0)),
-            not_attempted=int(status.get(PENDING, 0)),
-            chunks=sum(chunk_states.values()),
-            chunks_acknowledged=int(chunk_states.get(ACKNOWLEDGED, 0)),
-            chunks_unknown=int(chunk_states.get(SENT, 0)),
-        )
+        return read_counts(self._db)
 
     def settings(self) -> dict[str, Any]:
         """The source details and settings recorded when the rows were staged."""
         meta = self.meta()
         return json.loads(meta["source_details"]) if "source_details" in meta else {}
+
+
+def read_counts(db: sqlite3.Connection) -> Counts:
+    """Where every row and chunk of the journal open in ``db`` stands now."""
+
+    def scalar(sql: str) -> int:
+        row = db.execute(sql).fetchone()
+        return int(row[0] or 0) if row else 0
+
+    by_code = dict(
+        db.execute(
+            "SELECT reason_code, count(*) FROM rows WHERE reason_code IS NOT NULL "
+            "GROUP BY reason_code"
+        ).fetchall()
+    )
+    rows = scalar("SELECT count(*) FROM rows")
+    status = dict(db.execute("SELECT status, count(*) FROM ids GROUP BY status"))
+    unique = sum(status.values())
+    chunk_states = dict(db.execute("SELECT state, count(*) FROM chunks GROUP BY state"))
+    return Counts(
+        rows=rows,
+        rejected_local={k: int(v) for k, v in by_code.items()},
+        duplicate=rows - sum(by_code.values()) - unique,
+        loaded=int(status.get(LOADED, 0)),
+        refused_by_server=int(status.get(REJECTED, 0)),
+        not_attempted=int(status.get(PENDING, 0)),
+        chunks=sum(chunk_states.values()),
+        chunks_acknowledged=int(chunk_states.get(ACKNOWLEDGED, 0)),
+        chunks_unknown=int(chunk_states.get(SENT, 0)),
+    )
 
 
 #: Per-row outcome of a load, read from a journal file: ``line, raw, player_id, outcome,
@@ -450,7 +496,7 @@ FROM rows r LEFT JOIN ids i ON i.player_id = r.player_id
 def read_outcomes(path: Path, where: str = "") -> Iterator[tuple[Any, ...]]:
     """Stream the per-row outcomes of the journal at ``path`` (``where`` filters on
     ``outcome``/``reason_code``), in line order."""
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    db = sqlite3.connect(sqlite_read_uri(path), uri=True)
     try:
         sql = f"SELECT * FROM ({OUTCOME_SQL}) {where} ORDER BY line"
         yield from db.execute(sql)
@@ -458,13 +504,70 @@ def read_outcomes(path: Path, where: str = "") -> Iterator[tuple[Any, ...]]:
         db.close()
 
 
-def _lock(path: Path) -> int:
+def _connect(path: Path) -> sqlite3.Connection:
+    """A connection to the journal at ``path`` (created with its tables when new)."""
+    try:
+        db = sqlite3.connect(create_private(path), isolation_level=None)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute(f"PRAGMA synchronous={_DURABLE}")
+            # A larger page cache keeps staging a million rows fast; bounded (64 MiB).
+            db.execute("PRAGMA cache_size=-65536")
+            db.executescript(_SCHEMA)
+        except BaseException:
+            db.close()
+            raise
+    except (sqlite3.DatabaseError, OSError) as exc:
+        raise PlayerListError(f"{path}: not a usable journal file ({exc})") from exc
+    return db
+
+
+def _meta(db: sqlite3.Connection) -> dict[str, str]:
+    return dict(db.execute("SELECT key, value FROM meta").fetchall())
+
+
+def _only_server_differs(meta: dict[str, str], identity: Identity) -> bool:
+    differ = {k for k, v in identity.as_meta().items() if meta.get(k) != v}
+    return differ == {"server"}
+
+
+#: The meta keys a set-aside journal carries: when, and why.
+SET_ASIDE_AT: Final = "set_aside_at"
+SET_ASIDE_REASON: Final = "set_aside_reason"
+
+
+def _set_aside(db: sqlite3.Connection, path: Path, identity: Identity) -> tuple[Path, str]:
+    """Mark the journal open in ``db`` as set aside, close it and move it out of ``path``
+    (under its lock); return where it went. The caller opens a new journal at ``path``."""
+    server = _meta(db).get("server", "")
+    now = datetime.now(UTC)
+    reason = f"made against {server}, not {identity.server}"
+    with _Transaction(db):
+        db.executemany(
+            "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
+            ((SET_ASIDE_AT, _now()), (SET_ASIDE_REASON, reason)),
+        )
+    # One self-contained file before it is renamed: the WAL is folded in and dropped.
+    db.execute("PRAGMA journal_mode=DELETE")
+    db.close()
+    target = path.with_name(f"{path.stem}.set-aside-{now:%Y%m%dT%H%M%S%fZ}{path.suffix}")
+    os.replace(path, target)
+    return target, reason
+
+
+def remove_journal(path: Path) -> None:
+    """Delete the journal file at ``path`` and its SQLite sidecars (not its lock file)."""
+    for name in (path.name, f"{path.name}-wal", f"{path.name}-shm"):
+        path.with_name(name).unlink(missing_ok=True)
+
+
+def lock_journal(path: Path) -> int:
     """Take the exclusive lock of the journal at ``path`` (its ``.lock`` sidecar, which
     holds the owner's pid); return the open descriptor that holds it."""
     lock_path = path.with_name(path.name + ".lock")
     # The sidecar is never deleted: a run that unlinked it could let two later runs lock
     # two different files of the same name.
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, PRIVATE_FILE_MODE)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

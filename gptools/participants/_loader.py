@@ -34,13 +34,15 @@ How a load runs:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import os
 import random
 import re
+import sys
 import time
 from collections import deque
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,7 +64,7 @@ from gptools.errors import (
 )
 from gptools.participants._journal import Identity, Journal
 from gptools.participants._sources import SourceLike, open_source
-from gptools.participants._summary import LoadSummary, write_rejects
+from gptools.participants._summary import LoadSummary, check_writable, write_rejects
 from gptools.participants._validate import Rejection, check_player_id
 
 #: Chunks in flight at once. The client's rate limiter decides when each may go; this only
@@ -126,11 +128,19 @@ def default_journal_dir() -> Path:
 
 
 def default_journal_path(identity: Identity) -> Path:
-    """The default journal file of a load: one file per load identity."""
-    key = "\n".join(identity.as_meta().values())
+    """The default journal file of a load: one file per campaign, brand and input. The
+    server is left out of the name on purpose: a journal of the same load made against
+    another server (or sandbox state) is found there and set aside with a notice
+    (:meth:`Journal.open`), never silently trusted or silently ignored."""
+    meta = identity.as_meta()
+    key = "\n".join(meta[k] for k in ("campaign_id", "brand", "fingerprint"))
     digest = hashlib.sha256(key.encode()).hexdigest()[:20]
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", identity.campaign_id)[:40]
     return default_journal_dir() / f"participants-{safe}-{digest}.sqlite"
+
+
+def _to_stderr(message: str) -> None:
+    print(message, file=sys.stderr)
 
 
 @dataclass
@@ -141,6 +151,8 @@ class _Work:
     ids: list[tuple[int, str]]
     attempts: int = 0
     not_before: float = 0.0
+    #: Its answer is committed to the journal (a Ctrl-C after that need not record it).
+    settled: bool = False
 
 
 @dataclass
@@ -163,6 +175,8 @@ def load_participants(
     encoding: str | None = None,
     delimiter: str | None = None,
     sheet: str | int | None = None,
+    header: bool | None = None,
+    skip_rows: int | None = None,
     journal: str | os.PathLike[str] | None = None,
     rejects: str | os.PathLike[str] | None = None,
     chunk_size: int | None = None,
@@ -173,11 +187,15 @@ def load_participants(
     progress: bool = True,
     seed: int | None = None,
     id_refusals: Collection[tuple[int, str]] = spec.PARTICIPANT_ID_REFUSALS,
+    restart: bool = False,
+    notice: Callable[[str], object] | None = None,
 ) -> LoadSummary:
     """Add every valid player of ``source`` to campaign ``campaign_id``; return the summary.
 
     ``source``: a CSV/TSV/Excel file path, a DataFrame, a Series or any iterable of ids
-    (see :func:`open_source` for ``column``, ``encoding``, ``delimiter``, ``sheet``).
+    (see :func:`open_source` for ``column``, ``encoding``, ``delimiter``, ``sheet``,
+    ``header`` and ``skip_rows``: a file whose first rows could be a header, titles or ids
+    is refused until ``header=`` and ``skip_rows=`` say which, before anything is sent).
     ``brand`` names the brand (or pass ``client.brand(ID)``; a ``brand`` that differs from
     the client's own raises :class:`ValueError`). ``journal`` is the SQLite
     file that makes the load resumable (default: :func:`default_journal_path`); running the
@@ -197,6 +215,13 @@ def load_participants(
     backoff jitter reproducible. ``id_refusals`` are the ``(status, code)`` answers that
     refuse some ids of a request, the only ones that split a chunk and reject ids
     (``spec.PARTICIPANT_ID_REFUSALS``, assumed).
+
+    A journal is trusted only for the server it was made against
+    (``client.server_identity``: a sandbox's state identity, new after a reset, or the
+    provider's base URL): a journal of the same load made against another is set aside
+    (renamed, listed by :func:`journal_summaries`) and the load starts over, with a
+    one-line ``notice`` (default: printed to stderr). ``restart`` discards the journal and
+    starts the load over deliberately. An empty list leaves no journal file.
 
     Raises :class:`PlayerListError` for an unreadable source or a journal of another load
     (:class:`JournalBusyError` while another run uses the journal), the client's
@@ -218,21 +243,38 @@ def load_participants(
     if max_id_length < 1:
         raise ValueError(f"max_id_length must be at least 1, got {max_id_length}")
     started = time.monotonic()
-    src = open_source(source, column=column, encoding=encoding, delimiter=delimiter, sheet=sheet)
+    if rejects is not None:
+        # Before anything is read or sent: an output that cannot be written is bad input.
+        check_writable(Path(rejects), "rejects file")
+    src = open_source(
+        source,
+        column=column,
+        encoding=encoding,
+        delimiter=delimiter,
+        sheet=sheet,
+        header=header,
+        skip_rows=skip_rows,
+    )
     try:
         identity = Identity(client.server_identity, campaign_id, brand, src.fingerprint)
         path = Path(journal) if journal is not None else default_journal_path(identity)
-        book = Journal.open(path, identity)
+        book = Journal.open(path, identity, restart=restart)
     except BaseException:
         src.close()
         raise
+    if book.set_aside is not None:
+        (notice or _to_stderr)(
+            f"notice: the journal {path} was made against another server or sandbox state "
+            f"({book.set_aside_reason}), so it proves nothing here: set aside as "
+            f"{book.set_aside.name}; sending every id"
+        )
+    resumed = book.staged
     try:
-        resumed = book.staged
         if not resumed:
-            header = src.details.get("column") if src.details.get("header") == "yes" else None
+            header_name = src.details.get("column") if src.details.get("header") == "yes" else None
 
             def check(raw: str | None) -> str | Rejection:
-                return check_player_id(raw, max_length=max_id_length, header=header)
+                return check_player_id(raw, max_length=max_id_length, header=header_name)
 
             with tqdm(
                 desc=f"reading {src.description}", unit="rows", disable=not progress, leave=False
@@ -249,8 +291,15 @@ def load_participants(
                         **{f"source.{k}": v for k, v in src.details.items()},
                     },
                 )
+    except BaseException:
+        if resumed:
+            book.close()
+        else:
+            book.discard()  # nothing was staged (the rows are one transaction)
+        raise
     finally:
         src.close()
+    empty = False
     try:
         # A resumed load keeps the endpoint it started with (journals from before the
         # option have none: they used the single endpoint).
@@ -281,15 +330,36 @@ def load_participants(
             elapsed=time.monotonic() - started,
             rejects=Path(rejects) if rejects is not None else None,
         )
+        empty = summary.rows == 0
     finally:
-        book.close()
-    if summary.rejects_file is not None:
-        write_rejects(summary.journal, summary.rejects_file)
+        if empty:
+            book.discard()  # nothing to resume from an empty list: no journal left behind
+        else:
+            book.close()
+    summary = _write_rejects(summary, notice or _to_stderr)
     if interrupted:
         raise LoadInterrupted(summary)
     if sender.stopped is not None:
         raise LoadStopped(summary, sender.stopped)
     return summary
+
+
+def _write_rejects(summary: LoadSummary, notice: Callable[[str], object]) -> LoadSummary:
+    """Write the rejects file when there are rejects; a failure to write it is one
+    notice (the load's result stands) and leaves the summary without the file."""
+    if summary.rejects_file is None:
+        return summary
+    try:
+        write_rejects(summary.journal, summary.rejects_file)
+    except OSError as exc:
+        message = f"cannot write the rejects file {summary.rejects_file}: {_os_reason(exc)}"
+        notice(f"warning: {message}; the load's result stands")
+        return dataclasses.replace(summary, rejects_file=None, rejects_error=message)
+    return summary
+
+
+def _os_reason(exc: OSError) -> str:
+    return exc.strerror or str(exc)
 
 
 def _summarise(
@@ -319,8 +389,8 @@ def _summarise(
         not_attempted=counts.not_attempted,
         rejected_by_reason=counts.rejected_by_reason,
         source_details=details,
-        # An empty list gets no rejects file: a header-only file would read as a result.
-        rejects_file=rejects if counts.rows else None,
+        # Only rejects make a rejects file: a header-only file would read as a result.
+        rejects_file=rejects if counts.rejected else None,
         loaded_this_run=stats.loaded,
         resumed=resumed,
         unknown_resent=book.unknown_at_open,
@@ -336,6 +406,7 @@ def _summarise(
         last_error=stats.last_error,
         interrupted=interrupted,
         elapsed_s=elapsed,
+        set_aside=book.set_aside,
     )
 
 
@@ -471,16 +542,22 @@ class _Sender:
                 # Answers that arrived together are committed (and synced) together.
                 with self.book.batch():
                     for future in finished:
-                        work = inflight.pop(future)
+                        # Left in flight until handled: a Ctrl-C that lands while its answer
+                        # is being recorded records it below, so an answered chunk is never
+                        # left "unknown" (and sent again) for want of a few instructions.
+                        work = inflight[future]
                         try:
                             bar.update(self._handle(work, future, retry))
                         except _Fatal as exc:
                             fatal = fatal or exc
+                        del inflight[future]
         except KeyboardInterrupt:
             # Record what is already in flight (a second Ctrl-C abandons it: those chunks
             # stay "sent", unknown, and are sent again on resume).
             for future in list(inflight):
                 work = inflight.pop(future)
+                if work.settled:
+                    continue
                 with contextlib.suppress(_Fatal):
                     self._handle(work, future, retry)
             raise
@@ -555,6 +632,7 @@ class _Sender:
         self._reached = True
         self._limit = min(float(self.concurrency), self._limit + 1.0)
         self.book.record(work.chunk_no, loaded=[seq for seq, _ in work.ids])
+        work.settled = True
         self.stats.loaded += len(work.ids)
         return len(work.ids)
 
@@ -563,6 +641,7 @@ class _Sender:
             seq, _pid = work.ids[0]
             reason = f"refused by the server: HTTP {exc.status} {exc.code or ''}: {exc.message}"
             self.book.record(work.chunk_no, rejected=[(seq, reason)])
+            work.settled = True
             return 1
         # Split: both halves go first, so a refused chunk is settled before new ones start.
         self.stats.bisections += 1

@@ -51,6 +51,53 @@ PLAYER_ID_HEADERS: tuple[str, ...] = (
     "id",
 )
 
+#: More names a header row gives the player-id column: logins and user names, and the
+#: words for player, user and id in common languages (compared as headers are, so any
+#: case). A first row holding one is a header; when the rows below it look the same (a
+#: list of user names under ``user``), it is ambiguous and the loader asks. Ranked after
+#: :data:`PLAYER_ID_HEADERS` when a column is picked.
+OTHER_HEADER_NAMES: tuple[str, ...] = (
+    "login", "user", "users", "username", "uid", "externalUserId", "account", "member",
+    "customer", "customerNumber", "nickname", "client",
+    # French, German, Spanish, Italian, Portuguese, Dutch, Polish, Turkish, Swedish
+    "joueur", "idJoueur", "identifiant", "utilisateur", "nom d'utilisateur",
+    "spieler", "spielerId", "spielerNummer", "benutzer", "benutzername", "kunde", "kundennummer",
+    "jugador", "idJugador", "usuario", "nombre de usuario", "cliente",
+    "giocatore", "idGiocatore", "utente", "nome utente",
+    "jogador", "idJogador", "usuário", "nome de usuário",
+    "speler", "spelerId", "gebruiker", "gebruikersnaam", "klant",
+    "gracz", "użytkownik", "oyuncu", "kullanıcı", "kullanıcı adı", "spelare", "användare",
+    # Russian, Ukrainian, Greek, Chinese, Japanese, Korean
+    "игрок", "id игрока", "пользователь", "логин", "гравець", "користувач",
+    "παίκτης", "χρήστης", "玩家", "玩家id", "用户", "用户名", "用户id", "账号",
+    "プレイヤー", "ユーザー", "ユーザーid", "ユーザー名", "플레이어", "사용자", "아이디",
+)  # fmt: skip
+
+#: How many rows above a header may be titles (``Player export 2026``, ``generated ...``).
+MAX_TITLE_ROWS = 5
+
+#: Columns of the rejects file: fix ``playerId`` and feed the file back (the loader finds
+#: the ``playerId`` column by its name and ignores the others).
+REJECTS_COLUMNS: tuple[str, ...] = ("line", "playerId", "reason_code", "reason")
+
+#: First characters a spreadsheet reads as a formula (or that hide one): a rejects-file
+#: cell starting with one is written with a ``'`` in front, so a spreadsheet shows it as
+#: text (the OWASP advice against CSV injection).
+FORMULA_STARTS: tuple[str, ...] = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_safe(value: str) -> str:
+    """``value`` as a spreadsheet shows it as text: a ``'`` in front when it starts with
+    one of :data:`FORMULA_STARTS` (undone by :func:`unescape_spreadsheet_cell`)."""
+    return "'" + value if value.startswith(FORMULA_STARTS) else value
+
+
+def unescape_spreadsheet_cell(value: str) -> str:
+    """The value :func:`spreadsheet_safe` was given: its ``'`` removed (only a ``'``
+    followed by one of :data:`FORMULA_STARTS`, so no other value changes)."""
+    return value[1:] if value.startswith("'") and value[1:].startswith(FORMULA_STARTS) else value
+
+
 #: Delimiters tried, in order of preference when two fit equally well.
 DELIMITERS: tuple[str, ...] = (",", "\t", ";", "|")
 
@@ -99,32 +146,33 @@ class PlayerRow(NamedTuple):
     raw: str | None
 
 
-_IGNORED_IN_HEADERS = str.maketrans("", "", " \t\r\n\u00a0\ufeff_-.")
+_IGNORED_IN_HEADERS = str.maketrans("", "", " \t\r\n\u00a0\ufeff_-.'\u2019")
 
 
 def normalise_header(name: object) -> str:
-    """The form header names are compared in: lower case, without spaces, ``_-.`` or BOM."""
+    """The form header names are compared in: lower case, without spaces, ``_-.'`` or BOM."""
     return str(name).translate(_IGNORED_IN_HEADERS).lower()
 
 
-#: The normalised forms of :data:`PLAYER_ID_HEADERS`, with their rank.
-KNOWN_HEADER_FORMS = {normalise_header(h): i for i, h in enumerate(PLAYER_ID_HEADERS)}
+#: The normalised forms of :data:`PLAYER_ID_HEADERS` and :data:`OTHER_HEADER_NAMES`, with
+#: their rank.
+KNOWN_HEADER_FORMS = {
+    form: i
+    for i, form in reversed(
+        list(enumerate(normalise_header(h) for h in (*PLAYER_ID_HEADERS, *OTHER_HEADER_NAMES)))
+    )
+}
+
+
+def _generic(form: str) -> bool:
+    """Whether a header form could as well be a player id (``user``, ``player``...), unlike
+    one that says "id" or "number" (``playerId``, ``kundennummer``)."""
+    return not any(word in form for word in ("id", "number", "nummer"))
 
 
 def is_header_name(value: str) -> bool:
     """Whether ``value`` is one of :data:`PLAYER_ID_HEADERS` (compared as headers are)."""
     return normalise_header(value) in KNOWN_HEADER_FORMS
-
-
-def _is_header(first: list[str], index: int | None, column: str | int | None) -> bool:
-    """Whether the first record is a header: its player-id cell is a known header name, or
-    the name the caller gave for the column."""
-    if index is None or index >= len(first):
-        return False
-    cell = first[index]
-    return is_header_name(cell) or (
-        isinstance(column, str) and normalise_header(cell) == normalise_header(column)
-    )
 
 
 def _pick_column(names: Sequence[object], column: str | int | None, where: str) -> int | None:
@@ -148,6 +196,167 @@ def _pick_column(names: Sequence[object], column: str | int | None, where: str) 
         if (rank := KNOWN_HEADER_FORMS.get(n)) is not None
     )
     return ranked[0][1] if ranked else None
+
+
+class _Layout(NamedTuple):
+    """How a file's rows are read: the player-id ``column`` (0-based), how many rows above
+    the list are skipped (titles), whether a header row follows them, how the summary
+    names the column, and whether the file is a rejects file (its cells unescaped)."""
+
+    column: int
+    skip: int
+    header: bool
+    name: str
+    unescape: bool = False
+
+
+def _has_digit(text: str) -> bool:
+    return any(ch.isdigit() for ch in text)
+
+
+def _has_space(text: str) -> bool:
+    return any(ch.isspace() for ch in text)
+
+
+#: Share of the rows below that must have a trait for a first row without it to stand out.
+_SHAPE_SHARE = 0.9
+
+
+def _unlike(cell: str, below: Sequence[str]) -> bool:
+    """Whether ``cell`` differs in kind from the non-empty cells ``below`` it: it has no
+    digit where they nearly all have one, or a space where nearly none has one. An empty
+    cell, or nothing below to compare with, is not unlike."""
+    cell = cell.strip()
+    body = [b.strip() for b in below if b.strip()][:_SAMPLE_LINES]
+    if not cell or not body:
+        return False
+    with_digit = sum(map(_has_digit, body)) / len(body)
+    with_space = sum(map(_has_space, body)) / len(body)
+    return (not _has_digit(cell) and with_digit >= _SHAPE_SHARE) or (
+        _has_space(cell) and with_space <= 1 - _SHAPE_SHARE
+    )
+
+
+def _cell(record: Sequence[str], index: int) -> str:
+    return record[index] if index < len(record) else ""
+
+
+def _row_text(record: Sequence[str]) -> str:
+    return " ".join(c.strip() for c in record if c.strip())
+
+
+def _names_column(record: Sequence[str], column: str | int | None) -> bool:
+    """Whether ``record`` is a header row: it names the wanted column, or (no name wanted)
+    holds a known header name where the column is looked for."""
+    if isinstance(column, str):
+        return normalise_header(column) in {normalise_header(c) for c in record}
+    cells = [_cell(record, column)] if isinstance(column, int) else record
+    return any(is_header_name(c) for c in cells)
+
+
+def _ambiguous(where: str, rows: Sequence[str]) -> PlayerListError:
+    shown = ", ".join(repr(r[:40]) for r in rows[:3])
+    return PlayerListError(
+        f"{where}: cannot tell whether the first row(s) ({shown}) are a header, titles or "
+        "player ids; say which with header=True or header=False, and skip_rows=N for N "
+        "title rows above the list; nothing was sent"
+    )
+
+
+def _layout(
+    records: Sequence[Sequence[str]],
+    column: str | int | None,
+    header: bool | None,
+    skip_rows: int | None,
+    where: str,
+    unit: str = "line",
+) -> _Layout:
+    """Where the list starts in the sampled ``records`` and which column holds the ids.
+
+    A header is a row that names the column (:data:`PLAYER_ID_HEADERS`,
+    :data:`OTHER_HEADER_NAMES`, or ``column`` when it is a name), found in the first row
+    or below at most :data:`MAX_TITLE_ROWS` title rows (rows unlike the list, such as
+    ``Player export 2026``), which are skipped. Without a header name, a first row unlike
+    the rows below it (``login`` above ``u-1``, ``u-2``) makes the layout ambiguous, and so
+    does a header name that could as well be an id (``user`` above ``alice``, ``bob``):
+    :class:`PlayerListError` asks for ``header=`` and ``skip_rows=``, which decide.
+    """
+    width = max((len(r) for r in records), default=0) or 1
+    if isinstance(column, int) and column < 0:
+        raise PlayerListError(f"{where}: column index must be 0 or more, got {column}")
+    if isinstance(column, int) and column >= width:
+        raise PlayerListError(
+            f"{where}: there is no column {column}: the rows have {width} column(s), "
+            f"numbered 0 to {width - 1}; nothing was sent"
+        )
+    if skip_rows is not None and skip_rows < 0:
+        raise PlayerListError(f"{where}: skip_rows must be 0 or more, got {skip_rows}")
+    skip = skip_rows or 0
+    rows = records[skip:]
+    if header is False:
+        if isinstance(column, str):
+            raise PlayerListError(
+                f"{where}: without a header row, give the column's position (0 for the "
+                f"first), not a name ({column!r})"
+            )
+        if column is None and width > 1:
+            raise PlayerListError(
+                f"{where}: without a header row, give the player-id column's position "
+                "(0 for the first) with column=..."
+            )
+        return _Layout(column or 0, skip, False, f"field {(column or 0) + 1}")
+    if header is True:
+        found: int | None = 0
+    else:
+        # With skip_rows given the header (if any) is the next row; else titles may come first.
+        reach = 1 if skip_rows is not None else MAX_TITLE_ROWS + 1
+        found = next(
+            (i for i in range(min(len(rows), reach)) if _names_column(rows[i], column)), None
+        )
+    if found is not None:
+        names = list(rows[found]) if rows else []
+        index = _pick_column(names, column, where)
+        if index is None and width == 1:
+            index = 0  # one column: the header (given with header=True) names it
+        if index is None:
+            raise PlayerListError(
+                f"{where}: no player-id column in the header row {names}; known names are "
+                f"{list(PLAYER_ID_HEADERS)} (any case); name it with column=..."
+            )
+        body = [_cell(r, index) for r in rows[found + 1 :]]
+        name = _cell(names, index)
+        if header is None:
+            titles = [_row_text(r) for r in rows[:found]]
+            if any(not _unlike(t, body) for t in titles):
+                raise _ambiguous(where, [*titles, name])
+            if column is None and _generic(normalise_header(name)) and not _unlike(name, body):
+                raise _ambiguous(where, [name])
+        rejects = [normalise_header(c) for c in names] == [
+            normalise_header(c) for c in REJECTS_COLUMNS
+        ]
+        return _Layout(index, skip + found, True, name, rejects)
+    if isinstance(column, str):
+        _pick_column(list(rows[0]) if rows else [], column, where)  # raises: no such column
+    if column is None and width > 1:
+        first = list(rows[0]) if rows else []
+        raise PlayerListError(
+            f"{where}, {unit} {skip + 1}: no player-id column in the header row {first}; "
+            f"known names are {list(PLAYER_ID_HEADERS)} (any case); name it with column=..."
+        )
+    index = column if isinstance(column, int) else 0
+    cells = [_cell(r, index) for r in rows]
+    # Title rows: the first k rows each unlike the rows after them (k at most MAX_TITLE_ROWS).
+    leading = max(
+        (
+            k
+            for k in range(1, min(MAX_TITLE_ROWS, len(cells) - 1) + 1)
+            if all(_unlike(cell, cells[k:]) for cell in cells[:k])
+        ),
+        default=0,
+    )
+    if leading:
+        raise _ambiguous(where, cells[:leading])
+    return _Layout(index, skip, False, f"field {index + 1}")
 
 
 def _text(value: object) -> str:
@@ -203,6 +412,12 @@ class _TextFileSource(Source):
     delimiter: str = ","
     column: int = 0
     header: bool = False
+    #: Rows above the header (or the list) that are not read: titles.
+    skip: int = 0
+    #: The number of fields of the widest sampled row (a swallowed row has as many).
+    width: int = 1
+    #: A rejects file: the ``'`` that kept a cell text in a spreadsheet is removed.
+    unescape: bool = False
 
     def rows(self) -> Iterator[PlayerRow]:
         with self.path.open("rb") as raw:
@@ -214,20 +429,25 @@ def _csv_rows(text: IO[str], src: _TextFileSource) -> Iterator[PlayerRow]:
     reader = csv.reader(text, delimiter=src.delimiter, strict=False)
     single = src.delimiter == _NO_DELIMITER
     start = 1
+    unread = src.skip + (1 if src.header else 0)
     try:
-        for record in reader:
+        for number, record in enumerate(reader):
             line, start = start, reader.line_num + 1
-            if src.header and line == 1:
+            if reader.line_num > line:
+                _check_swallowed(src, record, line, reader.line_num)
+            if number < unread:
                 continue
             if single:
                 # A NUL splits a record here; put it back so validation sees it.
-                yield PlayerRow(line, _NO_DELIMITER.join(record))
+                value = _NO_DELIMITER.join(record)
             elif not record:
-                yield PlayerRow(line, "")
+                value = ""
             elif src.column < len(record):
-                yield PlayerRow(line, record[src.column])
+                value = record[src.column]
             else:
                 yield PlayerRow(line, None)
+                continue
+            yield PlayerRow(line, unescape_spreadsheet_cell(value) if src.unescape else value)
     except csv.Error as exc:
         raise PlayerListError(f"{src.path}, line {start}: cannot parse the row: {exc}") from exc
     except UnicodeDecodeError as exc:
@@ -237,21 +457,48 @@ def _csv_rows(text: IO[str], src: _TextFileSource) -> Iterator[PlayerRow]:
         ) from exc
 
 
+def _check_swallowed(src: _TextFileSource, record: list[str], line: int, last: int) -> None:
+    """Refuse a row that runs over several lines when a quote swallowed lines: the
+    player id holds a line break (an id cannot: it is an unclosed quote, or a line break
+    the list must not hold), or a field holds whole rows of the file. A quoted field with
+    line breaks elsewhere (a name on two lines) is a row like any other."""
+    ids = record if src.delimiter == _NO_DELIMITER else record[src.column : src.column + 1]
+    # A rejects file quotes the ids it holds with their line breaks: those are its own.
+    broken = not src.unescape and any("\n" in v or "\r" in v for v in ids)
+    swallowed = broken or any(
+        len(inner.split(src.delimiter)) >= max(src.width, 2)
+        for field in record
+        for inner in field.splitlines()[1:]
+    )
+    if swallowed:
+        raise PlayerListError(
+            f"{src.path}, line {line}: a quote opened on this line is not closed where the "
+            f"line ends, so lines {line + 1} to {last} were read into one field; close the "
+            "quote (or remove it) and load again; nothing was sent"
+        )
+
+
 @dataclass
 class _ExcelSource(Source):
     path: Path = Path()
     sheet: str | int | None = None
     column: int = 0
     header: bool = False
+    skip: int = 0
+    unescape: bool = False
 
     def rows(self) -> Iterator[PlayerRow]:
         book, sheet = _open_sheet(self.path, self.sheet)
+        unread = self.skip + (1 if self.header else 0)
         try:
             for line, values in enumerate(sheet.iter_rows(values_only=True), start=1):
-                if self.header and line == 1:
+                if line <= unread:
                     continue
                 if self.column < len(values):
-                    yield PlayerRow(line, _text(values[self.column]))
+                    value = _text(values[self.column])
+                    yield PlayerRow(
+                        line, unescape_spreadsheet_cell(value) if self.unescape else value
+                    )
                 elif not values:
                     yield PlayerRow(line, "")
                 else:
@@ -317,6 +564,8 @@ def open_source(
     encoding: str | None = None,
     delimiter: str | None = None,
     sheet: str | int | None = None,
+    header: bool | None = None,
+    skip_rows: int | None = None,
 ) -> Source:
     """Inspect ``source`` and return a :class:`Source` ready to be read.
 
@@ -325,10 +574,13 @@ def open_source(
     0-based position); by default it is found among :data:`PLAYER_ID_HEADERS`, and a file
     with a single column needs no header. ``encoding`` and ``delimiter`` override the
     detection, ``sheet`` picks an Excel sheet (name or 0-based index; default the first).
+    For files, ``header`` says whether there is a header row (default: detected, see
+    :func:`_layout`; an ambiguous file is refused until it is given) and ``skip_rows``
+    how many rows above the list (or its header) to skip, such as titles.
     Raises :class:`PlayerListError` when the source cannot be read.
     """
     if isinstance(source, str | os.PathLike):
-        return _open_file(Path(source), column, encoding, delimiter, sheet)
+        return _open_file(Path(source), column, encoding, delimiter, sheet, header, skip_rows)
     # pandas is looked up, not imported: a loader process that reads files never pays for
     # it, and a DataFrame can only exist where pandas is already imported.
     pandas = sys.modules.get("pandas")
@@ -412,6 +664,8 @@ def _open_file(
     encoding: str | None,
     delimiter: str | None,
     sheet: str | int | None,
+    header: bool | None = None,
+    skip_rows: int | None = None,
 ) -> Source:
     if not path.exists():
         raise PlayerListError(f"{path}: no such file")
@@ -420,10 +674,14 @@ def _open_file(
     if path.suffix.lower() == ".xls":
         raise PlayerListError(f"{path}: old .xls workbooks are not supported; save as .xlsx or CSV")
     scan = _scan(path)
-    options = json.dumps([column, encoding, delimiter, sheet])
+    chosen: list[object] = [column, encoding, delimiter, sheet]
+    if header is not None or skip_rows is not None:
+        # Only when given: loads begun before these options keep their fingerprint.
+        chosen += [header, skip_rows]
+    options = json.dumps(chosen)
     fingerprint = hashlib.sha256(f"{scan.fingerprint}\n{options}".encode()).hexdigest()
     if path.suffix.lower() in EXCEL_SUFFIXES:
-        return _open_excel(path, column, sheet, fingerprint)
+        return _open_excel(path, column, sheet, fingerprint, header, skip_rows)
     enc = encoding or scan.encoding or "latin-1"
     try:
         wide = codecs.lookup(enc).name.startswith(("utf-16", "utf-32"))
@@ -445,25 +703,21 @@ def _open_file(
     delim = delimiter if delimiter is not None else _sniff_delimiter(sample, path)
     if len(delim) != 1:
         raise PlayerListError(f"{path}: the delimiter must be one character, got {delim!r}")
-    first = _first_record(sample, delim)
-    index = _pick_column(first, column, str(path))
-    header = _is_header(first, index, column)
-    if index is None:
-        if delim != _NO_DELIMITER and max((len(r) for r in _records(sample, delim)), default=1) > 1:
-            raise PlayerListError(
-                f"{path}, line 1: no player-id column in the header row {first}; known names are "
-                f"{list(PLAYER_ID_HEADERS)} (any case); name it with column=..."
-            )
-        index = 0
-    if delim != _NO_DELIMITER and max((len(r) for r in _records(sample, delim)), default=1) == 1:
+    records = _records(sample, delim)
+    widest = max((len(r) for r in records), default=1)
+    if delim != _NO_DELIMITER and widest == 1:
         delim = _NO_DELIMITER
+        records = _records(sample, delim)
+    layout = _layout(records, column, header, skip_rows, str(path))
     details = {
         "kind": "text",
         "encoding": enc,
         "delimiter": "none (one column)" if delim == _NO_DELIMITER else delim,
-        "column": str(first[index]) if header else f"field {index + 1}",
-        "header": "yes" if header else "no",
+        "column": layout.name if layout.header else f"field {layout.column + 1}",
+        "header": "yes" if layout.header else "no",
     }
+    if layout.skip:
+        details["skipped_rows"] = str(layout.skip)
     return _TextFileSource(
         str(path),
         fingerprint,
@@ -471,36 +725,52 @@ def _open_file(
         path,
         enc,
         delim,
-        index if delim != _NO_DELIMITER else 0,
-        header,
+        layout.column if delim != _NO_DELIMITER else 0,
+        layout.header,
+        skip=layout.skip,
+        width=widest,
+        unescape=layout.unescape,
     )
 
 
-def _open_excel(path: Path, column: str | int | None, sheet: str | int | None, fp: str) -> Source:
+def _open_excel(
+    path: Path,
+    column: str | int | None,
+    sheet: str | int | None,
+    fp: str,
+    header: bool | None,
+    skip_rows: int | None,
+) -> Source:
     book, ws = _open_sheet(path, sheet)
     try:
-        first_values = next(ws.iter_rows(values_only=True, max_row=1), ())
-        widest = max((len(r) for r in ws.iter_rows(values_only=True, max_row=50)), default=0)
+        sample = [
+            [_text(v) for v in values]
+            for values in ws.iter_rows(values_only=True, max_row=_SAMPLE_LINES)
+        ]
         title = ws.title
     finally:
         book.close()
-    first = [_text(v) or "" for v in first_values]
-    index = _pick_column(first, column, f"{path} (sheet {title!r})")
-    header = _is_header(first, index, column)
-    if index is None:
-        if widest > 1:
-            raise PlayerListError(
-                f"{path} (sheet {title!r}), row 1: no player-id column in the header row {first}; "
-                f"known names are {list(PLAYER_ID_HEADERS)}; name it with column=..."
-            )
-        index = 0
+    where = f"{path} (sheet {title!r})"
+    layout = _layout(sample, column, header, skip_rows, where, "row")
     details = {
         "kind": "excel",
         "sheet": title,
-        "column": str(first[index]) if header else f"column {index + 1}",
-        "header": "yes" if header else "no",
+        "column": layout.name if layout.header else f"column {layout.column + 1}",
+        "header": "yes" if layout.header else "no",
     }
-    return _ExcelSource(f"{path} (sheet {title!r})", fp, details, path, sheet, index, header)
+    if layout.skip:
+        details["skipped_rows"] = str(layout.skip)
+    return _ExcelSource(
+        where,
+        fp,
+        details,
+        path,
+        sheet,
+        layout.column,
+        layout.header,
+        skip=layout.skip,
+        unescape=layout.unescape,
+    )
 
 
 class _Scan(NamedTuple):
@@ -607,11 +877,6 @@ def _records(lines: list[str], delimiter: str) -> list[list[str]]:
         return list(csv.reader(lines, delimiter=delimiter, strict=False))
     except csv.Error:
         return []
-
-
-def _first_record(lines: list[str], delimiter: str) -> list[str]:
-    records = _records(lines, delimiter)
-    return records[0] if records else []
 
 
 def _sniff_delimiter(lines: list[str], path: Path) -> str:

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import csv
 import html
+import tempfile
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from gptools._private_files import open_private
 from gptools.participants._journal import read_outcomes
+from gptools.participants._sources import REJECTS_COLUMNS, PlayerListError, spreadsheet_safe
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -17,9 +20,6 @@ if TYPE_CHECKING:
 #: The outcomes a row can end in; every row ends in exactly one.
 OUTCOMES: Final = ("loaded", "rejected", "duplicate", "not_attempted")
 
-#: Columns of the rejects file: fix ``playerId`` and feed the file back (the loader finds
-#: the ``playerId`` column by its name and ignores the others).
-REJECTS_COLUMNS: Final = ("line", "playerId", "reason_code", "reason")
 
 _FRAME_COLUMNS: Final = ("line", "raw", "player_id", "outcome", "reason_code", "detail")
 
@@ -62,6 +62,10 @@ class LoadSummary:
     last_error: str | None = None
     interrupted: bool = False
     elapsed_s: float = 0.0
+    #: Why the rejects file could not be written (the load's result stands), else None.
+    rejects_error: str | None = None
+    #: Where a journal of this load made against another server was moved, else None.
+    set_aside: Path | None = None
 
     @property
     def balanced(self) -> bool:
@@ -83,6 +87,7 @@ class LoadSummary:
         data = asdict(self)
         data["journal"] = str(self.journal)
         data["rejects_file"] = str(self.rejects_file) if self.rejects_file else None
+        data["set_aside"] = str(self.set_aside) if self.set_aside else None
         data["rejected_by_reason"] = dict(self.rejected_by_reason)
         data["source_details"] = dict(self.source_details)
         data["balanced"] = self.balanced
@@ -105,9 +110,9 @@ class LoadSummary:
     def _frame(self, where: str) -> pd.DataFrame:
         import pandas as pd  # here: loading players does not need pandas, only this view
 
-        frame = pd.DataFrame.from_records(
-            list(read_outcomes(self.journal, where)), columns=list(_FRAME_COLUMNS)
-        )
+        # An empty list leaves no journal file: no rows to read.
+        records = list(read_outcomes(self.journal, where)) if self.rows else []
+        frame = pd.DataFrame.from_records(records, columns=list(_FRAME_COLUMNS))
         frame["outcome"] = pd.Categorical(frame["outcome"], categories=list(OUTCOMES))
         return frame
 
@@ -156,9 +161,14 @@ class LoadSummary:
         if self.interrupted:
             out.append(("interrupted", "yes: run the same load again to resume"))
         out.append(("time", f"elapsed {self.elapsed_s:.2f} s, {self.rows_per_s:,.0f} rows/s"))
-        out.append(("journal", str(self.journal)))
+        if self.rows:  # an empty list leaves no journal
+            out.append(("journal", str(self.journal)))
         if self.rejects_file is not None:
             out.append(("rejects file", str(self.rejects_file)))
+        if self.rejects_error is not None:
+            out.append(("rejects file", f"NOT WRITTEN: {self.rejects_error}"))
+        if self.set_aside is not None:
+            out.append(("set aside", f"{self.set_aside} (made against another server)"))
         return out
 
     def __repr__(self) -> str:
@@ -188,14 +198,37 @@ class LoadSummary:
 
 def write_rejects(journal: Path, path: str | Path) -> Path:
     """Write the rejected rows of the load in ``journal`` to ``path`` (see
-    :meth:`LoadSummary.write_rejects`)."""
+    :meth:`LoadSummary.write_rejects`). Text cells that a spreadsheet would take for a
+    formula get a ``'`` in front (:func:`spreadsheet_safe`); the loader removes it when
+    the file is read back."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    with target.open("w", encoding="utf-8", newline="") as fh:
+    with open_private(target, "w", encoding="utf-8", newline="") as fh:
         writer = csv.writer(fh)
         writer.writerow(REJECTS_COLUMNS)
         for line, raw, _pid, _outcome, code, detail in read_outcomes(
             journal, "WHERE outcome = 'rejected'"
         ):
-            writer.writerow((line, "" if raw is None else raw, code, detail))
+            safe_raw = spreadsheet_safe("" if raw is None else raw)
+            writer.writerow((line, safe_raw, code, spreadsheet_safe(detail or "")))
     return target
+
+
+def check_writable(path: Path, what: str) -> None:
+    """Raise :class:`PlayerListError` (one line) unless ``path`` can be written: its
+    folder exists (or can be made) and a file can be created there, or the file itself is
+    writable. Nothing is left behind."""
+    try:
+        if path.is_dir():
+            raise PlayerListError(f"cannot write the {what} {path}: it is a directory")
+        if path.exists():
+            with path.open("a"):
+                pass
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".gptools-check-"):
+            pass
+    except OSError as exc:
+        raise PlayerListError(
+            f"cannot write the {what} {path}: {exc.strerror or exc}; nothing was sent"
+        ) from None

@@ -150,6 +150,7 @@ class SandboxApp:
             0,
             datetime.now(UTC),
             body,
+            time.monotonic(),
         )
         headers: tuple[tuple[bytes, bytes], ...] = ()
         try:
@@ -202,7 +203,7 @@ class SandboxApp:
                     spec.endpoint_of(method, path),
                     endpoint_class,
                     account.username if account else "",
-                    time.monotonic(),
+                    record.monotonic,
                 )
             if refused is not None:
                 retry_after, tier = refused

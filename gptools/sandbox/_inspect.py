@@ -3,7 +3,7 @@
 ================================================  ============================================
 ``GET /_sandbox/accounts``                        the demo accounts, with their passwords
 ``GET /_sandbox/identity``                        the state's identity (new after a reset)
-``GET /_sandbox/requests``                        recorded API requests (``?limit=N``: last N)
+``GET /_sandbox/requests``                        recorded API requests (``?limit=N``), masked
 ``GET /_sandbox/campaigns``                       stored campaigns
 ``GET /_sandbox/campaigns/{id}/participants``     player id -> times added
 ``GET /_sandbox/campaigns/{id}/play``             how its participants play it (the player
@@ -37,7 +37,7 @@ from gptools.sandbox._players import (
     play_campaign,
 )
 from gptools.sandbox._refusal import error_body
-from gptools.sandbox._state import masked
+from gptools.sandbox._state import masked, masked_body
 
 if TYPE_CHECKING:
     from gptools.sandbox._app import SandboxApp
@@ -97,7 +97,7 @@ def build_inspection_app(app: SandboxApp, extra: Sequence[BaseRoute]) -> Starlet
                     "brandId": r.brand_id,
                     "status": r.status,
                     "at": r.at.isoformat(),
-                    "body": r.body.decode("utf-8", errors="replace"),
+                    "body": masked_body(r.body),
                 }
                 for r in records
             ]

@@ -8,6 +8,7 @@ process. It talks plain HTTP (httpx), never through :mod:`gptools.client`.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -22,6 +23,8 @@ from gptools.sandbox._state import IDENTITY_RE, StoredCampaign
 _TIMEOUT_S = 10.0
 #: How long :func:`served_sandbox_identity` waits for an answer (it asks loopback only).
 _PROBE_TIMEOUT_S = 2.0
+#: The largest answer :func:`served_sandbox_identity` reads.
+_PROBE_MAX_BYTES = 1024
 #: The hosts :func:`served_sandbox_identity` asks: a sandbox serves on this machine.
 _LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
 
@@ -37,13 +40,20 @@ def served_sandbox_identity(base_url: str) -> str | None:
     ``None`` when the address is not on this machine or what answers there is not a
     sandbox. Only loopback addresses are asked: the real provider never is one, and it is
     never sent a request for a sandbox-only path."""
-    url = httpx.URL(base_url)
-    host = url.host.lower()
+    host = httpx.URL(base_url).host.lower()
     if host not in _LOOPBACK_HOSTS and not host.startswith("127."):
         return None
     try:
-        answer = httpx.get(f"{base_url.rstrip('/')}{PREFIX}/identity", timeout=_PROBE_TIMEOUT_S)
-        value = answer.json().get("identity") if answer.status_code == 200 else None
+        probe = f"{base_url.rstrip('/')}{PREFIX}/identity"
+        with httpx.stream("GET", probe, timeout=_PROBE_TIMEOUT_S) as answer:
+            if answer.status_code != 200:
+                return None
+            body = b""
+            for part in answer.iter_bytes():
+                body += part
+                if len(body) > _PROBE_MAX_BYTES:
+                    return None  # a sandbox's answer is a few dozen bytes
+        value = json.loads(body).get("identity")
     except (httpx.HTTPError, ValueError, AttributeError):
         return None
     # Bounded and well-formed, or not a sandbox's answer.

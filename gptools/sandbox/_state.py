@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from gptools.models import dumps_wire, loads_wire
+
 _MASK = "****"
 #: What a sandbox's identity starts with (then 16 random hex digits).
 IDENTITY_PREFIX = "sandbox:"
@@ -27,9 +29,27 @@ def new_identity() -> str:
 _SECRET_FIELDS = ("apiKey", "password")
 
 
-def masked(subscription: dict[str, Any]) -> dict[str, Any]:
-    """A subscription body with its secrets replaced by ``****``."""
-    return {k: (_MASK if k in _SECRET_FIELDS and v else v) for k, v in subscription.items()}
+def masked(value: Any) -> Any:
+    """``value`` (a subscription body, or any JSON value) with every secret field
+    (``apiKey``, ``password``), at any depth, replaced by ``****``."""
+    if isinstance(value, dict):
+        return {k: (_MASK if k in _SECRET_FIELDS and v else masked(v)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [masked(v) for v in value]
+    return value
+
+
+def masked_body(body: bytes) -> str:
+    """A recorded request body as inspection shows it: secrets masked by :func:`masked`.
+    A body that is not JSON (or too deep to parse) is shown only when it names no secret
+    field; otherwise it is replaced by ``****`` whole."""
+    text = body.decode("utf-8", errors="replace")
+    try:
+        data = loads_wire(text)
+    except (ValueError, RecursionError):
+        return _MASK if any(name in text for name in _SECRET_FIELDS) else text
+    shown = masked(data)
+    return text if shown == data else dumps_wire(shown).decode()
 
 
 @dataclass(slots=True)
@@ -39,7 +59,9 @@ class RecordedRequest:
     ``query`` holds the query parameters (last value wins), ``username`` the authenticated
     account (``None`` when authentication failed), ``brand_id`` the brand the request acted
     on (``None`` when none was resolved), ``status`` the answer's HTTP status (``0`` when the
-    connection was dropped without an answer), ``at`` when it arrived (aware, UTC).
+    connection was dropped without an answer), ``at`` when it arrived (aware, UTC), and
+    ``monotonic`` the same moment on the monotonic clock, the time the rate limiter counts
+    the request at (so a check of the windows measures exactly what the limiter did).
     """
 
     method: str
@@ -50,6 +72,7 @@ class RecordedRequest:
     status: int
     at: datetime
     body: bytes
+    monotonic: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,10 +10,13 @@
 - :func:`export_log`: the delivery log as JSONL or Parquet.
 - :func:`serve_metrics`, :func:`log_config`: Prometheus metrics on a port of their own,
   and one JSON object a log line.
+- :func:`open_private`: how every file of the delivery log is created (owner-only), for
+  the files a caller writes from it (the CLI's lost-actions list).
 
 The log analyser lives in :mod:`gptools.webhooks.analysis`.
 """
 
+from gptools._private_files import open_private
 from gptools.webhooks._app import (
     InjectedFault,
     WebhookReceiver,
@@ -67,6 +70,7 @@ __all__ = [
     "load_handler",
     "log_config",
     "log_record",
+    "open_private",
     "open_store",
     "receiver_environment",
     "receiver_from_env",

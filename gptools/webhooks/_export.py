@@ -25,6 +25,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
 
+from gptools._private_files import PRIVATE_FILE_MODE, create_private, open_private
 from gptools.errors import import_extra
 from gptools.models import dumps_wire, loads_wire
 from gptools.webhooks._store import LOG_COLUMNS, Store, format_utc
@@ -87,8 +88,12 @@ def export_log(
     target: str | None = None,
     now: datetime | None = None,
     settle: timedelta = EXPORT_SETTLE,
+    file_mode: int = PRIVATE_FILE_MODE,
 ) -> ExportResult:
     """Write ``store``'s delivery log to ``out`` as ``jsonl`` or ``parquet``.
+
+    A new file is created with ``file_mode`` (owner-only by default, under the umask): the
+    log holds every delivery's body; give ``0o640`` to share it with a group.
 
     With ``target``, only the rows that target has not exported yet, up to ``settle``
     before ``now``; once the file is on disk, the target's mark moves up to there.
@@ -107,7 +112,7 @@ def export_log(
         rows = conn.iter_log(after=after, through=through)
         if format == "jsonl":
             count = 0
-            with path.open("wb") as fh:
+            with open_private(path, "wb", file_mode=file_mode) as fh:
                 for line in iter_jsonl_lines(rows):
                     fh.write(line + b"\n")
                     count += 1
@@ -115,7 +120,7 @@ def export_log(
                     fh.flush()
                     os.fsync(fh.fileno())
         else:
-            count = _write_parquet(rows, path)
+            count = _write_parquet(rows, create_private(path, file_mode=file_mode))
             if target is not None:
                 with path.open("rb") as fh:
                     os.fsync(fh.fileno())

@@ -39,6 +39,8 @@ from typing import Any, Literal
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 from gptools import spec
+from gptools._private_files import PRIVATE_FILE_MODE, create_private
+from gptools._secrets import redact_url, scrub
 from gptools.errors import GptoolsError, import_extra, require_extra
 
 logger = logging.getLogger("gptools.webhooks")
@@ -537,12 +539,16 @@ class Store:
         commit itself did not (called after each write transaction, outside every lock,
         unless the caller defers it: see :meth:`StoreConnection.write_batch`)."""
 
+    def scrub(self, text: str) -> str:
+        """``text`` without the store's secrets (a driver's error may quote its URL)."""
+        return text
+
     def connect(self) -> StoreConnection:
         """A new connection for the calling thread; creates the tables on first use."""
         try:
             raw = self._raw_connect()
         except Exception as exc:
-            raise StoreError(f"cannot open the store {self.url}: {exc}") from exc
+            raise StoreError(self.scrub(f"cannot open the store {self.url}: {exc}")) from exc
         conn = StoreConnection(self, raw)
         with self._init_lock:
             if not self._initialised:
@@ -599,6 +605,7 @@ class SQLiteStore(Store):
                 f"no folder {folder} for the SQLite file {str(self.path)!r} (sqlite:///PATH is "
                 "relative to the working directory; write sqlite:////PATH for an absolute one)"
             )
+        create_private(self.path)
         raw = sqlite3.connect(
             self.path,
             isolation_level=None,
@@ -676,6 +683,10 @@ class PostgresStore(Store):
             host = f"{parts.username}@{host}"
         return urlunsplit((parts.scheme, host, parts.path, "", ""))
 
+    def scrub(self, text: str) -> str:
+        """``text`` without the DSN's password (libpq quotes a bad part of the URL)."""
+        return scrub(text, self.dsn)
+
     def _raw_connect(self) -> Any:
         psycopg = import_extra("psycopg", "postgres", "A PostgreSQL store")
         raw = psycopg.connect(
@@ -730,7 +741,8 @@ def open_store(url: str, **options: Any) -> Store:
         dsn = urlunsplit((parts.scheme, parts.netloc, parts.path, rest, ""))
         return PostgresStore(dsn, schema=schema or options.pop("schema", None), **options)
     raise ValueError(
-        f"unknown store URL {url!r}: use sqlite:///PATH or postgresql://USER@HOST:PORT/DB"
+        f"unknown store URL {redact_url(url)!r}: use sqlite:///PATH or "
+        "postgresql://USER@HOST:PORT/DB"
     )
 
 
@@ -1226,7 +1238,7 @@ class WriteLock:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, PRIVATE_FILE_MODE)
 
     def __enter__(self) -> None:
         fcntl.flock(self._fd, fcntl.LOCK_EX)

@@ -13,7 +13,7 @@ import asyncio
 import inspect
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime
+from datetime import timedelta
 from typing import Any
 
 import httpx
@@ -155,20 +155,23 @@ def run_on_clients(
         return list(pool.map(call, jobs))
 
 
-def busiest_window(times: Sequence[datetime], window_s: float = 1.0) -> int:
-    """The largest number of ``times`` inside any window of ``window_s`` seconds (a window
-    as the server sees it: the oldest one leaves once it is ``window_s`` old)."""
+def busiest_window(times: Sequence[float], window: timedelta = spec.RATE_LIMIT_WINDOW) -> int:
+    """The largest number of ``times`` (seconds on the sandbox's monotonic clock) inside
+    any ``window``, as the server's limiter sees it: the oldest one leaves once it is
+    ``window`` old."""
+    window_s = window.total_seconds()
     ordered = sorted(times)
     best = lo = 0
     for hi, t in enumerate(ordered):
-        while (t - ordered[lo]).total_seconds() >= window_s:
+        while t - ordered[lo] >= window_s:
             lo += 1
         best = max(best, hi - lo + 1)
     return best
 
 
-def tier_times(sb: RunningSandbox, tier: spec.RateTier) -> list[datetime]:
-    """Arrival times of the recorded requests that count against ``tier``."""
+def tier_times(sb: RunningSandbox, tier: spec.RateTier) -> list[float]:
+    """When the recorded requests that count against ``tier`` arrived, on the clock the
+    sandbox's rate limiter counts them by (:attr:`RecordedRequest.monotonic`)."""
     out = []
     for r in sb.state.requests:
         cls = spec.endpoint_class(r.method, r.path)
@@ -176,5 +179,5 @@ def tier_times(sb: RunningSandbox, tier: spec.RateTier) -> list[datetime]:
             continue
         if tier.endpoint is not None and tier.endpoint != cls:
             continue
-        out.append(r.at)
+        out.append(r.monotonic)
     return out

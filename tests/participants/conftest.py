@@ -69,6 +69,16 @@ def load_args(players: Path, campaign: str, where: Path, *more: str) -> list[str
 
 
 @pytest.fixture
+def env(
+    fresh_sandbox: RunningSandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> dict[str, str]:
+    """The environment of a ``gptools participants`` command against the fresh sandbox,
+    run from ``tmp_path`` with its journals under ``tmp_path / "journals"``."""
+    monkeypatch.chdir(tmp_path)
+    return {**cli_env(fresh_sandbox), "GPTOOLS_JOURNAL_DIR": str(tmp_path / "journals")}
+
+
+@pytest.fixture
 def client(fresh_sandbox: RunningSandbox) -> Iterator[Client]:
     """A partner client of the freshly reset session sandbox."""
     with make_client(fresh_sandbox) as c:

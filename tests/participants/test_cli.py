@@ -6,22 +6,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
 from click.testing import CliRunner
 
 from gptools import spec
 from gptools.cli import cli
 from gptools.sandbox import RunningSandbox
-from tests.participants.conftest import BRAND, cli_env
+from tests.participants.conftest import BRAND
 from tests.participants.test_loader import MESSY, MESSY_REJECTED
-
-
-@pytest.fixture
-def env(
-    fresh_sandbox: RunningSandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> dict[str, str]:
-    monkeypatch.chdir(tmp_path)
-    return {**cli_env(fresh_sandbox), "GPTOOLS_JOURNAL_DIR": str(tmp_path / "journals")}
 
 
 def _load(env: dict[str, str], *args: str) -> tuple[int, str, str]:
@@ -87,11 +78,11 @@ def test_bad_input_exits_2(env: dict[str, str], campaign: str, tmp_path: Path) -
     code, _, err = _load(env, str(MESSY), "--campaign", campaign)
     assert code == 2 and "BRAND_REQUIRED" in err and "--brand" in err
     two = tmp_path / "two.csv"
-    two.write_text("login,name\nu-1,A\n", encoding="utf-8")
+    two.write_text("handle,name\nu-1,A\n", encoding="utf-8")
     code, _, err = _load(env, str(two), "--campaign", campaign, "--brand", str(BRAND))
     assert code == 2 and "no player-id column" in err and "Traceback" not in err
     code, out, _ = _load(
-        env, str(two), "--campaign", campaign, "--brand", str(BRAND), "--column", "login", "--json"
+        env, str(two), "--campaign", campaign, "--brand", str(BRAND), "--column", "handle", "--json"
     )
     assert code == 0 and json.loads(out)["loaded"] == 1
 

@@ -11,7 +11,9 @@ import json
 import os
 import random
 import signal
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
@@ -62,7 +64,7 @@ def test_sandbox_identity_is_kept_with_its_state_and_new_after_a_reset(tmp_path:
         assert served_sandbox_identity(sb.base_url.replace("127.0.0.1", "localhost")) == first
     # Another process (another port) starting from the saved state has the same identity.
     with run_sandbox(SandboxConfig(seed=0)) as again, persisted(again.state, tmp_path):
-        assert again.base_url != "" and again.identity == first
+        assert again.identity == first
         again.reset()
         assert again.identity != first and again.identity.startswith("sandbox:")
         second = again.identity
@@ -143,3 +145,28 @@ def test_sigint_then_resume_on_the_embedded_sandbox(tmp_path: Path) -> None:
     counts = _state_counts(state_dir, campaign)
     assert set(counts) == set(ids)
     assert set(counts.values()) == {1}, "an id was sent twice"
+
+
+@pytest.mark.parametrize(("pad", "expected"), [(10, "sandbox:00112233aabbccdd"), (2000, None)])
+def test_the_identity_probe_reads_a_bounded_answer(pad: int, expected: str | None) -> None:
+    body = json.dumps({"identity": "sandbox:00112233aabbccdd", "pad": "x" * pad}).encode()
+
+    class Answer(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # the handler's name is http.server's
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:  # quiet
+            return None
+
+    with ThreadingHTTPServer(("127.0.0.1", 0), Answer) as server:
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            port = server.server_address[1]
+            assert served_sandbox_identity(f"http://127.0.0.1:{port}") == expected
+        finally:
+            server.shutdown()
+            thread.join(timeout=10)

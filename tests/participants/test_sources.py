@@ -142,7 +142,7 @@ def test_user_named_column_by_name_and_position(tmp_path: Path) -> None:
 
 def test_unknown_header_in_a_multi_column_file_is_a_clear_error(tmp_path: Path) -> None:
     path = tmp_path / "h.csv"
-    path.write_text("login,name\nu-1,A\n", encoding="utf-8")
+    path.write_text("handle,name\nu-1,A\n", encoding="utf-8")
     with pytest.raises(
         PlayerListError, match=r"h\.csv, line 1: no player-id column.*column=\.\.\."
     ):

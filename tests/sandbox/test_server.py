@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -9,7 +10,9 @@ import socket
 import subprocess
 import sys
 import time
+from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -75,7 +78,9 @@ def test_inspection_over_http(fresh_sandbox: RunningSandbox) -> None:
         )
         requests = http.get("/_sandbox/requests", params={"limit": 1}).json()
         assert [r["path"] for r in requests] == ["/api/v1/webhook-subscription"]
-        assert "topsecret" in requests[0]["body"]  # the raw request, as sent
+        # Masked exactly as /_sandbox/subscriptions masks it (one masking function).
+        assert "topsecret" not in requests[0]["body"]
+        assert json.loads(requests[0]["body"]) == {"authenticationType": "BEARER", "apiKey": "****"}
         campaigns = http.get("/_sandbox/campaigns").json()
         assert [(c["campaignId"], c["brandId"], c["requestId"]) for c in campaigns] == [
             (campaign_id, 101, "req-1")
@@ -143,3 +148,34 @@ def test_cli_serve_prints_url_and_credentials_and_stops_on_ctrl_c() -> None:
             proc.wait()
         if proc.stderr is not None:
             proc.stderr.close()
+
+
+@pytest.mark.parametrize(
+    ("sent", "shown"),
+    [
+        (b'{"authenticationType": "BASIC", "username": "u", "password": "pw-1"}',
+         {"authenticationType": "BASIC", "username": "u", "password": "****"}),
+        (b'{"a": [{"apiKey": "k-1"}], "bet": 1.10}',
+         {"a": [{"apiKey": "****"}], "bet": Decimal("1.10")}),
+        (b'{"apiKey": "k-1", ', None),  # not JSON but names a secret: hidden whole
+        (b"[" * 5000, None),  # too deep to parse: shown (it names no secret)
+    ],
+)  # fmt: skip
+def test_recorded_bodies_are_masked_at_any_depth(
+    fresh_sandbox: RunningSandbox, sent: bytes, shown: Any
+) -> None:
+    with httpx.Client(base_url=fresh_sandbox.base_url) as http:
+        http.post(
+            path("webhook-subscription"),
+            auth=auth("individual"),
+            content=sent,
+            headers={"Content-Type": "application/json"},
+        )
+        body = http.get("/_sandbox/requests", params={"limit": 1}).json()[0]["body"]
+    assert "pw-1" not in body and "k-1" not in body
+    if shown is not None:
+        assert json.loads(body, parse_float=Decimal) == shown
+    elif b"apiKey" in sent:
+        assert body == "****"
+    else:
+        assert body == sent.decode()

@@ -47,6 +47,8 @@ import ibis.expr.types as ir
 import pandas as pd
 import pyarrow as pa
 
+from gptools._private_files import sqlite_read_uri
+from gptools._secrets import redact_url, scrub
 from gptools.errors import GptoolsError, import_extra
 from gptools.webhooks.analysis import _dialect_duckdb
 
@@ -347,7 +349,7 @@ def detect_format(source: str | Path) -> str:
             )
         raise DeliveryLogError(f"{text}: no JSONL or Parquet log in this directory")
     raise DeliveryLogError(
-        f"{text}: cannot tell the log format from the name; pass format= one of "
+        f"{redact_url(text)}: cannot tell the log format from the name; pass format= one of "
         f"{', '.join(f for f in LOG_FORMATS if f != 'auto')}"
     )
 
@@ -704,7 +706,7 @@ def _read_sqlite(con: Any, source: str, mapping: ColumnMapping, table: str) -> t
     if not Path(path).is_file():
         raise DeliveryLogError(f"{path}: no such SQLite file")
     sql = _store_select(mapping, table, f'"{mapping.received_at}"')
-    uri = f"file:{Path(path).resolve()}?mode=ro"
+    uri = sqlite_read_uri(path)
     # DuckDB pulls the batches from its own thread, one at a time.
     with contextlib.closing(sqlite3.connect(uri, uri=True, check_same_thread=False)) as db:
         try:
@@ -737,7 +739,7 @@ def _read_postgres(con: Any, url: str, mapping: ColumnMapping, table: str) -> tu
             cursor.execute(sql)
             src = _load_store(con, cursor, shown)
     except psycopg.Error as exc:
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        first = scrub(str(exc).splitlines()[0], url) if str(exc) else type(exc).__name__
         raise DeliveryLogError(f"{shown}: {first} (table {table!r})") from None
     return _from_table(src, _store_mapping(mapping), shown), shown
 

@@ -23,6 +23,7 @@ from urllib.parse import unquote, urlsplit
 import ibis
 import ibis.expr.types as ir
 
+from gptools._private_files import private_opener
 from gptools.errors import import_extra
 from gptools.webhooks.analysis import _dialect_spark
 from gptools.webhooks.analysis._readers import (
@@ -47,9 +48,21 @@ JAVA_HINT = (
 )
 
 
-#: Where the JVM that Spark starts writes its own log (its stderr): start-up notices and
-#: warnings would otherwise land in a notebook's output or a command's stderr.
-SPARK_LOG = Path(tempfile.gettempdir()) / "gptools-spark.log"
+_spark_log: Path | None = None
+
+
+def spark_log() -> Path:
+    """Where the JVM that Spark starts writes its own log (its stderr): start-up notices and
+    warnings would otherwise land in a notebook's output or a command's stderr.
+
+    ``gptools-spark.log`` in a directory of this process's own, made by
+    :func:`tempfile.mkdtemp` (owner-only, a name nobody can guess): a fixed path in
+    ``$TMPDIR`` would let another account place a symlink there and send the log anywhere.
+    """
+    global _spark_log
+    if _spark_log is None:
+        _spark_log = Path(tempfile.mkdtemp(prefix="gptools-spark-")) / "gptools-spark.log"
+    return _spark_log
 
 
 @contextlib.contextmanager
@@ -57,7 +70,7 @@ def _jvm_stderr_to(path: Path) -> Iterator[None]:
     """Point this process's stderr (file descriptor 2) at ``path`` while a child starts:
     the JVM inherits it for its lifetime; Python's stderr is restored right after."""
     saved = os.dup(2)
-    target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    target = private_opener()(str(path), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
     try:
         os.dup2(target, 2)
         yield
@@ -70,7 +83,7 @@ def _jvm_stderr_to(path: Path) -> Iterator[None]:
 def spark_session(master: str | None = None) -> Any:
     """The process's Spark session (created on first use) for ``master``, else
     ``GP_SPARK_MASTER``, else ``local[*]``. UTC, no web UI; the JVM's own log goes to
-    :data:`SPARK_LOG`."""
+    :func:`spark_log`."""
     SparkSession = import_extra("pyspark.sql", "spark", "engine='spark'").SparkSession
     master = master or os.environ.get("GP_SPARK_MASTER") or DEFAULT_SPARK_MASTER
     builder = SparkSession.builder
@@ -81,7 +94,7 @@ def spark_session(master: str | None = None) -> Any:
         n = os.cpu_count() or 2 if cores in ("", "*") else int(cores.split(",")[0])
         builder = builder.config("spark.sql.shuffle.partitions", str(2 * n))
     try:
-        with _jvm_stderr_to(SPARK_LOG):
+        with _jvm_stderr_to(spark_log()):
             session = (
                 builder.master(master)
                 .appName("gptools-analysis")

@@ -1,0 +1,62 @@
+"""The one way gptools creates a file for the user: owner-only (``0600``).
+
+Stores, journals, exports and rejects files hold deliveries, player ids and API traffic;
+no other account on the machine should read them. A file is created with mode
+:data:`PRIVATE_FILE_MODE` and the user's umask still applies on top, so a stricter umask
+(``077``) wins and a looser one (``022``) cannot widen it. A caller that wants another mode
+(an option of its own) passes ``file_mode``. A file that already exists keeps its mode:
+the user chose it. SQLite creates its ``-wal`` and ``-shm`` files with the mode of the
+database file, so creating the database file private is enough.
+
+Reading a SQLite file somebody else may have named goes through :func:`sqlite_read_uri`:
+a ``file:`` URI built by string formatting lets a name such as ``st?mode=rwc&x=1.sqlite3``
+add its own query (opening the file writable) and ``%41`` decode to another name.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+from urllib.parse import quote
+
+#: Owner read and write, nobody else.
+PRIVATE_FILE_MODE = 0o600
+
+
+def private_opener(file_mode: int = PRIVATE_FILE_MODE) -> Callable[[str, int], int]:
+    """An ``opener`` for :func:`open` (or anything that takes one) that creates files with
+    ``file_mode`` (the umask still applies)."""
+
+    def opener(path: str, flags: int) -> int:
+        return os.open(path, flags | os.O_CLOEXEC, file_mode)
+
+    return opener
+
+
+def open_private(
+    path: str | os.PathLike[str],
+    mode: str = "w",
+    *,
+    file_mode: int = PRIVATE_FILE_MODE,
+    **kwargs: Any,
+) -> IO[Any]:
+    """:func:`open` ``path`` with ``mode`` (``"w"``, ``"wb"``, ``"a"``...), creating it
+    owner-only when it does not exist; ``kwargs`` go to :func:`open` (``encoding``,
+    ``newline``)."""
+    return open(path, mode, opener=private_opener(file_mode), **kwargs)
+
+
+def create_private(path: str | os.PathLike[str], *, file_mode: int = PRIVATE_FILE_MODE) -> Path:
+    """Create ``path`` empty and owner-only when it does not exist (an existing file is left
+    as it is) and return it: for files another library opens by name afterwards (SQLite,
+    Parquet writers)."""
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, file_mode))
+    return Path(path)
+
+
+def sqlite_read_uri(path: str | os.PathLike[str]) -> str:
+    """The ``file:`` URI that opens the SQLite file ``path`` read-only (``uri=True``), every
+    character of the name that a URI would read (``?``, ``#``, ``%``, ``&``) escaped."""
+    return f"file:{quote(str(Path(path).resolve()), safe='/')}?mode=ro"

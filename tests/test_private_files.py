@@ -1,0 +1,112 @@
+"""Files gptools creates are owner-only (``gptools._private_files``), under any umask."""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gptools._private_files import PRIVATE_FILE_MODE, create_private, open_private
+
+
+@pytest.fixture
+def loose_umask() -> Iterator[None]:
+    """A umask (022) that would leave a plain ``open`` world-readable."""
+    old = os.umask(0o022)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+def mode_of(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_open_private_creates_owner_only(tmp_path: Path, loose_umask: None) -> None:
+    with open_private(tmp_path / "a.csv", "w", encoding="utf-8") as fh:
+        fh.write("x\n")
+    assert mode_of(tmp_path / "a.csv") == PRIVATE_FILE_MODE
+    with open_private(tmp_path / "b.bin", "wb") as fb:
+        fb.write(b"x")
+    assert mode_of(tmp_path / "b.bin") == PRIVATE_FILE_MODE
+    # A plain open under the same umask is what the helper replaces.
+    (tmp_path / "plain").write_text("x")
+    assert mode_of(tmp_path / "plain") == 0o644
+
+
+def test_create_private_and_an_option(tmp_path: Path, loose_umask: None) -> None:
+    assert mode_of(create_private(tmp_path / "s.sqlite3")) == PRIVATE_FILE_MODE
+    assert mode_of(create_private(tmp_path / "shared", file_mode=0o640)) == 0o640
+
+
+def test_stricter_umask_wins(tmp_path: Path) -> None:
+    old = os.umask(0o277)
+    try:
+        assert mode_of(create_private(tmp_path / "s")) == 0o400
+    finally:
+        os.umask(old)
+
+
+def test_existing_file_keeps_its_mode(tmp_path: Path, loose_umask: None) -> None:
+    path = tmp_path / "kept"
+    path.write_text("old")
+    path.chmod(0o644)
+    with open_private(path, "w") as fh:
+        fh.write("new")
+    assert mode_of(path) == 0o644
+    assert path.read_text() == "new"
+
+
+def test_stores_journals_exports_and_rejects_are_private(tmp_path: Path, loose_umask: None) -> None:
+    from gptools.participants._journal import Identity, Journal
+    from gptools.participants._summary import write_rejects
+    from gptools.webhooks import open_store
+    from gptools.webhooks._export import export_log
+
+    store_path = tmp_path / "store.sqlite3"
+    store = open_store(f"sqlite:///{store_path}")
+    store.connect().close()
+    jsonl = export_log(store, tmp_path / "log.jsonl", format="jsonl").path
+    parquet = export_log(store, tmp_path / "log.parquet", format="parquet").path
+    journal_path = tmp_path / "journal.sqlite3"
+    Journal.open(journal_path, Identity("http://h", "CMP-1", 201, "f" * 64)).close()
+    rejects = write_rejects(journal_path, tmp_path / "rejects.csv")
+    created = [store_path, jsonl, parquet, journal_path, rejects]
+    created += [p for p in tmp_path.iterdir() if p.name.endswith(("-wal", "-shm", ".lock"))]
+    assert len(created) >= 6  # the sidecars were made too
+    assert {p.name: mode_of(p) for p in created} == {p.name: 0o600 for p in created}
+
+
+def test_the_spark_log_goes_to_a_private_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gptools.webhooks.analysis import _readers_spark
+
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    monkeypatch.setattr(_readers_spark, "_spark_log", None)
+    # Another account's trap at the old fixed path: a symlink to a file of the victim's.
+    victim = tmp_path / "victim"
+    victim.write_text("keep")
+    (tmp_path / "gptools-spark.log").symlink_to(victim)
+    log = _readers_spark.spark_log()
+    assert log.parent.parent == tmp_path and log.parent.name.startswith("gptools-spark-")
+    assert stat.S_IMODE(log.parent.stat().st_mode) == 0o700
+    assert _readers_spark.spark_log() == log  # one per process
+    with _readers_spark._jvm_stderr_to(log):
+        os.write(2, b"a JVM notice\n")
+    assert log.read_text() == "a JVM notice\n" and mode_of(log) == 0o600
+    assert victim.read_text() == "keep"
+
+
+def test_an_export_option_says_otherwise(tmp_path: Path, loose_umask: None) -> None:
+    from gptools.webhooks import open_store
+    from gptools.webhooks._export import export_log
+
+    store = open_store(f"sqlite:///{tmp_path / 'store.sqlite3'}")
+    for fmt in ("jsonl", "parquet"):
+        out = export_log(store, tmp_path / f"shared.{fmt}", format=fmt, file_mode=0o640).path
+        assert mode_of(out) == 0o640
