@@ -808,7 +808,7 @@ ASSUMPTIONS: Final[tuple[Assumption, ...]] = (
         CAMPAIGN_ATTRIBUTION,
         "game events carry no campaign id; an event that matches every term of a campaign "
         "is that campaign's (two campaigns: ambiguous, never counted twice)",
-        "campaign_results(campaign_column=...) for a log that carries a campaign id",
+        "campaign_results(feature_event=None) drops the events term; CampaignTerms set the rest",
     ),
 )
 
