@@ -33,7 +33,7 @@ import pyarrow as pa
 from gptools import spec
 from gptools.display import html_table
 from gptools.webhooks.analysis import _metrics as m
-from gptools.webhooks.analysis._analysis import ENGINES
+from gptools.webhooks.analysis._analysis import ENGINES, _at_exponent
 from gptools.webhooks.analysis._readers import (
     DEFAULT_MAPPING,
     DEFAULT_MEMORY_LIMIT,
@@ -117,13 +117,9 @@ class CampaignTerms:
 
 def money(amount: Decimal, currency: str) -> Decimal:
     """``amount`` written at ``currency``'s exponent (JPY 0, EUR 2, KWD 3 decimals), never
-    rounding a digit away."""
-    places = spec.currency_decimals(currency)
-    if places is None:
-        return amount
-    exponent = amount.normalize().as_tuple().exponent
-    needed = -exponent if isinstance(exponent, int) else 0
-    return amount.quantize(Decimal(1).scaleb(-max(places, needed)))
+    rounding a digit away (the analyser's one rule for showing money)."""
+    shown: Decimal = _at_exponent(amount, currency)
+    return shown
 
 
 # --------------------------------------------------------------------------------------
