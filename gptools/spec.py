@@ -491,6 +491,15 @@ GLOBAL_TIERS_COMBINED: Final = "a GET counts against both 500 and 1000"
 ENDPOINT_IDENTITY: Final = "method + path, brand prefix, 'freeround/' and campaign id out"
 BATCH_PARTICIPANT_RATE_CLASS: Final = ENDPOINT_CLASS_PARTICIPANT
 TIME_ZONE_FORMAT: Final = "IANA name (e.g. Europe/Malta)"
+# issue 24
+#: How a game event is attributed to a campaign (events carry no campaign id): all of
+#: these match, and the event's timestamp lies in ``[start, end)`` of the campaign's window.
+CAMPAIGN_ATTRIBUTION: Final = (
+    "player among its participants, game among its games, its currency, its bet "
+    "(AWARDED_FEATURE: the feature cost, with FEATURE in events), timestamp in [start, end)"
+)
+#: The event name an awarded feature's use carries in ``events``.
+FEATURE_EVENT: Final = "FEATURE"
 
 ASSUMPTIONS: Final[tuple[Assumption, ...]] = (
     Assumption(
@@ -827,6 +836,14 @@ ASSUMPTIONS: Final[tuple[Assumption, ...]] = (
         "for the account's wallet'; the wallet interface 'is described elsewhere', so their "
         "kind is not shown",
         "SandboxConfig(wallet_credentials=WalletCredentials.bearer(...)/.basic(...))",
+    ),
+    # issue 24
+    Assumption(
+        "CAMPAIGN_ATTRIBUTION / FEATURE_EVENT",
+        CAMPAIGN_ATTRIBUTION,
+        "game events carry no campaign id; an event that matches every term of a campaign "
+        "is that campaign's (two campaigns: ambiguous, never counted twice)",
+        "campaign_results(feature_event=None) drops the events term; CampaignTerms set the rest",
     ),
 )
 

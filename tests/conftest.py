@@ -25,6 +25,8 @@ def _sandbox_state_dir(
     """CLI commands run by a test keep their embedded sandbox's state in a directory of
     that test, never in the user's cache."""
     monkeypatch.setenv("GPTOOLS_SANDBOX_STATE_DIR", str(tmp_path_factory.mktemp("sandbox-state")))
+    # The campaign register too (apply_plan records every applied plan).
+    monkeypatch.setenv("GPTOOLS_REGISTER", str(tmp_path_factory.mktemp("register") / "r.sqlite"))
 
 
 @pytest.fixture(scope="session")

@@ -6,12 +6,14 @@ import html
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from os import PathLike
+from typing import Literal, Protocol
 
 import pandas as pd
 
 from gptools import spec
 from gptools.campaigns._plan import AWARDED_FEATURE, Plan
+from gptools.campaigns._register import CampaignRegister, record_applied
 from gptools.campaigns._requests import campaign_requests
 from gptools.costs import CatalogueClient, cost_book
 from gptools.display import html_table
@@ -121,6 +123,7 @@ def apply_plan(
     costs: pd.DataFrame | None = None,
     add_participants: bool = False,
     endpoint: str = "single",
+    register: CampaignRegister | str | PathLike[str] | Literal[False] | None = None,
 ) -> ApplyResult:
     """Validate ``plan`` and create its campaigns, one per currency; safe to call again.
 
@@ -135,6 +138,10 @@ def apply_plan(
     participant endpoint (``"single"``, the default, or ``"batch"``, see
     :func:`add_players`). ``client`` is a
     :class:`~gptools.client.Client`; every call acts on the plan's ``brand``.
+
+    The campaigns are recorded in the campaign ``register`` (``None``: the default file,
+    :func:`~gptools.campaigns.default_register_path`; ``False``: not recorded) once
+    every one of them is created, with the server's identity.
     """
     if plan.campaign_type == AWARDED_FEATURE and costs is None and plan.currencies:
         costs = cost_book(client, brand=plan.brand).table(
@@ -155,7 +162,10 @@ def apply_plan(
             )
         assert request.request_id is not None
         applied.append(AppliedCampaign(currency, request.request_id, created.campaign_id, sent))
-    return ApplyResult(plan.name, tuple(applied))
+    result = ApplyResult(plan.name, tuple(applied))
+    if register is not False:
+        record_applied(register, plan, result, client)
+    return result
 
 
 def add_participants_to(

@@ -1,14 +1,19 @@
-"""``gptools campaigns plan FILE`` and ``gptools campaigns apply FILE`` (JSON or YAML plans)."""
+"""``gptools campaigns plan FILE`` and ``apply FILE`` (JSON or YAML plans); ``list`` and
+``show ID`` (the local register); ``results SOURCE`` (from a delivery log)."""
 
 from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any
 
 import click
 
 from gptools import spec
 from gptools.cli._common import NOW_HELP, cli_errors, connect_client, parse_now, resolve_brand
-from gptools.cli._main import EXIT_BAD_INPUT, campaigns, cli_text, emit
+from gptools.cli._main import EXIT_BAD_INPUT, campaigns, cli_text, emit, fail
 from gptools.cli._params import BRAND_ID
-from gptools.errors import GameNotFoundError
+from gptools.errors import GameNotFoundError, MissingExtraError
 
 
 @campaigns.command("plan")
@@ -150,5 +155,196 @@ def apply_command(
             + (f", {c.participants_sent} players sent" if c.participants_sent else "")
             for c in result.campaigns
         )
+
+    emit(document, as_json=as_json, human=human)
+
+
+def _participants(records: list[Any]) -> dict[tuple[str, str], Any]:
+    """(server, campaign id) -> participant counts: loaded are the distinct players apply
+    sent or a load's journal has acknowledged; rejected and pending add up the journals'
+    (of that server, set-aside ones apart)."""
+    from gptools.campaigns import ParticipantCounts
+    from gptools.participants import journal_summaries, loaded_players
+
+    out: dict[tuple[str, str], Any] = {}
+    summaries = journal_summaries()
+    for r in records:
+        mine = [
+            s for s in summaries
+            if s.campaign_id == r.campaign_id and s.server == r.server
+            and s.state in ("complete", "pending")
+        ]  # fmt: skip
+        loaded = dict.fromkeys((*r.players, *loaded_players(r.campaign_id, server=r.server)))
+        out[(r.server, r.campaign_id)] = ParticipantCounts(
+            loaded=len(loaded),
+            rejected=sum(s.rejected for s in mine),
+            pending=sum(s.pending for s in mine),
+        )
+    return out
+
+
+def _campaign_line(doc: dict[str, Any]) -> str:
+    p = doc["participants"]
+    return (
+        f"{doc['campaignId']}  {doc['state']:<9}  {doc['plan']!r} {doc['currency']} "
+        f"{doc['bet']} × {doc['betNumber']}  {doc['start']} – {doc['end']} {doc['timeZone']}  "
+        f"players loaded {p['loaded']}, rejected {p['rejected']}, pending {p['pending']}"
+    )
+
+
+@campaigns.command("list")
+@click.option("--now", "now_text", default=None, help=NOW_HELP)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+def list_command(now_text: str | None, as_json: bool) -> None:
+    """The campaigns gptools created (the local register), with their state by window and
+    their participants (loaded, rejected, pending)."""
+    from gptools.campaigns import CampaignRegister
+
+    now = parse_now(now_text)
+    with cli_errors():
+        register = CampaignRegister()
+        records = register.campaigns()
+        counts = _participants(records)
+    docs = [r.to_dict(now=now, participants=counts[(r.server, r.campaign_id)]) for r in records]
+    document = {"register": str(register.path), "campaigns": docs}
+
+    def human() -> str:
+        if not docs:
+            return f"no campaign in the register {register.path} yet (gptools campaigns apply)"
+        return "\n".join(_campaign_line(d) for d in docs)
+
+    emit(document, as_json=as_json, human=human)
+
+
+@campaigns.command("show")
+@click.argument("campaign_id")
+@click.option("--now", "now_text", default=None, help=NOW_HELP)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+def show_command(campaign_id: str, now_text: str | None, as_json: bool) -> None:
+    """One campaign of the register: its plan, window, state and participants; exit 2
+    when it is not recorded."""
+    from gptools.campaigns import CampaignRegister, RegisterError
+
+    now = parse_now(now_text)
+    with cli_errors():
+        try:
+            record = CampaignRegister().get(campaign_id)
+        except RegisterError as exc:
+            fail(str(exc), bad_input=True)
+        counts = _participants([record])
+    doc = record.to_dict(now=now, participants=counts[(record.server, record.campaign_id)])
+
+    def human() -> str:
+        keys = ("requestId", "server", "brand", "planHash", "type", "gameIds", "budget",
+                "recordedAt")  # fmt: skip
+        return "\n".join([_campaign_line(doc), *(f"  {k}: {doc[k]}" for k in keys)])
+
+    emit(doc, as_json=as_json, human=human)
+
+
+def _write_unreached(path: Path, frame: Any) -> None:
+    from gptools.webhooks import open_private
+
+    try:
+        with open_private(path, "w", encoding="utf-8", newline="") as fh:
+            writer = csv.writer(fh)
+            writer.writerow(["campaign_id", "player_id"])
+            writer.writerows(zip(frame.campaign_id, frame.player_id, strict=True))
+    except OSError as exc:
+        fail(f"--unreached-out {path}: cannot write: {exc.strerror or exc}")
+
+
+@campaigns.command("results")
+@click.argument("source")
+@click.option(
+    "--campaign", "campaign_ids", multiple=True, help="A campaign id (repeat; default: all)."
+)
+@click.option(
+    "--format",
+    "fmt",
+    default="auto",
+    show_default=True,
+    help="Log format: jsonl, parquet, sqlite or postgres; auto picks by name.",
+)
+@click.option(
+    "--table", default="delivery_log", show_default=True, help="Store table (SQLite/PostgreSQL)."
+)
+@click.option(
+    "--engine",
+    default="duckdb",
+    show_default=True,
+    help="Where the results run: duckdb, or spark (the [spark] extra).",
+)
+@click.option(
+    "--spark-master",
+    envvar="GP_SPARK_MASTER",
+    default=None,
+    help="Spark master URL for --engine spark [env GP_SPARK_MASTER].",
+)
+@click.option(
+    "--unreached-out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write the players never reached (campaign_id, player_id) to this CSV file.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+def results_command(
+    source: str, campaign_ids: tuple[str, ...], fmt: str, table: str, engine: str,
+    spark_master: str | None, unreached_out: Path | None, as_json: bool,
+) -> None:  # fmt: skip
+    """How the recorded campaigns did, from a webhook delivery log SOURCE (any log
+    `webhooks analyze` reads): players reached and completed, rounds and exposure used
+    against the budget, time to first play, and the players never reached."""
+    from gptools.campaigns import CampaignRegister, RegisterError
+    from gptools.participants import loaded_players
+
+    with cli_errors():
+        register = CampaignRegister()
+        try:
+            records = (
+                [register.get(c) for c in dict.fromkeys(campaign_ids)]
+                if campaign_ids
+                else register.campaigns()
+            )
+        except RegisterError as exc:
+            fail(str(exc), bad_input=True)
+        if not records:
+            fail(f"no campaign in the register {register.path}: nothing to report", bad_input=True)
+        players = {r.campaign_id: loaded_players(r.campaign_id, server=r.server) for r in records}
+    try:
+        from gptools.webhooks.analysis import DeliveryLogError, campaign_results
+
+        with campaign_results(
+            source, records, players=players, format=fmt, table=table,  # type: ignore[arg-type]
+            engine=engine, spark_master=spark_master,
+        ) as results:  # fmt: skip
+            report = results.report
+            unreached = results.unreached()
+    except MissingExtraError as exc:
+        fail(str(exc))
+    except (DeliveryLogError, ImportError, ValueError) as exc:
+        fail(str(exc), bad_input=True)
+    if unreached_out is not None:
+        _write_unreached(unreached_out, unreached)
+    document = report.to_dict()
+    document["unreached"] = len(unreached)
+
+    def human() -> str:
+        lines = [
+            f"{report.actions:,} actions: {report.attributed:,} attributed, "
+            f"{report.ambiguous:,} ambiguous, {report.unattributed:,} unattributed"
+        ]
+        for c in report.campaigns:
+            wait = c["wait_p50_s"]
+            lines.append(
+                f"{c['campaign_id']} {c['currency']}: reached {c['reached']}/{c['assigned']}, "
+                f"completed {c['completed']}, rounds {c['rounds_used']}/{c['rounds_granted']}, "
+                f"exposure {c['exposure_used']} of {c['budget']} {c['currency']}"
+                + (f", median wait to first play {wait / 3600:.1f} h" if wait is not None else "")
+            )
+        lines.append(f"{len(unreached):,} player(s) never reached")
+        if unreached_out is not None:
+            lines.append(f"Wrote them to {unreached_out}")
+        return "\n".join(lines)
 
     emit(document, as_json=as_json, human=human)

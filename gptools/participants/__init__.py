@@ -20,6 +20,7 @@ from gptools.participants._journals import (
     journal_summary,
     prune_journals,
 )
+from gptools.participants._loaded import loaded_players
 from gptools.participants._loader import (
     DEFAULT_CONCURRENCY,
     DEFAULT_MAX_ATTEMPTS,
@@ -64,6 +65,7 @@ __all__ = [
     "journal_summaries",
     "journal_summary",
     "load_participants",
+    "loaded_players",
     "open_source",
     "prune_journals",
 ]

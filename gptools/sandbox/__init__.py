@@ -44,6 +44,12 @@ from gptools.sandbox._persist import (
     default_state_dir,
     reset_state,
 )
+from gptools.sandbox._players import (
+    CampaignNotPlayableError,
+    CampaignPlayed,
+    PlayerModel,
+    play_campaign,
+)
 from gptools.sandbox._server import RunningSandbox, run_sandbox, serve_forever
 from gptools.sandbox._state import RecordedRequest, SandboxState, StoredCampaign
 
@@ -55,13 +61,16 @@ __all__ = [
     "SIMULATED_TIME_HEADER",
     "STATE_FILE",
     "UNCOVERED_BRAND_IDS",
+    "CampaignNotPlayableError",
     "CampaignPlay",
+    "CampaignPlayed",
     "CatalogueBuyFeature",
     "CatalogueGame",
     "DeliveryTarget",
     "EventGenerator",
     "FaultRule",
     "Faults",
+    "PlayerModel",
     "RecordedRequest",
     "RunningSandbox",
     "SandboxAccount",
@@ -79,6 +88,7 @@ __all__ = [
     "create_app",
     "default_state_dir",
     "feature_cost",
+    "play_campaign",
     "reset_state",
     "run_sandbox",
     "serve_forever",

@@ -6,6 +6,9 @@
 ``GET /_sandbox/requests``                        recorded API requests (``?limit=N``), masked
 ``GET /_sandbox/campaigns``                       stored campaigns
 ``GET /_sandbox/campaigns/{id}/participants``     player id -> times added
+``GET /_sandbox/campaigns/{id}/play``             how its participants play it (the player
+                                                  model, ``?seed=&accept=&finish=``): the
+                                                  truth per player and the events
 ``GET /_sandbox/subscriptions``                   webhook subscriptions per brand, secrets masked
 ``GET|POST|DELETE /_sandbox/faults``              list, add (a FaultRule as JSON), clear
 ``POST /_sandbox/reset``                          forget everything (as ``RunningSandbox.reset``)
@@ -26,6 +29,13 @@ from starlette.routing import BaseRoute, Route
 from gptools import spec
 from gptools.models import dumps_wire, loads_wire
 from gptools.sandbox._faults import FaultRule
+from gptools.sandbox._players import (
+    DEFAULT_ACCEPT_SHARE,
+    DEFAULT_FINISH_SHARE,
+    CampaignNotPlayableError,
+    PlayerModel,
+    play_campaign,
+)
 from gptools.sandbox._refusal import error_body
 from gptools.sandbox._state import masked, masked_body
 
@@ -119,6 +129,28 @@ def build_inspection_app(app: SandboxApp, extra: Sequence[BaseRoute]) -> Starlet
             )
         return _answer(state.participants(campaign_id))
 
+    async def play(request: Request) -> Response:
+        campaign_id = request.path_params["campaign_id"]
+        with state.lock:
+            stored = state.campaigns.get(campaign_id)
+        if stored is None:
+            return Response(
+                error_body(spec.NOT_FOUND_CODE, f"no campaign {campaign_id!r}", request.url.path),
+                404,
+                media_type="application/json",
+            )
+        q = request.query_params
+        try:
+            model = PlayerModel(
+                seed=int(q.get("seed", "0")),
+                accept_share=float(q.get("accept", DEFAULT_ACCEPT_SHARE)),
+                finish_share=float(q.get("finish", DEFAULT_FINISH_SHARE)),
+            )
+            played = play_campaign(campaign_id, stored.body, state.participants(campaign_id), model)
+        except (ValueError, CampaignNotPlayableError) as exc:
+            return _refuse(request, str(exc))
+        return _answer(played.to_json())
+
     async def subscriptions(request: Request) -> Response:
         with state.lock:
             return _answer({str(b): masked(s) for b, s in state.subscriptions.items()})
@@ -144,6 +176,7 @@ def build_inspection_app(app: SandboxApp, extra: Sequence[BaseRoute]) -> Starlet
         Route(f"{PREFIX}/requests", requests),
         Route(f"{PREFIX}/campaigns", campaigns),
         Route(f"{PREFIX}/campaigns/{{campaign_id}}/participants", participants),
+        Route(f"{PREFIX}/campaigns/{{campaign_id}}/play", play),
         Route(f"{PREFIX}/subscriptions", subscriptions),
         Route(f"{PREFIX}/faults", faults, methods=["GET", "POST", "DELETE"]),
         Route(f"{PREFIX}/reset", reset, methods=["POST"]),

@@ -39,11 +39,25 @@ from gptools.webhooks.analysis._readers import (  # noqa: E402
     read_delivery_log,
 )
 from gptools.webhooks.analysis._report import DeliveryReport  # noqa: E402
+from gptools.webhooks.analysis._results import (  # noqa: E402
+    CampaignReport,
+    CampaignResults,
+    CampaignTerms,
+    campaign_results,
+)
+from gptools.webhooks.analysis._results_charts import (  # noqa: E402
+    plot_budget_used,
+    plot_funnel,
+    plot_uptake,
+)
 
 __all__ = [
     "DEFAULT_SILENCE_THRESHOLD",
     "ENGINES",
     "LOG_FORMATS",
+    "CampaignReport",
+    "CampaignResults",
+    "CampaignTerms",
     "ColumnMapping",
     "DeliveryAnalysis",
     "DeliveryLog",
@@ -51,10 +65,14 @@ __all__ = [
     "DeliveryReport",
     "LogFormat",
     "analyze",
+    "campaign_results",
     "plot_attempts_per_action",
+    "plot_budget_used",
     "plot_duplicates_and_retries",
+    "plot_funnel",
     "plot_latency",
     "plot_retry_gaps",
     "plot_status_mix",
+    "plot_uptake",
     "read_delivery_log",
 ]

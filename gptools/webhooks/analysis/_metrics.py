@@ -293,6 +293,8 @@ def validate(x: Dialect, raw: ir.Table) -> ir.Table:
         bet=ibis.ifelse(
             p.bet_finite, x.json_text(p.bet).try_cast(BET_DECIMAL), ibis.null(BET_DECIMAL)
         ),
+        # The canonical JSON text of the events array (campaign results look in it).
+        events=ibis.ifelse(p.events_ok, x.json_text(p.events), ibis.null("string")),
     )
 
 

@@ -1,0 +1,75 @@
+"""Charts of campaign results (matplotlib), each read at a glance; each returns a Figure:
+the funnel (assigned → reached → completed), uptake over time per campaign, and the share
+of the budget used per campaign, grouped by currency (money is never added across
+currencies)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from gptools.webhooks.analysis._charts import _chart, _date_axis, _empty, _hours, _legend
+from gptools.webhooks.analysis._results import CampaignResults
+
+if TYPE_CHECKING:  # matplotlib is the [notebooks] extra: imported only to draw
+    from matplotlib.figure import Figure
+
+
+def plot_funnel(results: CampaignResults) -> Figure:
+    """Per campaign: players assigned, reached (played at least once) and completed (used
+    every round), side by side."""
+    fig, ax = _chart("Campaign funnel", "campaign", "players")
+    rows = results.report.campaigns
+    if not rows:
+        _empty(ax, "campaign")
+        return fig
+    x = np.arange(len(rows))
+    width = 0.27
+    for i, (key, label) in enumerate(
+        (("assigned", "assigned"), ("reached", "reached"), ("completed", "completed"))
+    ):
+        values = [r[key] for r in rows]
+        bars = ax.bar(x + (i - 1) * width, values, width, label=label)
+        ax.bar_label(bars, fontsize=8)
+    ax.set_xticks(x, [f"{r['campaign_id']}\n{r['currency']}" for r in rows])
+    _legend(ax)
+    return fig
+
+
+def plot_uptake(results: CampaignResults) -> Figure:
+    """Per campaign, the running count of players reached, day by day of its window."""
+    fig, ax = _chart("Uptake: players reached so far", "day (UTC)", "players reached")
+    df = results.uptake()
+    if df.empty:
+        _empty(ax, "attributed play")
+        return fig
+    for cid, part in df.groupby("campaign_id", sort=True):
+        ax.step(_hours(part["date"]), part["reached"], where="post", marker="o", label=str(cid))
+    _date_axis(ax)
+    _legend(ax)
+    return fig
+
+
+def plot_budget_used(results: CampaignResults) -> Figure:
+    """Per campaign, the share of its budget used (exposure used ÷ budget), grouped by
+    currency, each bar labelled with the amounts in that currency."""
+    fig, ax = _chart("Budget used", "share of the budget", "")
+    rows = sorted(results.report.campaigns, key=lambda r: (r["currency"], r["campaign_id"]))
+    if not rows:
+        _empty(ax, "campaign")
+        return fig
+    y = np.arange(len(rows))
+    shares = [100 * (r["budget_used"] or 0.0) for r in rows]
+    bars = ax.barh(y, shares)
+    ax.bar_label(
+        bars,
+        [f"{r['exposure_used']} of {r['budget']} {r['currency']}" for r in rows],
+        fontsize=8,
+        padding=3,
+    )
+    ax.set_yticks(y, [f"{r['campaign_id']} ({r['currency']})" for r in rows])
+    ax.invert_yaxis()
+    ax.set_xlim(0, max(100.0, *shares) * 1.35)
+    ax.xaxis.set_major_formatter(lambda v, _pos: f"{v:.0f} %")
+    return fig
