@@ -11,6 +11,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+import ibis
+import ibis.expr.operations as ops
 import ibis.expr.types as ir
 import pandas as pd
 
@@ -75,9 +77,7 @@ class DeliveryAnalysis:
         loaded = log.load("gp_deliveries", lambda raw: m.deliveries(x, m.validate(x, raw)))
         self.deliveries: ir.Table = m.real_deliveries(loaded)
         self._counts = _row(log.execute(m.delivery_counts(self.deliveries)))
-        self._suppressed = _int(
-            _row(log.execute(m.suppressed_count(loaded)))["refusals_suppressed"]
-        )
+        self._loaded = loaded
         if strict and _int(self._counts["malformed"]):
             first = log.places(lambda t: t.shape == MALFORMED, limit=1)[0]
             raise DeliveryLogError(
@@ -143,17 +143,31 @@ class DeliveryAnalysis:
     @cached_property
     def report(self) -> DeliveryReport:
         """The summary of every metric, with warnings (see :class:`DeliveryReport`)."""
-        run = self.log.execute
         c = self._counts
-        d, summary = self.deliveries, self.action_summary
-        a = _row(run(m.action_counts(self.x, summary, self._now())))
-        ooo = _row(run(m.out_of_order(summary)))
-        chains = _row(run(m.chain_counts(self._chains)))
-        dup = _row(run(m.duplicate_count(summary, self._chains)))
-        invalid = self._df(m.count_by(d, "reason", where=d.reason.notnull()))
-        status = self._df(m.count_by(d, "status", where=d.status.notnull()))
-        attempts = self.attempts_per_action()
-        silent = self.silent_periods()
+        d, summary, points = self.deliveries, self.action_summary, self._backoff_points
+        acked_after_first, before_ack = m.duplicate_count(summary, self._chains)
+        # Every aggregate of the summary in one query (one job on Spark), split again.
+        parts = _together(
+            self.log,
+            {
+                "a": (m.action_counts(self.x, summary, self._now()), []),
+                "ooo": (m.out_of_order(summary), []),
+                "chains": (m.chain_counts(self._chains), []),
+                "dup_n": (acked_after_first, []),
+                "dup_m": (before_ack, []),
+                "invalid": (m.count_by(d, "reason", where=d.reason.notnull()), ["reason"]),
+                "status": (m.count_by(d, "status", where=d.status.notnull()), ["status"]),
+                "attempts": (self._attempts_per_action(), ["attempts"]),
+                "silent": (self._silent_periods(), ["start"]),
+                "fit": (m.backoff_fit(points), []),
+                "by_retry": (m.backoff_by_retry(points), ["n"]),
+                "suppressed": (m.suppressed_count(self._loaded), []),
+            },
+        )
+        a, ooo, chains = (_row(parts[k]) for k in ("a", "ooo", "chains"))
+        duplicates = _int(_row(parts["dup_n"])["n"]) - _int(_row(parts["dup_m"])["m"])
+        invalid, status, attempts = parts["invalid"], parts["status"], parts["attempts"]
+        silent = parts["silent"]
         actions = _int(a["actions"])
         events = _int(ooo["events"])
         return DeliveryReport(
@@ -164,7 +178,7 @@ class DeliveryAnalysis:
             deliveries=_int(c["deliveries"]),
             actions=actions,
             acknowledged_actions=_int(a["acknowledged_actions"]),
-            duplicate_deliveries=_int(dup["duplicate_deliveries"]),
+            duplicate_deliveries=duplicates,
             retries=_int(chains["retries"]),
             lost_actions=_int(a["lost_actions"]),
             pending_actions=_int(a["pending_actions"]),
@@ -172,7 +186,7 @@ class DeliveryAnalysis:
             pending_window_closes_first=_datetime(a["pending_window_closes_first"]),
             invalid_deliveries=_int(c["invalid_deliveries"]),
             invalid_deliveries_without_action_id=_int(c["unattributed"]),
-            refusals_suppressed=self._suppressed,
+            refusals_suppressed=_int(_row(parts["suppressed"])["refusals_suppressed"]),
             invalid_by_reason=_counts(invalid, "reason"),
             status_counts=_counts(status, "status"),
             first_attempt_success_rate=_ratio(_int(a["first_attempt_successes"]), actions),
@@ -185,7 +199,7 @@ class DeliveryAnalysis:
                 },
             },
             retry_gap_s=_stats(chains, "gap_"),
-            backoff=self.backoff(),
+            backoff=_backoff(parts["fit"], parts["by_retry"]),
             delivery_lag_s=_stats(a, "lag_"),
             out_of_order_events=_int(ooo["out_of_order"]),
             out_of_order_share=_ratio(_int(ooo["out_of_order"]), events),
@@ -279,47 +293,34 @@ class DeliveryAnalysis:
         (an exact ``Decimal`` at the currency's exponent)."""
         return _money_at_exponent(self._df(m.per_attribute(self.actions, m.CURRENCY)))
 
+    def _attempts_per_action(self) -> ir.Table:
+        t = self.action_summary
+        return t.group_by("attempts").aggregate(actions=t.count()).order_by("attempts")
+
     def attempts_per_action(self) -> pd.DataFrame:
         """How many actions needed 1, 2, ... attempts (all deliveries of the action)."""
-        t = self.action_summary
-        return self._df(t.group_by("attempts").aggregate(actions=t.count()).order_by("attempts"))
+        return self._df(self._attempts_per_action())
+
+    def _silent_periods(self) -> ir.Table:
+        threshold_s = self.silence_threshold.total_seconds()
+        return m.silent_periods(self.x, self.deliveries, threshold_s)
 
     def silent_periods(self) -> pd.DataFrame:
         """Gaps with no delivery longer than the threshold: start, end, seconds."""
-        return self._df(
-            m.silent_periods(self.x, self.deliveries, self.silence_threshold.total_seconds())
-        )
+        return self._df(self._silent_periods())
+
+    @property
+    def _backoff_points(self) -> ir.Table:
+        return m.backoff_points(self._chains)
 
     def retry_gaps_by_retry(self) -> pd.DataFrame:
         """Per retry number n: count, median, p10, p90 of the gap before the n-th retry."""
-        return self._df(m.backoff_by_retry(m.backoff_points(self._chains)))
+        return self._df(m.backoff_by_retry(self._backoff_points))
 
     def backoff(self) -> dict[str, Any]:
         """The fitted schedule gap_n = base_s * factor^(n-1), its r², and the gaps per retry."""
-        fit = _row(self.log.execute(m.backoff_fit(m.backoff_points(self._chains))))
-        gaps = _int(fit["gaps"])
-        by_retry = self.retry_gaps_by_retry()
-        base = factor = r2 = None
-        if gaps:
-            var_x = _float(fit["var_x"]) or 0.0
-            slope = (_float(fit["cov_xy"]) or 0.0) / var_x if var_x > 0 else None
-            y_mean = _float(fit["y_mean"]) or 0.0
-            x_mean = _float(fit["x_mean"]) or 0.0
-            # With every gap at n = 1 there is no slope: base is their geometric mean.
-            base = math.exp(y_mean - (slope or 0.0) * x_mean)
-            factor = math.exp(slope) if slope is not None else None
-            corr = _float(fit["corr"])
-            r2 = corr * corr if corr is not None else None
-        return {
-            "base_s": base,
-            "factor": factor,
-            "r2": r2,
-            "gaps": gaps,
-            "by_retry": [
-                {"retry": int(n), "count": int(k), "median_s": float(med)}
-                for n, k, med in zip(by_retry.n, by_retry["count"], by_retry.median_s, strict=True)
-            ],
-        }
+        points = self._backoff_points
+        return _backoff(self._df(m.backoff_fit(points)), self.retry_gaps_by_retry())
 
     def log_histogram(self, column: str, *, per_decade: int = 10) -> pd.DataFrame:
         """Counts of a positive column (``latency_ms`` or ``gap_s`` of retries) in
@@ -392,6 +393,67 @@ def analyze(
 # --------------------------------------------------------------------------------------
 # Small conversions of engine results
 # --------------------------------------------------------------------------------------
+
+
+def _backoff(fit_frame: pd.DataFrame, by_retry: pd.DataFrame) -> dict[str, Any]:
+    """The backoff fit's figures from :func:`._metrics.backoff_fit` and
+    :func:`._metrics.backoff_by_retry`."""
+    fit = _row(fit_frame)
+    gaps = _int(fit["gaps"])
+    base = factor = r2 = None
+    if gaps:
+        var_x = _float(fit["var_x"]) or 0.0
+        slope = (_float(fit["cov_xy"]) or 0.0) / var_x if var_x > 0 else None
+        y_mean = _float(fit["y_mean"]) or 0.0
+        x_mean = _float(fit["x_mean"]) or 0.0
+        # With every gap at n = 1 there is no slope: base is their geometric mean.
+        base = math.exp(y_mean - (slope or 0.0) * x_mean)
+        factor = math.exp(slope) if slope is not None else None
+        corr = _float(fit["corr"])
+        r2 = corr * corr if corr is not None else None
+    return {
+        "base_s": base,
+        "factor": factor,
+        "r2": r2,
+        "gaps": gaps,
+        "by_retry": [
+            {"retry": int(n), "count": int(k), "median_s": float(med)}
+            for n, k, med in zip(by_retry.n, by_retry["count"], by_retry.median_s, strict=True)
+        ],
+    }
+
+
+def _together(
+    log: DeliveryLog, parts: dict[str, tuple[ir.Table, list[str]]]
+) -> dict[str, pd.DataFrame]:
+    """Several small results computed by one query and split again: each part's columns
+    side by side in one wide union (NULL in the other parts' rows), so an engine runs one
+    job where it would run one per part (Spark: about 40 jobs down to a few). A part's
+    order is restored from its keys (a union keeps none)."""
+    columns: dict[str, Any] = {}
+    for name, (table, _) in parts.items():
+        for col, dtype in table.schema().items():
+            columns[f"{name}__{col}"] = dtype
+    selects = []
+    for name, (table, _) in parts.items():
+        if isinstance(table.op(), ops.Sort):
+            # Sorted again below; an engine would sort it inside the union for nothing
+            # (Spark samples the rows for a range partitioning first: a job of its own).
+            table = table.op().parent.to_expr()
+        own = {f"{name}__{col}": table[col] for col in table.columns}
+        row = {k: own.get(k, ibis.null(dtype)) for k, dtype in columns.items()}
+        selects.append(table.select(_part=ibis.literal(name), **row))
+    stacked = selects[0].union(*selects[1:]) if len(selects) > 1 else selects[0]
+    frame: pd.DataFrame = log.execute(stacked)
+    out: dict[str, pd.DataFrame] = {}
+    for name, (table, keys) in parts.items():
+        rows = frame[frame["_part"] == name]
+        part = rows[[f"{name}__{c}" for c in table.columns]]
+        part.columns = list(table.columns)
+        if keys:
+            part = part.sort_values(keys, kind="stable")
+        out[name] = part.reset_index(drop=True)
+    return out
 
 
 def _row(df: pd.DataFrame) -> dict[str, Any]:

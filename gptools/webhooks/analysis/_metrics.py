@@ -108,14 +108,15 @@ _STRING_ARRAY_RE = r'^\[("([^"\\]|\\.)*"(,"([^"\\]|\\.)*")*)?\]$'
 # how a finite one does.
 _NUMBER_START_RE = r"^[-0-9NI]"
 _FINITE_START_RE = r"^-?[0-9]"
-# Naive UTC with fractional seconds, as the document says, as the JSON text of a string
-# (its characters never need an escape, so matching the text is matching the string);
-# checked field by field so a value like hour 24 or month 13 fails here, as it fails in
-# the pydantic model (DuckDB's cast would take 24:00:00 as the next midnight).
-_TIMESTAMP_TEXT_RE = (
-    r'^"[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])'
-    r'T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,9})?"$'
+#: The layout of the payload's ``timestamp`` string: naive UTC with fractional seconds, as
+#: the document says; checked field by field so a value like hour 24 or month 13 fails
+#: here, as it fails in the pydantic model (DuckDB's cast would take 24:00:00 as the next
+#: midnight). Also read by the Spark reader's typed pass (:mod:`._readers_spark`).
+TIMESTAMP_PATTERN = (
+    r"^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])"
+    r"T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,9})?$"
 )
+_TIMESTAMP_TEXT_RE = '^"' + TIMESTAMP_PATTERN.removeprefix("^").removesuffix("$") + '"$'
 _ZONE_SUFFIX_RE = r"(Z|z|[+-][0-9]{2}(:?[0-9]{2})?)$"
 
 
@@ -160,6 +161,7 @@ def _unwrap(x: Dialect, raw: ir.Table) -> ir.Table:
     compute."""
     return raw.select(
         *RAW_COLUMNS,
+        *(c for c in raw.columns if c.startswith("known_")),
         action_uuid=_uuid(x, raw.actionId),
         ts_parsed=_naive_time(x, raw.timestamp),
         bet_finite=_sane_bet(x, raw),
@@ -275,6 +277,28 @@ def validate(x: Dialect, raw: ir.Table) -> ir.Table:
 
     # A field's value is usable exactly when none of its checks fails. The reader leaves
     # every field NULL when the body is not an object, so none needs the shape.
+    values: dict[str, ir.Value] = {
+        "action_id": p.action_uuid,
+        "round_id": string("roundId"),
+        "game_id": string("gameId"),
+        "player_id": string("playerId"),
+        "currency_code": string("currencyCode"),
+        "event_ts": p.ts_parsed,
+        # An exact decimal: engines spell a JSON number's text differently (2.10 is "2.1"
+        # to DuckDB, a decimal to Spark), its value is the same.
+        "bet": ibis.ifelse(
+            p.bet_finite, x.json_text(p.bet).try_cast(BET_DECIMAL), ibis.null(BET_DECIMAL)
+        ),
+        # The canonical JSON text of the events array (campaign results look in it).
+        "events": ibis.ifelse(p.events_ok, x.json_text(p.events), ibis.null("string")),
+    }
+    if KNOWN_VALID in raw.columns:
+        # Rows the reader already proved valid carry their values; the checks above only
+        # decide the others (the reader left these rows' JSON fields NULL, so the checks
+        # cost them next to nothing).
+        known = p[KNOWN_VALID].fill_null(False)
+        reason = ibis.ifelse(known, ibis.null("string"), reason)
+        values = {k: ibis.ifelse(known, p[f"known_{k}"], v) for k, v in values.items()}
     count = x.json_text(p.suppressed).try_cast("int64")
     return p.select(
         "received_at",
@@ -282,20 +306,15 @@ def validate(x: Dialect, raw: ir.Table) -> ir.Table:
         "latency_ms",
         suppressed=ibis.ifelse(is_summary, count.fill_null(0), ibis.null("int64")),
         reason=reason,
-        action_id="action_uuid",
-        round_id=string("roundId"),
-        game_id=string("gameId"),
-        player_id=string("playerId"),
-        currency_code=string("currencyCode"),
-        event_ts="ts_parsed",
-        # An exact decimal: engines spell a JSON number's text differently (2.10 is "2.1"
-        # to DuckDB, a decimal to Spark), its value is the same.
-        bet=ibis.ifelse(
-            p.bet_finite, x.json_text(p.bet).try_cast(BET_DECIMAL), ibis.null(BET_DECIMAL)
-        ),
-        # The canonical JSON text of the events array (campaign results look in it).
-        events=ibis.ifelse(p.events_ok, x.json_text(p.events), ibis.null("string")),
+        **values,
     )
+
+
+#: A column a reader may add to the normalised relation (:data:`RAW_COLUMNS`): true for a
+#: row its own typed reading proved to be a valid game event notification, whose values it
+#: then gives as ``known_action_id``, ``known_round_id``, ... (each column of
+#: :func:`validate`'s output after ``reason``). The Spark reader does (:mod:`._readers_spark`).
+KNOWN_VALID = "known_valid"
 
 
 # --------------------------------------------------------------------------------------
@@ -493,15 +512,16 @@ def chain_counts(chains: ir.Table) -> ir.Table:
     return chains.aggregate(**aggs)
 
 
-def duplicate_count(actions: ir.Table, chains: ir.Table) -> ir.Table:
-    """One row: ``duplicate_deliveries``, the attempts of acknowledged actions from their
-    first 2xx on, less that first 2xx itself. Without a join of the deliveries: that is
-    every attempt but one of an acknowledged action, less the attempts before its first
-    2xx, which only retried actions have and :func:`retry_chains` lists."""
+def duplicate_count(actions: ir.Table, chains: ir.Table) -> tuple[ir.Table, ir.Table]:
+    """``duplicate_deliveries`` as two one-row tables whose difference it is: the attempts
+    of acknowledged actions from their first 2xx on, less that first 2xx itself. Without a
+    join of the deliveries: that is every attempt but one of an acknowledged action
+    (``n``), less the attempts before its first 2xx (``m``), which only retried actions
+    have and :func:`retry_chains` lists. Two tables, not their cross join: each is a
+    plain aggregate that can run in the same pass as the others."""
     acked = actions.aggregate(n=(actions.attempts - 1).sum(where=actions.ack_key.notnull()))
     before = chains.aggregate(m=chains.before_ack.sum())
-    both = acked.cross_join(before)
-    return both.select(duplicate_deliveries=both.n.fill_null(0) - both.m.fill_null(0))
+    return acked, before
 
 
 def action_table(x: Dialect, a: ir.Table) -> ir.Table:

@@ -135,10 +135,14 @@ class SparkDeliveryLog(DeliveryLog):
     def materialise(self, name: str, expr: ir.Table) -> ir.Table:
         """``expr`` computed once into this log's view ``name``: a local checkpoint (kept
         by the executors, memory then disk), so later queries start from its rows instead
-        of re-planning the whole chain of expressions that built it."""
+        of re-planning the whole chain of expressions that built it. A table with an
+        ``action_id`` is partitioned by it (the one shuffle by action): every later
+        aggregate, join and window per action then runs where its rows already are."""
         view = f"{name}_{self.tag}"
         try:
             df = self.session.sql(self.con.compile(expr))
+            if "action_id" in df.columns:
+                df = df.repartition("action_id")
             df = df.localCheckpoint(eager=True, storageLevel=_MEMORY_AND_DISK())
             df.createOrReplaceTempView(view)
         except Exception as exc:
@@ -219,6 +223,10 @@ def read_delivery_log_spark(
         if key.startswith("spark.sql.") and key != "spark.sql.session.timeZone":
             with contextlib.suppress(Exception):
                 session.conf.set(key, value)
+    # Adaptive execution runs each stage of a query as a job of its own and re-plans
+    # between them; the analysis's plans are fixed (its tables partitioned by action), so
+    # each query runs as one job instead.
+    session.conf.set("spark.sql.adaptive.enabled", "false")
     con = ibis.pyspark.connect(session)
     log = SparkDeliveryLog(
         con=con, source=text, format=fmt, candidates=[], files=files, mapping=mapping,
@@ -262,26 +270,182 @@ def _path(name: str) -> str:
     return f'$["{escaped}"]'
 
 
+# --------------------------------------------------------------------------------------
+# The typed pass: most rows proved valid without JSON texts
+# --------------------------------------------------------------------------------------
+
+#: The payload's fields as Spark reads them in the typed pass. ``bet`` is not among them:
+#: Spark's reader takes ``"1.5"`` (a string) for a decimal, so the bet is read from its own
+#: token in the text instead (:func:`_bet_token`).
+_PAYLOAD_DDL = (
+    "actionId STRING, roundId STRING, gameId STRING, playerId STRING, `timestamp` STRING, "
+    "currencyCode STRING, events ARRAY<STRING>"
+)
+_STRING_FIELDS = ("roundId", "gameId", "playerId", "currencyCode")
+#: What the text of a JSON value that is not a string starts with (numbers, NaN and
+#: Infinity, objects, arrays, true, false, null). Spark's reader gives such a value as its
+#: text when asked for a string, so a string starting otherwise was a JSON string.
+_NOT_STRING_START = ("-", "+", *"0123456789", "{", "[", "t", "f", "n", "N", "I")
+#: A bet the typed pass accepts as it is: at most this many decimals and integer digits,
+#: positive, no exponent. Any other bet (zero, negative, -0, 1e400, more digits) is left
+#: to the general path, whose checks decide it.
+_FAST_BET_DECIMALS = 3
+_FAST_BET_INTEGER_DIGITS = 9
+
+
+def _top_ddl(mapping: ColumnMapping) -> str:
+    return (
+        f"{_q(mapping.received_at)} STRING, {_q(mapping.status)} BIGINT, "
+        f"{_q(mapping.latency_ms)} DOUBLE, {_q(mapping.payload)} STRUCT<{_PAYLOAD_DDL}>, "
+        f"{_q(mapping.body)} STRING"
+    )
+
+
+def _occurs_once(text: Any, needle: str) -> Any:
+    """Whether ``needle`` occurs exactly once in ``text`` (no regular expression)."""
+    from pyspark.sql import functions as F
+
+    removed = F.length(text) - F.length(F.replace(text, F.lit(needle), F.lit("")))
+    return removed == len(needle)
+
+
+def _is_string_token(field: str, value: Any, text: Any) -> Any:
+    """Whether the payload field ``field``, read by Spark as the string ``value`` from the
+    JSON ``text`` of the payload, was a JSON string there: certain when the string cannot
+    be the text of another JSON value; else the text must hold the key once, unescaped,
+    followed by a quote."""
+    from pyspark.sql import functions as F
+
+    key = f'"{field}"'
+    quoted = (F.instr(text, f'{key}:"') > 0) | (F.instr(text, f'{key}: "') > 0)
+    seen = quoted & (F.instr(text, "\\u") == 0) & _occurs_once(text, key)
+    return F.when(~F.substring(value, 1, 1).isin(*_NOT_STRING_START), F.lit(True)).otherwise(seen)
+
+
+def _bet_token(text: Any) -> tuple[Any, Any]:
+    """The bet's token in the payload's JSON ``text`` and whether the typed pass may take
+    it: the key once and unescaped, a plain positive decimal number."""
+    from pyspark.sql import functions as F
+
+    at = F.instr(text, '"bet":')
+    rest = F.ltrim(F.substring(text, at + 6, 64))
+    token = F.rtrim(F.substring_index(F.substring_index(rest, ",", 1), "}", 1))
+    point = F.instr(token, ".")
+    integer_digits = F.when(point > 0, point - 1).otherwise(F.length(token))
+    plain = (
+        (at > 0)
+        & (F.instr(text, "\\u") == 0)
+        & _occurs_once(text, '"bet"')
+        & F.substring(token, 1, 1).between("0", "9")
+        & (F.instr(F.lower(token), "e") == 0)
+        & (integer_digits <= _FAST_BET_INTEGER_DIGITS)
+        & ((point == 0) | (F.length(token) - point <= _FAST_BET_DECIMALS))
+    )
+    value = F.when(plain, token).try_cast("decimal(38,9)")
+    return value, plain & (value > 0)
+
+
+def _known(received_at: Any, status: Any, latency: Any, p: Any, text: Any) -> dict[str, Any]:
+    """The typed pass over one row: ``known_valid`` (the row is a valid game event
+    notification, proved from typed values and the few text checks that tell a string
+    from another JSON value) and the validated values (:data:`._metrics.KNOWN_VALID`).
+    Anything it cannot prove is left to the general path, which gives the reason."""
+    from pyspark.sql import functions as F
+
+    from gptools import spec
+    from gptools.webhooks.analysis._metrics import TIMESTAMP_PATTERN
+
+    action_id = p["actionId"]
+    ts = p["timestamp"]
+    bet, bet_ok = _bet_token(text)
+    events = p["events"]
+    strings_ok = [(F.length(p[f]) > 0) & _is_string_token(f, p[f], text) for f in _STRING_FIELDS]
+    event_ts = F.when(ts.rlike(TIMESTAMP_PATTERN) & ~ts.startswith("0000"), ts).try_cast(
+        "timestamp_ntz"
+    )
+    valid = (
+        received_at.isNotNull()
+        & status.isNotNull()
+        & latency.isNotNull()
+        & ~F.isnan(latency)
+        & (F.abs(latency) < 1e300)
+        & action_id.rlike(spec.ACTION_ID_PATTERN)
+        & event_ts.isNotNull()
+        & bet_ok
+        & events.isNotNull()
+        & F.forall(events, lambda e: e.isin(*sorted(spec.KNOWN_EVENT_TYPES)))
+    )
+    for ok in strings_ok:
+        valid = valid & ok
+    valid = F.coalesce(valid, F.lit(False))
+    return {
+        "known_valid": valid,
+        "known_action_id": F.lower(action_id),
+        "known_round_id": p["roundId"],
+        "known_game_id": p["gameId"],
+        "known_player_id": p["playerId"],
+        "known_currency_code": p["currencyCode"],
+        "known_event_ts": event_ts,
+        "known_bet": bet,
+        # Canonical already: the names it holds need no escape.
+        "known_events": F.to_json(events),
+    }
+
+
+def _looks_like_time(text: Any) -> Any:
+    """A ``received_at`` string that only a JSON string could have given (a number's text
+    has no ``-`` after four digits)."""
+    from pyspark.sql import functions as F
+
+    return F.substring(text, 1, 1).between("0", "9") & (F.substring(text, 5, 1) == "-")
+
+
 def _jsonl_source(lines: Any, mapping: ColumnMapping, path: str | None) -> Any:
-    """Text lines (``value``) to the source columns: each line parsed once; blank lines
-    dropped (DuckDB's reader skips them too)."""
+    """Text lines (``value``) to the source columns; blank lines dropped (DuckDB's reader
+    skips them too).
+
+    First the typed pass: each line read once against an explicit schema
+    (``from_json``), which is what Spark reads fast, and :func:`_known` decides which rows
+    are valid on their face. Only the other rows (invalid or unusual ones: a few in a
+    healthy log) are parsed into a ``VARIANT`` for the general path, whose field texts the
+    checks of :mod:`._metrics` read."""
     from pyspark.sql import functions as F
 
     file_col = F.lit(path) if path is not None else F.input_file_name()
     lines = lines.withColumn("source_file", file_col).filter(~F.col("value").rlike(r"^[ \t\r]*$"))
-    doc = "try_parse_json(value)"
-    return lines.selectExpr(
+    m = mapping
+    value = F.col("value")
+    t = F.when(F.startswith(value, F.lit("{")), F.from_json(value, _top_ddl(m)))
+    lines = lines.withColumn("t", t)
+    top = F.col("t")
+    payload = top[m.payload]
+    body = top[m.body]
+    # The body is read only when there is no payload key at all (a payload that is JSON
+    # null or not an object is the general path's to judge).
+    use_body = payload.isNull() & body.isNotNull() & (F.instr(value, f'"{m.payload}"') == 0)
+    body_fields = F.from_json(body, _PAYLOAD_DDL)
+    p = F.when(payload.isNotNull(), payload).when(use_body, body_fields)
+    text = F.when(payload.isNotNull(), value).when(use_body, body)
+    received = F.when(_looks_like_time(top[m.received_at]), top[m.received_at])
+    lines = lines.withColumn("p", p).withColumn("text", text)
+    known = _known(received, top[m.status], top[m.latency_ms], F.col("p"), F.col("text"))
+    lines = lines.select("*", *(c.alias(k) for k, c in known.items()))
+    general = F.when(~F.col("known_valid"), F.try_parse_json(value))
+    doc = lines.withColumn("doc", general)
+    return doc.selectExpr(
         "*",
-        f"{doc} AS doc",
-    ).selectExpr(
-        "*",
-        # Parsed, and an object: JSON text may only start an object with '{'.
-        r"doc IS NULL OR NOT value RLIKE '^[ \t\r]*[{]' AS malformed",
-        f"try_variant_get(doc, '{_path(mapping.received_at)}', 'string') AS received_at",
-        f"try_variant_get(doc, '{_path(mapping.status)}', 'bigint') AS status",
-        f"try_variant_get(doc, '{_path(mapping.latency_ms)}', 'double') AS latency_ms",
-        f"try_variant_get(doc, '{_path(mapping.payload)}') AS payload",
-        f"try_variant_get(doc, '{_path(mapping.body)}', 'string') AS body",
+        r"NOT known_valid AND (doc IS NULL OR NOT value RLIKE '^[ \t\r]*[{]') AS malformed",
+        *(
+            f"CASE WHEN known_valid THEN t.{_q(key)} "
+            f"ELSE try_variant_get(doc, '{_path(key)}', '{kind}') END AS {name}"
+            for name, key, kind in (
+                ("received_at", m.received_at, "string"),
+                ("status", m.status, "bigint"),
+                ("latency_ms", m.latency_ms, "double"),
+            )
+        ),
+        f"try_variant_get(doc, '{_path(m.payload)}') AS payload",
+        f"try_variant_get(doc, '{_path(m.body)}', 'string') AS body",
     )
 
 
@@ -302,7 +466,7 @@ def _parquet_source(df: Any, mapping: ColumnMapping, name: str) -> Any:
             "ColumnMapping naming the request body"
         )
     body = " , ".join(f"CAST({_q(c)} AS STRING)" for c in texts)
-    return df.withColumn("source_file", F.input_file_name()).selectExpr(
+    df = df.withColumn("source_file", F.input_file_name()).selectExpr(
         "source_file",
         "false AS malformed",
         f"CAST({_q(mapping.received_at)} AS STRING) AS received_at",
@@ -311,34 +475,59 @@ def _parquet_source(df: Any, mapping: ColumnMapping, name: str) -> Any:
         "CAST(NULL AS VARIANT) AS payload",
         f"coalesce({body}) AS body",
     )
+    text = F.col("body")
+    p = F.from_json(text, _PAYLOAD_DDL)
+    received = F.when(F.col("received_at").isNotNull(), F.col("received_at"))
+    known = _known(received, F.col("status"), F.col("latency_ms"), p, text)
+    return df.select("*", *(c.alias(k) for k, c in known.items()))
+
+
+#: The typed pass's columns, passed on to :func:`._metrics.validate`.
+_KNOWN = (
+    "known_valid", "known_action_id", "known_round_id", "known_game_id", "known_player_id",
+    "known_currency_code", "known_event_ts", "known_bet", "known_events",
+)  # fmt: skip
 
 
 def _normalise(log: SparkDeliveryLog, src: Any, keep: list[str]) -> ir.Table:
     """The source columns onto :data:`RAW_COLUMNS`, with the shape rules of DuckDB's
     reader: a payload (not JSON null) wins over a body; a body is ``no_body``,
     ``not_json``, ``not_object`` or an ``object``; each field is its canonical JSON text,
-    from the payload, else from the body."""
+    from the payload, else from the body. Rows the typed pass proved valid keep their
+    values in the ``known_`` columns and get NULL fields here: nothing of this runs for
+    them."""
     scale = _latency_scale(log.mapping)
     fields = []
     for f in BODY_FIELDS:
         p = _field_text(f"try_variant_get(payload, '$.{f}')", number=f == "bet")
         b = _field_text(f"try_variant_get(body_doc, '$.{f}')", number=f == "bet")
-        fields.append(f"CASE WHEN malformed THEN NULL ELSE coalesce({p}, {b}) END AS `{f}`")
+        fields.append(
+            f"CASE WHEN malformed OR known_valid THEN NULL ELSE coalesce({p}, {b}) END AS `{f}`"
+        )
     from pyspark.sql import functions as F
 
-    # The Column API passes the pattern as it is (a SQL literal would unescape it).
-    negative_zero = F.coalesce(F.col("body").rlike(spec.BET_NEGATIVE_ZERO_PATTERN), F.lit(False))
+    # The Column API passes the pattern as it is (a SQL literal would unescape it). A row
+    # the typed pass proved valid has a bet that is no -0 (its token starts with a digit).
+    negative_zero = F.when(
+        ~F.col("known_valid"),
+        F.coalesce(F.col("body").rlike(spec.BET_NEGATIVE_ZERO_PATTERN), F.lit(False)),
+    ).otherwise(F.lit(False))
     payload = "CASE WHEN nullif(to_json(payload), 'null') IS NULL THEN NULL ELSE payload END"
     df = (
         src.withColumn("bet_negative_zero", negative_zero)
-        .selectExpr("*", "try_parse_json(body) AS body_doc", f"{payload} AS payload_")
+        .selectExpr(
+            "*",
+            "CASE WHEN NOT known_valid THEN try_parse_json(body) END AS body_doc",
+            f"{payload} AS payload_",
+        )
         .selectExpr(
             *keep,
             "source_file",
             "CAST(try_cast(received_at AS TIMESTAMP) AS TIMESTAMP) AS received_at",
             "status",
             f"latency_ms * {scale!r} AS latency_ms",
-            f"""CASE WHEN malformed THEN '{MALFORMED}'
+            f"""CASE WHEN known_valid THEN 'object'
+                 WHEN malformed THEN '{MALFORMED}'
                  WHEN payload_ IS NOT NULL AND NOT startswith(to_json(payload_), '{{')
                    THEN 'not_object'
                  WHEN payload_ IS NOT NULL THEN 'object'
@@ -348,6 +537,7 @@ def _normalise(log: SparkDeliveryLog, src: Any, keep: list[str]) -> ir.Table:
                  ELSE 'object' END AS shape""",
             *fields,
             "bet_negative_zero",
+            *_KNOWN,
         )
     )
     view = f"gp_raw_{log.tag}_{ibis.util.gen_name('src')}"
