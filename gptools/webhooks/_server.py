@@ -286,6 +286,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         super().on_header(name, value)
 
     def on_headers_complete(self) -> None:
+        if self._timer_kind == _HEAD:
+            self._cancel_timer()
         self._in_head = False
         self._head_bytes = 0
         self._body_pending = True

@@ -129,6 +129,25 @@ def test_ten_unfinished_64_mb_headers_keep_memory_bounded(tmp_path: Path) -> Non
     assert stored_once(store_path(rp), deliveries.acknowledged) == []
 
 
+def test_a_busy_kept_alive_connection_is_never_cut(tmp_path: Path) -> None:
+    # The time-outs bound each request, not the connection: requests one after the other
+    # on one connection for several header time-outs are all answered.
+    with (
+        receiver(tmp_path, "--header-timeout", "1", "--body-timeout", "1") as rp,
+        httpx.Client(timeout=5) as client,
+    ):
+        deliveries = Deliveries(rp.url)
+        end = time.monotonic() + 3.5
+        statuses = []
+        while time.monotonic() < end:
+            statuses.append(client.get(f"{rp.base_url}/healthz").status_code)
+            deliveries.stop.wait(0.2)  # a pace, not a synchronisation
+        deliveries.send(5, 10)
+        assert set(statuses) == {200}
+        assert set(deliveries.statuses) == {200}
+        assert "timeout" not in rp.log.read_text()
+
+
 @pytest.mark.parametrize("kind", ["header", "body"])
 def test_300_slow_connections_are_closed_within_the_timeout(tmp_path: Path, kind: str) -> None:
     option = "--header-timeout" if kind == "header" else "--body-timeout"
