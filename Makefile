@@ -25,6 +25,7 @@ test: $(STAMP) services lint typecheck unit notebooks
 services:
 	@bash scripts/ensure-services
 	@bash scripts/ensure-browser
+	@bash scripts/ensure-promtool
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check gptools tests

@@ -79,8 +79,36 @@ def dumps_wire(obj: Any) -> bytes:
 
 
 def loads_wire(data: str | bytes) -> Any:
-    """Decode JSON with every non-integer number as an exact :class:`Decimal`."""
-    return json.loads(data, parse_float=Decimal)
+    """Decode JSON with every non-integer number as an exact :class:`Decimal` (and ``-0``
+    as ``Decimal("-0")``: an int would lose its sign)."""
+    return json.loads(data, parse_float=Decimal, parse_int=_wire_int)
+
+
+def _wire_int(text: str) -> int | Decimal:
+    return Decimal(text) if text == "-0" else int(text)
+
+
+_BRACKETS_AND_STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+
+
+def json_too_deep(data: bytes, limit: int = spec.WEBHOOK_MAX_JSON_DEPTH) -> bool:
+    """Whether a JSON text nests arrays and objects deeper than ``limit``, found by
+    scanning its bytes (strings skipped), so before any parser recurses into it. A text
+    with no more than ``limit`` brackets in all is answered at once (a notification has
+    2). Where the text is not JSON the scan only ever over-counts, never under-counts,
+    up to the point where a parser would stop anyway."""
+    if data.count(b"{") + data.count(b"[") <= limit:
+        return False
+    depth = 0
+    for token in _BRACKETS_AND_STRINGS.finditer(data):
+        char = token.group()
+        if char in (b"{", b"["):
+            depth += 1
+            if depth > limit:
+                return True
+        elif char in (b"}", b"]"):
+            depth = max(depth - 1, 0)
+    return False
 
 
 # --------------------------------------------------------------------------------------
@@ -91,6 +119,23 @@ def loads_wire(data: str | bytes) -> Any:
 #: The wire's shape for every model of the API: camelCase names (snake_case accepted too)
 #: and fields the document does not list kept, not refused.
 _WIRE_CONFIG = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="allow")
+
+
+def sane_bet(value: Decimal) -> Decimal:
+    """``value`` when it is a sane amount of money for a bet, else ValueError saying why:
+    finite, not negative (``-0`` neither), at most ``spec.BET_MAX_INTEGER_DIGITS`` digits
+    before the decimal point and ``spec.BET_MAX_FRACTION_DIGITS`` after it (trailing
+    zeros apart). The analyser applies the same rule (its reason ``out_of_range:bet``)."""
+    if not value.is_finite():
+        raise ValueError("bet must be a finite number")
+    if value.is_signed():
+        raise ValueError("bet must not be negative")
+    if value and value.adjusted() + 1 > spec.BET_MAX_INTEGER_DIGITS:
+        raise ValueError(f"bet has more than {spec.BET_MAX_INTEGER_DIGITS} integer digits")
+    exponent = value.normalize().as_tuple().exponent
+    if isinstance(exponent, int) and -exponent > spec.BET_MAX_FRACTION_DIGITS:
+        raise ValueError(f"bet has more than {spec.BET_MAX_FRACTION_DIGITS} decimal places")
+    return value
 
 
 def _exact_number(value: Any) -> Any:
@@ -389,7 +434,7 @@ class GameEventNotification(ApiModel):
     def _bet_is_number(cls, value: Any) -> Any:
         if isinstance(value, bool) or not isinstance(value, int | float | Decimal):
             raise ValueError("bet must be a JSON number")
-        return _exact_number(value)
+        return sane_bet(Decimal(_exact_number(value)))
 
     @field_validator("action_id", mode="before")
     @classmethod

@@ -426,6 +426,35 @@ WEBHOOK_OTHER_STATUS_RETRIED: Final = True
 ENDPOINTS_BY_PRINCIPAL: Final = "all"
 CONFIGURATION_FILTERS_OPTIONAL: Final = True
 WEBHOOK_MAX_BODY_BYTES: Final = 64 * 1024
+# issue 22: the receiver's own bounds against strangers (not the provider's rules).
+#: Refusals the receiver makes before it authenticates or routes a request, by status:
+#: one name per reason, the one taxonomy of the delivery log's ``error`` column (its
+#: prefix), the metrics' ``outcome`` label and the analyser's invalid reasons.
+WEBHOOK_REFUSALS: Final = MappingProxyType(
+    {
+        401: "unauthorized",
+        403: "forbidden",
+        404: "not_found",
+        405: "method_not_allowed",
+        413: "too_large",
+        415: "unsupported_media_type",
+        431: "headers_too_large",
+    }
+)
+#: How much of a refused request's body its log row keeps.
+WEBHOOK_REFUSED_BODY_PREFIX_BYTES: Final = 1024
+#: Log rows per second and per refusal reason (per worker) by default; past it refusals
+#: are only counted, and a summary row per interval carries the count.
+WEBHOOK_REFUSED_ROWS_PER_SECOND: Final = 20
+#: The ``status`` of a summary row: not an answer (no HTTP status is 0) but a count of
+#: refusals the receiver answered without a row of their own.
+WEBHOOK_SUMMARY_STATUS: Final = 0
+#: The deepest JSON nesting a delivery body may have (the notification needs 2 levels).
+WEBHOOK_MAX_JSON_DEPTH: Final = 32
+#: A ``bet``: at most this many digits before the decimal point and after it (ISO 4217's
+#: largest exponent is 4; 18 integer digits is far beyond any real stake), never -0.
+BET_MAX_INTEGER_DIGITS: Final = 18
+BET_MAX_FRACTION_DIGITS: Final = 8
 FEATURE_COST_ROUNDING: Final = decimal.ROUND_HALF_UP
 NOT_FOUND_STATUS: Final = 404
 NOT_FOUND_CODE: Final = "NOT_FOUND"

@@ -69,6 +69,16 @@ _SECONDS = click.FloatRange(min=0.1)
     help="Bodies larger than this are answered 413.",
 )
 @click.option(
+    "--refused-rows-per-second",
+    type=click.IntRange(0),
+    default=spec.WEBHOOK_REFUSED_ROWS_PER_SECOND,
+    show_default=True,
+    help="Log rows per second (per worker) for each reason of refusal before "
+    "authentication or routing (401, 404, 413, ...); past it they are only counted, "
+    "in a summary row every 10 s and the metric "
+    "gptools_webhook_refusals_suppressed_total.",
+)
+@click.option(
     "--handler",
     default=None,
     metavar="MODULE:FUNCTION",
@@ -157,6 +167,7 @@ def serve(
     workers: int,
     path: str,
     max_body_bytes: int,
+    refused_rows_per_second: int,
     handler: str | None,
     ssl_certfile: str | None,
     ssl_keyfile: str | None,
@@ -247,6 +258,7 @@ def serve(
             auth_kind,
             path=path,
             max_body_bytes=max_body_bytes,
+            refused_rows_per_second=refused_rows_per_second,
             handler=handler,
             metrics_public=metrics_port is None,
         )

@@ -24,7 +24,7 @@ from gptools.webhooks._app import (
 from gptools.webhooks._auth import AuthConfigError, ReceiverAuth
 from gptools.webhooks._export import ExportResult, export_log, log_record
 from gptools.webhooks._logs import log_config
-from gptools.webhooks._metrics import ENV_MULTIPROC_DIR, METRICS_PATH, serve_metrics
+from gptools.webhooks._metrics import ALERT_RULES, ENV_MULTIPROC_DIR, METRICS_PATH, serve_metrics
 from gptools.webhooks._queue import GroupCommitWriter, Maintenance, ProcessingQueue
 from gptools.webhooks._store import (
     LOG_COLUMNS,
@@ -42,6 +42,7 @@ from gptools.webhooks._store import (
 )
 
 __all__ = [
+    "ALERT_RULES",
     "ENV_MULTIPROC_DIR",
     "LOG_COLUMNS",
     "METRICS_PATH",

@@ -33,7 +33,6 @@ import asyncio
 import importlib
 import json
 import logging
-import math
 import os
 import re
 import time
@@ -45,7 +44,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from gptools import spec
-from gptools.models import GameEventNotification, loads_wire
+from gptools.models import GameEventNotification, json_too_deep, loads_wire
 from gptools.webhooks._auth import ReceiverAuth
 from gptools.webhooks._metrics import METRICS_PATH, OUTCOMES, DeliveryMetrics, render
 from gptools.webhooks._queue import (
@@ -57,6 +56,12 @@ from gptools.webhooks._queue import (
     Maintenance,
     ProcessingQueue,
     utc_now,
+)
+from gptools.webhooks._refusals import (
+    DEFAULT_SUMMARY_EVERY,
+    RefusalBudget,
+    action_id_in,
+    body_prefix,
 )
 from gptools.webhooks._store import LogEntry, Store, StoreError, WriteItem, open_store
 
@@ -71,8 +76,8 @@ Send = Callable[[Message], Awaitable[None]]
 HEALTH_PATH = "/healthz"
 #: Where the readiness check (for load balancers) answers.
 READY_PATH = "/readyz"
-#: How much of an over-size body the log keeps.
-LOGGED_PREFIX_BYTES = 1024
+#: How much of a refused body (an over-size one too) the log keeps.
+LOGGED_PREFIX_BYTES = spec.WEBHOOK_REFUSED_BODY_PREFIX_BYTES
 
 _JSON_MEDIA = spec.WEBHOOK_CONTENT_TYPE.encode()
 _JSON_CONTENT_TYPE = (b"content-type", b"application/json")
@@ -110,7 +115,10 @@ class WebhookReceiver:
     the durable write: past it the answer is 503 (the provider expects an answer within a
     second and will retry). ``clock`` gives ``received_at``; ``faults`` is a drill hook.
     ``metrics_public``: answer Prometheus scrapes at ``/metrics`` on this listener (off
-    when ops serve them on a port of their own).
+    when ops serve them on a port of their own). ``refused_rows_per_second``: log rows
+    per second and refusal reason for requests refused before authentication or routing
+    (:class:`~gptools.webhooks._refusals.RefusalBudget`; the rest are counted, and a
+    summary row every ``refusal_summary_every`` carries the count).
     """
 
     def __init__(
@@ -128,6 +136,8 @@ class WebhookReceiver:
         clock: Clock = utc_now,
         faults: FaultHook | None = None,
         metrics_public: bool = True,
+        refused_rows_per_second: int = spec.WEBHOOK_REFUSED_ROWS_PER_SECOND,
+        refusal_summary_every: timedelta = DEFAULT_SUMMARY_EVERY,
     ) -> None:
         if not path.startswith("/"):
             raise ValueError(f"path must start with '/', got {path!r}")
@@ -153,6 +163,7 @@ class WebhookReceiver:
             else None
         )
         self.metrics = DeliveryMetrics()
+        self.refusals = RefusalBudget(refused_rows_per_second, refusal_summary_every)
         self.metrics_public = metrics_public
         self.writer.on_commit = self.metrics.committed
         if self.processing is not None:
@@ -231,12 +242,15 @@ class WebhookReceiver:
                 except Exception as exc:
                     await send({"type": "lifespan.startup.failed", "message": str(exc)})
                     return
+                self._report_health()
                 self._flusher = asyncio.create_task(self._flush_metrics())
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 if self._flusher is not None:
                     self._flusher.cancel()
+                await self._write_summaries(final=True)
                 self.metrics.flush()
+                self.metrics.health(False, False)
                 await asyncio.to_thread(self.stop)
                 await send({"type": "lifespan.shutdown.complete"})
                 return
@@ -247,6 +261,28 @@ class WebhookReceiver:
         while True:
             await asyncio.sleep(0.5)
             self.metrics.flush()
+            self._report_health()
+            await self._write_summaries()
+
+    def _report_health(self) -> None:
+        state = self.health()
+        self.metrics.health(state["live"], state["ready"])
+
+    async def _write_summaries(self, *, final: bool = False) -> None:
+        """Write the summary rows of suppressed refusals that are due (all when
+        ``final``). A store that cannot take them now gets them at the next round."""
+        due = self.refusals.summaries(time.monotonic(), self.clock(), final=final)
+        for entry in due:
+            try:
+                await self.writer.write(WriteItem(entry))
+            except (StoreError, TimeoutError) as exc:
+                self.refusals.restore(entry)
+                logger.warning(
+                    "summary of suppressed refusals not written yet: %s",
+                    str(exc) or "the durable write did not finish in time",
+                    extra={"event": "store_unavailable"},
+                )
+                return
 
     async def _scrape(self, send: Send) -> None:
         self.metrics.flush()
@@ -314,7 +350,8 @@ class WebhookReceiver:
 
         body, too_large = await self._read_body(receive, content_length)
         if too_large:
-            entry.body = body[:LOGGED_PREFIX_BYTES].decode("utf-8", errors="replace")
+            entry.body = body_prefix(body)
+            entry.action_id = action_id_in(body)
             await self._refuse(
                 send,
                 entry,
@@ -324,9 +361,11 @@ class WebhookReceiver:
                 f" (the log keeps its first {LOGGED_PREFIX_BYTES} bytes)",
             )
             return
-        entry.body = body.decode("utf-8", errors="replace")
         entry.auth_ok = self.auth.check(authorization)
         if not entry.auth_ok:
+            # A stranger's body: only a prefix is kept (and the actionId it names).
+            entry.body = body_prefix(body)
+            entry.action_id = action_id_in(body)
             challenge = self.auth.challenge()
             extra = [(b"www-authenticate", challenge)] if challenge else []
             reason = "missing credentials" if authorization is None else "wrong credentials"
@@ -336,6 +375,8 @@ class WebhookReceiver:
             (content_type or b"").split(b";", 1)[0].strip().lower() != _JSON_MEDIA
         ):
             shown = content_type.decode("latin-1") if content_type else "none"
+            entry.body = body_prefix(body)
+            entry.action_id = action_id_in(body)
             await self._refuse(
                 send,
                 entry,
@@ -345,6 +386,18 @@ class WebhookReceiver:
             )
             return
 
+        entry.body = body.decode("utf-8", errors="replace")
+        if json_too_deep(body):
+            # Before either parser below recurses into it (Python's json would raise
+            # RecursionError some 1,000 levels down).
+            await self._refuse(
+                send,
+                entry,
+                400,
+                "invalid_payload",
+                f"invalid JSON: nested deeper than {spec.WEBHOOK_MAX_JSON_DEPTH} levels",
+            )
+            return
         action_id = _fast_action_id(body)
         if action_id is None:
             event, status, reason, fields = _parse(body)
@@ -402,7 +455,7 @@ class WebhookReceiver:
         if declared is not None:
             try:
                 if int(declared) > self.max_body_bytes:
-                    return b"", True
+                    return await self._read_prefix(receive), True
             except ValueError:
                 pass
         message = await receive()
@@ -425,6 +478,22 @@ class WebhookReceiver:
             message = await receive()
         return b"".join(chunks), False
 
+    async def _read_prefix(self, receive: Receive) -> bytes:
+        """The first ``LOGGED_PREFIX_BYTES`` of a body known to be too large (what its
+        log row keeps); reading stops there."""
+        chunks: list[bytes] = []
+        size = 0
+        while size < LOGGED_PREFIX_BYTES:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                break
+            chunk = message.get("body", b"")
+            chunks.append(chunk)
+            size += len(chunk)
+            if not message.get("more_body", False):
+                break
+        return b"".join(chunks)[:LOGGED_PREFIX_BYTES]
+
     async def _refuse(
         self,
         send: Send,
@@ -437,18 +506,28 @@ class WebhookReceiver:
         fields: list[dict[str, str]] | None = None,
     ) -> None:
         entry.status = status
-        entry.error = f"{error}: {reason}"
-        try:
-            await self.writer.write(WriteItem(entry))
-        except (StoreError, TimeoutError) as exc:
-            await self._unavailable(send, entry, exc)
-            return
+        outcome = OUTCOMES.get(error, error)
+        entry.error = f"{outcome}: {reason}"
+        # A refusal before authentication or routing may come from anyone, at any rate:
+        # its row is kept only within the reason's budget, the rest are counted.
+        logged = status not in spec.WEBHOOK_REFUSALS or self.refusals.admit(
+            outcome, status, time.monotonic(), entry.received_at
+        )
+        if logged:
+            try:
+                await self.writer.write(WriteItem(entry))
+            except (StoreError, TimeoutError) as exc:
+                await self._unavailable(send, entry, exc)
+                return
         document: dict[str, Any] = {"error": error, "reason": reason}
         if fields:
             document["fields"] = fields
         await _respond(send, status, document, extra=extra)
         latency = _since(entry)
-        self.metrics.answered(status, OUTCOMES.get(error, error), latency)
+        self.metrics.answered(status, outcome, latency)
+        if not logged:
+            self.metrics.suppressed(outcome)
+            return
         # The reason, never the headers or the body (which may hold anything).
         logger.info(
             "delivery refused: %s",
@@ -492,6 +571,21 @@ _FIELDS = frozenset(
 )
 #: The one actionId rule (spec.ACTION_ID_PATTERN, as spec.canonical_action_id applies it).
 _CANONICAL_UUID = re.compile(spec.ACTION_ID_PATTERN)
+#: A bet the fast check vouches for: a plain non-negative number within the digits of
+#: spec.BET_MAX_INTEGER_DIGITS / BET_MAX_FRACTION_DIGITS (no sign, exponent or -0: those
+#: are the model's to judge).
+_SANE_BET = re.compile(
+    rf"(0|[1-9][0-9]{{0,{spec.BET_MAX_INTEGER_DIGITS - 1}}})"
+    rf"(\.[0-9]{{1,{spec.BET_MAX_FRACTION_DIGITS}}})?"
+)
+
+
+class _Number(str):
+    """A JSON number's own text (the fast check reads the bet's digits, not a float's)."""
+
+    __slots__ = ()
+
+
 _PLAIN_TIMESTAMP = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}")
 
 
@@ -508,9 +602,9 @@ def _fast_action_id(body: bytes) -> str | None:
     if b"\\" in body:  # escapes (lone surrogates, ...) are the model's business
         return None
     try:
-        # NaN and Infinity parse, but only as a value of one of the eight fields, and the
-        # checks below let through no float that is not finite.
-        data = json.loads(body.decode())
+        # Numbers stay text (a _Number, which no check of a string field takes for a
+        # str); NaN and Infinity parse as floats, which no check below lets through.
+        data = json.loads(body.decode(), parse_int=_Number, parse_float=_Number)
     except ValueError:  # also UnicodeDecodeError and JSONDecodeError
         return None
     if type(data) is not dict or data.keys() != _FIELDS:
@@ -528,7 +622,8 @@ def _fast_action_id(body: bytes) -> str | None:
         or not _CANONICAL_UUID.fullmatch(action_id)
         or type(timestamp) is not str
         or not _PLAIN_TIMESTAMP.fullmatch(timestamp)
-        or not (type(bet) is int or (type(bet) is float and math.isfinite(bet)))
+        or type(bet) is not _Number
+        or not _SANE_BET.fullmatch(bet)
         or type(events) is not list
         or any(type(e) is not str for e in events)
     ):
@@ -548,8 +643,10 @@ def _parse(
         # pydantic's own JSON parser first (for what _fast_action_id left). It reads numbers
         # as floats, which is harmless here: the raw body is what gets stored, and the
         # processing queue decodes it again with exact Decimals. Anything it refuses gets
-        # the slower, exact decoding below, which also explains the refusal.
-        return GameEventNotification.model_validate_json(body), 0, "", None
+        # the slower, exact decoding below, which also explains the refusal. It reads -0
+        # as 0, so a body that may hold one goes to the exact decoding at once.
+        if b"-0" not in body:
+            return GameEventNotification.model_validate_json(body), 0, "", None
     except ValidationError:
         pass
     if not body.strip():
@@ -620,6 +717,7 @@ ENV_PATH = "GP_WEBHOOK_PATH"
 ENV_MAX_BODY = "GP_WEBHOOK_MAX_BODY_BYTES"
 ENV_HANDLER = "GP_WEBHOOK_HANDLER"
 ENV_METRICS_PUBLIC = "GP_WEBHOOK_METRICS_PUBLIC"
+ENV_REFUSED_ROWS = "GP_WEBHOOK_REFUSED_ROWS_PER_SECOND"
 DEFAULT_STORE_URL = "sqlite:///webhooks.sqlite3"
 
 
@@ -643,6 +741,7 @@ def receiver_environment(
     max_body_bytes: int = spec.WEBHOOK_MAX_BODY_BYTES,
     handler: str | None = None,
     metrics_public: bool = True,
+    refused_rows_per_second: int = spec.WEBHOOK_REFUSED_ROWS_PER_SECOND,
 ) -> dict[str, str]:
     """The ``GP_WEBHOOK_*`` variables :func:`receiver_from_env` reads, for these settings
     (secrets are not among them: each worker reads those from its own environment);
@@ -653,6 +752,7 @@ def receiver_environment(
         ENV_PATH: path,
         ENV_MAX_BODY: str(max_body_bytes),
         ENV_METRICS_PUBLIC: "1" if metrics_public else "0",
+        ENV_REFUSED_ROWS: str(refused_rows_per_second),
     }
     if handler:
         env[ENV_HANDLER] = handler
@@ -661,7 +761,8 @@ def receiver_environment(
 
 def receiver_from_env() -> WebhookReceiver:
     """Build a receiver from ``GP_WEBHOOK_*`` variables (what ``gptools webhooks serve``
-    sets for each worker): store URL, auth kind and secrets, path, body limit, handler."""
+    sets for each worker): store URL, auth kind and secrets, path, body limit, handler,
+    refused rows per second."""
     env = os.environ
     handler_text = env.get(ENV_HANDLER)
     return WebhookReceiver(
@@ -671,4 +772,7 @@ def receiver_from_env() -> WebhookReceiver:
         max_body_bytes=int(env.get(ENV_MAX_BODY, str(spec.WEBHOOK_MAX_BODY_BYTES))),
         handler=load_handler(handler_text) if handler_text else None,
         metrics_public=env.get(ENV_METRICS_PUBLIC, "1") != "0",
+        refused_rows_per_second=int(
+            env.get(ENV_REFUSED_ROWS, str(spec.WEBHOOK_REFUSED_ROWS_PER_SECOND))
+        ),
     )

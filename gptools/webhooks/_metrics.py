@@ -20,23 +20,28 @@ import functools
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from gptools import spec
 from gptools.webhooks._store import Store
 
 #: The environment variable prometheus_client reads for multiprocess mode.
 ENV_MULTIPROC_DIR = "PROMETHEUS_MULTIPROC_DIR"
 #: Where the receiver answers a scrape (unless metrics are served on their own port).
 METRICS_PATH = "/metrics"
+#: The Prometheus alerting rules shipped with the package (receiver down or not ready,
+#: acknowledgement latency over the document's 1 s, a surge of 4xx, dead letters,
+#: suppressed refusal rows), over the metrics of this module.
+ALERT_RULES = Path(__file__).with_name("alerts.yml")
 
-#: What a refusal's error code counts as, in the ``outcome`` label.
+#: What an answer's error code counts as, in the ``outcome`` label and as the prefix of its
+#: log row's ``error``: the refusals before authentication or routing by their one name
+#: (``spec.WEBHOOK_REFUSALS``), the receiver's other answers by theirs.
 OUTCOMES = {
+    **{name: name for name in spec.WEBHOOK_REFUSALS.values()},
+    "payload_too_large": spec.WEBHOOK_REFUSALS[413],
     "invalid_payload": "invalid",
-    "unauthorized": "unauthorized",
-    "payload_too_large": "too_large",
-    "unsupported_media_type": "unsupported_media_type",
-    "not_found": "not_found",
-    "method_not_allowed": "method_not_allowed",
     "store_unavailable": "unavailable",
     "injected_fault": "injected_fault",
 }
@@ -49,11 +54,14 @@ class _Instruments:
     request_seconds: Any
     commit_seconds: Any
     handler_failures: Any
+    suppressed: Any
+    live: Any
+    ready: Any
 
 
 @functools.cache
 def _instruments() -> _Instruments:
-    from prometheus_client import Counter, Histogram
+    from prometheus_client import Counter, Gauge, Histogram
 
     return _Instruments(
         deliveries=Counter(
@@ -74,6 +82,24 @@ def _instruments() -> _Instruments:
         handler_failures=Counter(
             "gptools_webhook_handler_failures_total", "Handler runs that raised or timed out."
         ),
+        suppressed=Counter(
+            "gptools_webhook_refusals_suppressed_total",
+            "Refusals answered without a log row of their own (past the reason's row budget;"
+            " a summary row counts them).",
+            ["reason"],
+        ),
+        # Per worker (the lowest of the live ones is what an alert reads): 1 while
+        # /healthz (live) or /readyz (ready) would answer 200.
+        live=Gauge(
+            "gptools_webhook_live",
+            "1 while every background loop of the worker runs (GET /healthz answers 200).",
+            multiprocess_mode="livemin",
+        ),
+        ready=Gauge(
+            "gptools_webhook_ready",
+            "1 while the worker is live and its store reachable (GET /readyz answers 200).",
+            multiprocess_mode="livemin",
+        ),
     )
 
 
@@ -84,6 +110,7 @@ class DeliveryMetrics:
         self._instruments = _instruments()
         self._answers: dict[tuple[int, str], int] = {}
         self._latencies: list[float] = []
+        self._suppressed: dict[str, int] = {}
 
     def answered(self, status: int, outcome: str, seconds: float) -> None:
         """Count one answer (from the event loop's thread only)."""
@@ -91,16 +118,28 @@ class DeliveryMetrics:
         self._answers[key] = self._answers.get(key, 0) + 1
         self._latencies.append(seconds)
 
+    def suppressed(self, reason: str) -> None:
+        """Count one refusal that got no log row of its own (event loop's thread only)."""
+        self._suppressed[reason] = self._suppressed.get(reason, 0) + 1
+
     def flush(self) -> None:
         """Hand what was recorded since the last flush to prometheus_client (from the
         event loop's thread, like :meth:`answered`)."""
         answers, self._answers = self._answers, {}
         latencies, self._latencies = self._latencies, []
+        suppressed, self._suppressed = self._suppressed, {}
+        for reason, n in suppressed.items():
+            self._instruments.suppressed.labels(reason=reason).inc(n)
         deliveries = self._instruments.deliveries
         for (status, outcome), n in answers.items():
             deliveries.labels(status=str(status), outcome=outcome).inc(n)
         if latencies:
             _observe_many(self._instruments.request_seconds, latencies)
+
+    def health(self, live: bool, ready: bool) -> None:
+        """The worker's liveness and readiness, as its gauges."""
+        self._instruments.live.set(1 if live else 0)
+        self._instruments.ready.set(1 if ready else 0)
 
     def committed(self, seconds: float) -> None:
         """One batch's write-and-commit time (from the writer's thread)."""
