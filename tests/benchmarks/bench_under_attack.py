@@ -30,6 +30,7 @@ import asyncio
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -259,7 +260,7 @@ def _phase(work: Path, env: dict[str, str], name: str, attacked: bool) -> Phase:
     attack: dict[str, Any] = {}
     try:
         br._wait_ready(port, "/healthz", proc)
-        br._wrk([port], work, f"{name}-warmup", br.WARMUP_S, shared=False)
+        warm = br._wrk([port], work, f"{name}-warmup", br.WARMUP_S, shared=False)
         start_size = _store_bytes(store)
         rss_before = rss_bytes(proc.pid)
         peak = [rss_before]
@@ -289,7 +290,16 @@ def _phase(work: Path, env: dict[str, str], name: str, attacked: bool) -> Phase:
             sampler.join()
     finally:
         br._stop(proc)
-    problems = br._check(*br._sqlite_rows(store, "webhook_actions", True), (run,))
+    problems = br._check(*br._sqlite_rows(store, "webhook_actions", True), (warm, run))
+    conn = sqlite3.connect(store)
+    try:
+        rows, body = conn.execute(
+            "SELECT count(*), coalesce(sum(length(body)), 0) FROM delivery_log WHERE status <> 200"
+        ).fetchone()
+    finally:
+        conn.close()
+    attack["log_rows_not_200"] = rows
+    attack["their_body_bytes"] = body
     return Phase(run, _store_bytes(store) - start_size, rss_before, peak[0], attack, problems)
 
 
