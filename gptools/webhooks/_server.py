@@ -126,8 +126,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
       within ``body_timeout_s`` of the head; past either, 408 and the connection closes
       (a request whose answer is being worked on is never cut);
     - past ``max_connections`` open connections in the worker, a new one takes the place
-      of the oldest connection with no request in progress (idle, or still sending its
-      head); when all are busy with requests, it is answered 503, and past
+      of the longest-open connection with no request in progress (idle, or still
+      sending its head); when all are busy with requests, it is answered 503, and past
       ``spec.RECEIVER_CONNECTION_OVERFLOW`` more it is closed at once."""
 
     def __init__(
@@ -141,12 +141,12 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self.limits = _limits()
         self._in_head = True
         self._head_bytes = 0
-        self._fields = 0
+        self._max_head = self.limits.max_header_bytes
         self._body_pending = False
         self._timer: asyncio.TimerHandle | None = None
         self._timer_kind: str | None = None
-        #: When this connection last had no request in progress (the eviction order).
-        self._idle_since = 0.0
+        #: When this connection opened (the eviction order).
+        self._opened_at = 0.0
 
     # -- connections ------------------------------------------------------------------
 
@@ -154,7 +154,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         limit = self.limits.max_connections
         crowded = len(self.connections) >= limit and not self._evict_one()
         super().connection_made(transport)
-        self._idle_since = self.loop.time()
+        self._opened_at = self.loop.time()
         if crowded:
             if len(self.connections) > limit + spec.RECEIVER_CONNECTION_OVERFLOW:
                 _tally().count("over_capacity", f"more than {limit} connections busy")
@@ -173,7 +173,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             if (
                 isinstance(other, GuardedHttpToolsProtocol)
                 and other._waiting()
-                and (oldest is None or other._idle_since < oldest._idle_since)
+                and (oldest is None or other._opened_at < oldest._opened_at)
             ):
                 oldest = other
         if oldest is None:
@@ -210,7 +210,14 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def data_received(self, data: bytes) -> None:
         self._unset_keepalive_if_required()
-        limit = self.limits.max_header_bytes
+        if not self._in_head or len(data) <= self._max_head - self._head_bytes:
+            # The usual case: all of it may go to the parser.
+            if self._in_head:
+                self._head_bytes += len(data)
+            if self._feed(data) and not self.transport.is_closing():
+                self._follow_phase()
+            return
+        limit = self._max_head
         while data:
             if self._in_head:
                 room = limit - self._head_bytes
@@ -275,17 +282,11 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     # -- parser callbacks -------------------------------------------------------------
 
-    def on_message_begin(self) -> None:
-        super().on_message_begin()
-        self._fields = 0
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        self._fields += 1
-        if self._fields > self.limits.max_header_fields:
-            raise _TooManyFields
-        super().on_header(name, value)
-
     def on_headers_complete(self) -> None:
+        # Counted here, not per field: the head's byte limit already bounds what the
+        # fields hold, and a check per field costs every request.
+        if len(self.headers) > self.limits.max_header_fields:
+            raise _TooManyFields
         if self._timer_kind == _HEAD:
             self._cancel_timer()
         self._in_head = False
@@ -297,10 +298,6 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._in_head = True
         self._body_pending = False
         super().on_message_complete()
-
-    def on_response_complete(self) -> None:
-        self._idle_since = self.loop.time()
-        super().on_response_complete()
 
     # -- timers -----------------------------------------------------------------------
 

@@ -48,6 +48,7 @@ pg_peer_ratio=... bare_rps=... ratio=...`` (``peer_ratio`` = receiver / peer,
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import decimal
 import os
@@ -222,6 +223,78 @@ def make_peer_app() -> Any:
         return {"status": "ok"}
 
     return app
+
+
+class _NullTransport(asyncio.Transport):
+    """A transport that takes every write and goes nowhere (for :func:`guard_cpu`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.closing = False
+
+    def write(self, data: Any) -> None:
+        """Drop the answer."""
+
+    def is_closing(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self.closing
+
+    def close(self) -> None:
+        """Mark closed."""
+        self.closing = True
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        """Loopback addresses."""
+        return {"sockname": ("127.0.0.1", 8000), "peername": ("127.0.0.1", 50000)}.get(
+            name, default
+        )
+
+    def pause_reading(self) -> None:
+        """Nothing to pause."""
+
+    def resume_reading(self) -> None:
+        """Nothing to resume."""
+
+
+def guard_cpu(requests: int = 20000, repeats: int = 5) -> tuple[float, float]:
+    """CPU microseconds a request costs uvicorn's httptools protocol alone and behind the
+    receiver's guard (issue 22), feeding one connection the benchmark's request and
+    answering with :func:`bare_app`, in this process, alternating ``repeats`` times; the
+    medians. The guard's cost is the difference, free of the machine's load swings."""
+    from uvicorn.config import Config
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+    from uvicorn.server import ServerState
+
+    from gptools.webhooks._server import GuardedHttpToolsProtocol
+
+    body = (BODY_TEMPLATE % uuid.uuid4()).encode()
+    request = (
+        f"POST {PATH} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"Authorization: Bearer bench-key\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
+
+    async def one(cls: type[HttpToolsProtocol]) -> float:
+        config = Config(bare_app, lifespan="off", access_log=False, log_level="warning")
+        config.load()
+        protocol = cls(config, ServerState(), {}, asyncio.get_running_loop())
+        protocol.connection_made(_NullTransport())
+        started = time.process_time()
+        for _ in range(requests):
+            protocol.data_received(request)
+            await asyncio.sleep(0)  # the application's task runs
+            await asyncio.sleep(0)
+        return (time.process_time() - started) / requests * 1e6
+
+    async def both() -> tuple[float, float]:
+        plain, guarded = [], []
+        for _ in range(repeats):
+            plain.append(await one(HttpToolsProtocol))
+            guarded.append(await one(GuardedHttpToolsProtocol))
+        return statistics.median(plain), statistics.median(guarded)
+
+    import uvloop
+
+    return uvloop.run(both())
 
 
 @dataclass(frozen=True)
@@ -642,10 +715,13 @@ def main() -> int:
 
     unguarded_rps = median(r.unguarded.ok_per_s for r in rounds)
     guard = median(r.receiver.ok_per_s / r.unguarded.ok_per_s for r in rounds)
+    plain_us, guarded_us = guard_cpu()
     print(
         f"issue 22, the guard's cost: unguarded receiver {unguarded_rps:,.0f}/s (worst p99 "
         f"{max(r.unguarded.p99_ms for r in rounds):.1f} ms); median per-round receiver/"
-        f"unguarded {guard:.2f}"
+        f"unguarded {guard:.2f}; CPU a request, bare app on one connection: httptools "
+        f"{plain_us:.1f} us, behind the guard {guarded_us:.1f} us "
+        f"(+{guarded_us - plain_us:.1f} us)"
     )
     print(
         "goals: "

@@ -13,8 +13,9 @@ while a second process runs the hostile suite's attacks together, for ``ATTACK_S
 
 The same wrk stream runs first against a quiet receiver (a fresh store, same settings) in
 the same run. Measured: valid deliveries acknowledged per second under attack over quiet
-(``attack_ratio``), the stream's p99 under attack, the attacked store's growth beyond what
-its acknowledged deliveries take (each costs what it cost the quiet store), the
+(``attack_ratio``), the stream's p99 under attack, what the attack added to the store (the
+store compacted with ``VACUUM INTO``, less the same with every row not answered 200
+deleted: the refusals' rows and their summary rows, whatever the file's free pages), the
 receiver's resident memory (all processes) at its peak during the attack over before it,
 and the longest a slow connection stayed open. Every store must hold every acknowledged
 action exactly once (``bench_receiver._check``), or the benchmark fails.
@@ -241,12 +242,34 @@ def _store_bytes(store: Path) -> int:
     )
 
 
+def _not_200_bytes(store: Path) -> int:
+    """The bytes the log rows not answered 200 take in the stopped receiver's store."""
+    whole, rest = Path(f"{store}.whole"), Path(f"{store}.rest")
+    conn = sqlite3.connect(store)
+    try:
+        conn.execute("VACUUM INTO ?", (str(whole),))
+    finally:
+        conn.close()
+    conn = sqlite3.connect(whole)
+    try:
+        conn.execute("DELETE FROM delivery_log WHERE status <> 200")
+        conn.commit()
+        conn.execute("VACUUM INTO ?", (str(rest),))
+    finally:
+        conn.close()
+    share = whole.stat().st_size - rest.stat().st_size
+    whole.unlink()
+    rest.unlink()
+    return share
+
+
 @dataclass(frozen=True)
 class Phase:
     """One receiver's run: the stream's figures, the store's size, memory, attack data."""
 
     run: br.WrkRun
     store_growth: int
+    refusals_bytes: int
     rss_before: int
     rss_peak: int
     attack: dict[str, Any]
@@ -300,7 +323,15 @@ def _phase(work: Path, env: dict[str, str], name: str, attacked: bool) -> Phase:
         conn.close()
     attack["log_rows_not_200"] = rows
     attack["their_body_bytes"] = body
-    return Phase(run, _store_bytes(store) - start_size, rss_before, peak[0], attack, problems)
+    return Phase(
+        run,
+        _store_bytes(store) - start_size,
+        _not_200_bytes(store),
+        rss_before,
+        peak[0],
+        attack,
+        problems,
+    )
 
 
 def main() -> int:
@@ -326,22 +357,21 @@ def main() -> int:
         print(f"FAILED store check: {problems} (kept {work} for inspection)")
     else:
         shutil.rmtree(work)
-    ok_quiet = quiet.run.requests - quiet.run.not_2xx
-    per_delivery = quiet.store_growth / max(1, ok_quiet)
-    ok_attacked = attacked.run.requests - attacked.run.not_2xx
-    store_growth = max(0.0, attacked.store_growth - ok_attacked * per_delivery) / MB
+    store_growth = attacked.refusals_bytes / MB
     ratio = attacked.run.ok_per_s / quiet.run.ok_per_s
     rss_growth = (attacked.rss_peak - attacked.rss_before) / MB
     slow_closed = float(attacked.attack.get("slow_closed_s", float("inf")))
     print(
         f"quiet: {quiet.run.ok_per_s:,.0f}/s acknowledged, p99 {quiet.run.p99_ms:.1f} ms, "
-        f"store +{quiet.store_growth / MB:.1f} MB ({per_delivery:.0f} B a delivery), "
+        f"store file +{quiet.store_growth / MB:.1f} MB (rows not 200: "
+        f"{quiet.refusals_bytes / MB:.2f} MB), "
         f"memory {quiet.rss_before / MB:.0f} -> peak {quiet.rss_peak / MB:.0f} MB"
     )
     print(
         f"attacked: {attacked.run.ok_per_s:,.0f}/s acknowledged, p99 "
-        f"{attacked.run.p99_ms:.1f} ms, {attacked.run.not_2xx} not 200, store "
-        f"+{attacked.store_growth / MB:.1f} MB, memory {attacked.rss_before / MB:.0f} -> peak "
+        f"{attacked.run.p99_ms:.1f} ms, {attacked.run.not_2xx} not 200, store file "
+        f"+{attacked.store_growth / MB:.1f} MB (rows not 200: {store_growth:.2f} MB), "
+        f"memory {attacked.rss_before / MB:.0f} -> peak "
         f"{attacked.rss_peak / MB:.0f} MB; attacker: {json.dumps(attacked.attack)}; "
         f"load average now {os.getloadavg()[0]:.2f}"
     )
