@@ -245,9 +245,10 @@ RECEIVER_MAX_HEADER_BYTES: Final = 16 * 1024
 #: header fields in one request; past it: 431 and the connection closed
 RECEIVER_MAX_HEADER_FIELDS: Final = 100
 #: to receive a request's headers, from the connection's opening (or the request's first
-#: byte on a kept-alive connection); past it: 408 and the connection closed
+#: byte on a kept-alive connection); past it the connection closes with no answer (not
+#: 408: the provider never retries a 4xx, and it retries a failed connection)
 RECEIVER_HEADER_TIMEOUT: Final = timedelta(seconds=10)
-#: to receive a request's body once its headers are in; past it: 408 and the connection closed
+#: to receive a request's body once its headers are in; past it the connection closes
 RECEIVER_BODY_TIMEOUT: Final = timedelta(seconds=10)
 #: how long a kept-alive connection may stay idle between requests
 RECEIVER_KEEP_ALIVE_TIMEOUT: Final = timedelta(seconds=5)

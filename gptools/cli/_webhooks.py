@@ -134,14 +134,14 @@ _SECONDS = click.FloatRange(min=0.1)
     type=_SECONDS,
     default=spec.RECEIVER_HEADER_TIMEOUT.total_seconds(),
     show_default=True,
-    help="Seconds to receive a request's headers; then 408 and the connection closed.",
+    help="Seconds to receive a request's headers; then the connection is closed.",
 )
 @click.option(
     "--body-timeout",
     type=_SECONDS,
     default=spec.RECEIVER_BODY_TIMEOUT.total_seconds(),
     show_default=True,
-    help="Seconds to receive a request's body after its headers; then 408, closed.",
+    help="Seconds to receive a request's body after its headers; then it is closed.",
 )
 @click.option(
     "--keep-alive-timeout",

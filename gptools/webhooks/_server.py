@@ -111,7 +111,6 @@ def _answer(status: int, reason: bytes) -> bytes:
 
 
 _TOO_LARGE = _answer(431, b"Request Header Fields Too Large")
-_TIMED_OUT = _answer(408, b"Request Timeout")
 _UNAVAILABLE = _answer(503, b"Service Unavailable")
 
 
@@ -123,8 +122,10 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
       431 and the connection closes, and nothing more is read or kept;
     - one timer per connection: the head must arrive within ``header_timeout_s`` of the
       connection's opening (or of its first byte on a kept-alive connection), the body
-      within ``body_timeout_s`` of the head; past either, 408 and the connection closes
-      (a request whose answer is being worked on is never cut);
+      within ``body_timeout_s`` of the head; past either, the connection closes with no
+      answer (a request whose answer is being worked on is never cut). Not 408: the
+      provider never retries a 4xx, and it retries a failed connection, so a real
+      delivery slowed by the network is delayed, not lost;
     - past ``max_connections`` open connections in the worker, a new one takes the place
       of the longest-open connection with no request in progress (idle, or still
       sending its head); when all are busy with requests, it is answered 503, and past
@@ -328,15 +329,11 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             _tally().count(
                 "header_timeout", f"head not received in {self.limits.header_timeout_s:g} s"
             )
-            self._close_with(_TIMED_OUT)
+            self.transport.close()
         elif kind == _BODY and self._body_pending:
+            # The application sees a disconnect.
             _tally().count("body_timeout", f"body not received in {self.limits.body_timeout_s:g} s")
-            if self.cycle is not None and not self.cycle.response_started:
-                # The application sees a disconnect; the sender sees 408.
-                self.cycle.response_started = True
-                self._close_with(_TIMED_OUT)
-            else:
-                self.transport.close()
+            self.transport.close()
 
 
 def uvicorn_settings(limits: ServerLimits) -> dict[str, Any]:

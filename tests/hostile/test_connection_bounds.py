@@ -8,7 +8,11 @@ time-outs (2-3 s) keep the suite short.
 
 from __future__ import annotations
 
+import os
+import resource
 import socket
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -48,6 +52,12 @@ def test_a_header_over_the_limit_is_answered_431(tmp_path: Path) -> None:
             )
             assert read_status(sock) == 431
             assert _closed(sock), "the connection stayed open after the 431"
+        # Counted for the operators, and logged.
+        metrics = httpx.get(f"{rp.base_url}/metrics", timeout=5).text
+        assert 'gptools_webhook_connections_refused_total{reason="header_too_large"} 1.0' in (
+            metrics
+        )
+        assert "connection header too large" in rp.log.read_text()
         # Just under the limit is served.
         with connect(rp.port) as sock:
             filler = b"a" * (limit - 200)
@@ -223,3 +233,36 @@ def test_busy_connections_get_a_clean_503_and_healthz_says_so(tmp_path: Path) ->
         assert "connection over capacity" in text
         assert "Too many open files" not in text
     assert stored_once(store_path(rp), deliveries.acknowledged) == []
+
+
+def test_a_descriptor_limit_with_no_room_for_connections_is_one_clear_line(
+    tmp_path: Path,
+) -> None:
+    def lower() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from gptools.cli import main; main()",
+            "webhooks",
+            "serve",
+            "--auth",
+            "bearer",
+            "--store",
+            f"sqlite:///{tmp_path / 's.sqlite3'}",
+            "--port",
+            "0",
+        ],
+        env={**os.environ, "GP_WEBHOOK_API_KEY": "k", "TMPDIR": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=lower,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert "the file-descriptor limit (64) leaves no room for connections" in done.stderr
+    assert "at least 1096" in done.stderr
+    assert "Traceback" not in done.stderr + done.stdout
