@@ -192,18 +192,16 @@ def serve(
         METRICS_PATH,
         AuthConfigError,
         ReceiverAuth,
+        ServerLimits,
         StoreError,
+        descriptors_needed,
+        fit_to_descriptor_limit,
         load_handler,
         log_config,
         open_store,
         receiver_environment,
         serve_metrics,
-    )
-    from gptools.webhooks._server import uvicorn_settings
-    from gptools.webhooks._server_limits import (
-        ServerLimits,
-        descriptors_needed,
-        fit_to_descriptor_limit,
+        uvicorn_settings,
     )
 
     try:

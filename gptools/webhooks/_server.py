@@ -28,8 +28,6 @@ from uvicorn.server import ServerState
 from gptools import spec
 from gptools.webhooks._server_limits import ServerLimits
 
-#: The ``http`` setting uvicorn imports in each worker.
-PROTOCOL = "gptools.webhooks._server:GuardedHttpToolsProtocol"
 #: Seconds between two log lines about the same kind of refusal, per worker.
 _LOG_EVERY_S = 10.0
 _logger = logging.getLogger("gptools.webhooks")
@@ -334,13 +332,3 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             # The application sees a disconnect.
             _tally().count("body_timeout", f"body not received in {self.limits.body_timeout_s:g} s")
             self.transport.close()
-
-
-def uvicorn_settings(limits: ServerLimits) -> dict[str, Any]:
-    """The ``uvicorn.run`` settings of the guarded server (the limits themselves reach
-    each worker through :meth:`ServerLimits.environment`)."""
-    return {
-        "http": PROTOCOL,
-        "loop": "uvloop",
-        "timeout_keep_alive": limits.keep_alive_timeout_s,
-    }

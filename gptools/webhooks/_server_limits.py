@@ -14,10 +14,13 @@ import json
 import os
 import resource
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from gptools import spec
 
 ENV_SERVER_LIMITS = "GP_WEBHOOK_SERVER_LIMITS"
+#: The ``http`` setting uvicorn imports in each worker: httptools behind the guard.
+PROTOCOL = "gptools.webhooks._server:GuardedHttpToolsProtocol"
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,3 +66,13 @@ def fit_to_descriptor_limit(max_connections: int) -> tuple[int, int]:
     if soft == resource.RLIM_INFINITY:
         return max_connections, soft
     return min(max_connections, soft - spec.RECEIVER_FD_OVERHEAD), soft
+
+
+def uvicorn_settings(limits: ServerLimits) -> dict[str, Any]:
+    """The ``uvicorn.run`` settings of the guarded server (the limits themselves reach
+    each worker through :meth:`ServerLimits.environment`)."""
+    return {
+        "http": PROTOCOL,
+        "loop": "uvloop",
+        "timeout_keep_alive": limits.keep_alive_timeout_s,
+    }

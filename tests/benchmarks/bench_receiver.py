@@ -489,7 +489,7 @@ def _serve(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[
 
 
 #: `gptools webhooks serve` as before issue 22: uvicorn's own httptools protocol, unguarded.
-_UNGUARDED = "import gptools.webhooks._server as s; s.PROTOCOL = 'httptools'; "
+_UNGUARDED = "import gptools.webhooks._server_limits as s; s.PROTOCOL = 'httptools'; "
 
 
 def _gptools(
