@@ -456,6 +456,12 @@ WEBHOOK_MAX_JSON_DEPTH: Final = 32
 #: largest exponent is 4; 18 integer digits is far beyond any real stake), never -0.
 BET_MAX_INTEGER_DIGITS: Final = 18
 BET_MAX_FRACTION_DIGITS: Final = 8
+#: A body whose ``bet`` is a negative zero (``-0``, ``-0.0``, ``-0e3``): JSON parsers keep
+#: no sign on zero, so the analyser finds it in the body's text (and an export keeps such
+#: a body as text).
+BET_NEGATIVE_ZERO_PATTERN: Final = (
+    r'"bet"[ \t\r\n]*:[ \t\r\n]*-0(\.0*)?([eE][-+]?[0-9]+)?[ \t\r\n]*[,}]'
+)
 FEATURE_COST_ROUNDING: Final = decimal.ROUND_HALF_UP
 NOT_FOUND_STATUS: Final = 404
 NOT_FOUND_CODE: Final = "NOT_FOUND"

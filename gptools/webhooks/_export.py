@@ -2,8 +2,11 @@
 
 JSONL: one object per line with ``received_at`` (ISO 8601 UTC, ``Z``, microseconds),
 ``status``, ``latency_ms``, then ``payload`` (the body parsed, when it is a JSON object) or
-``body`` (the raw text otherwise), then ``action_id``, ``duplicate``, ``auth_ok``,
-``error`` and ``remote_addr``. Numbers in a payload keep their exact digits.
+``body`` (the raw text otherwise, and for a body nested deeper than
+``spec.WEBHOOK_MAX_JSON_DEPTH`` or whose bet is ``-0``), then ``action_id``,
+``duplicate``, ``auth_ok``, ``error`` and ``remote_addr``. A summary row (``status`` 0)
+is exported like any other: its ``payload`` holds the ``suppressed`` count. Numbers in a
+payload keep their exact digits.
 
 Parquet: the same columns with ``body`` always the raw text (a payload's shape varies
 too much for one column type); ``received_at`` is a UTC timestamp column.
@@ -18,6 +21,7 @@ beyond that mark.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -25,11 +29,13 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
 
+from gptools import spec
 from gptools.errors import import_extra
-from gptools.models import dumps_wire, loads_wire
+from gptools.models import dumps_wire, json_too_deep, loads_wire
 from gptools.webhooks._store import LOG_COLUMNS, Store, format_utc
 
 ExportFormat = Literal["jsonl", "parquet"]
+_NEGATIVE_ZERO_BET = re.compile(spec.BET_NEGATIVE_ZERO_PATTERN)
 
 
 #: How old a row must be before an incremental export takes it.
@@ -56,10 +62,15 @@ def log_record(row: dict[str, Any]) -> dict[str, Any]:
         "status": row["status"],
         "latency_ms": row["latency_ms"],
     }
-    try:
-        parsed = loads_wire(row["body"])
-    except ValueError:
-        parsed = None
+    body = row["body"]
+    parsed = None
+    # A body nested past the limit (a stranger's refused prefix) is never parsed, and one
+    # whose bet is -0 stays text: a reader's JSON parser would drop the sign.
+    if not json_too_deep(body.encode()) and not _NEGATIVE_ZERO_BET.search(body):
+        try:
+            parsed = loads_wire(body)
+        except ValueError:
+            parsed = None
     if isinstance(parsed, dict):
         out["payload"] = parsed
     else:

@@ -33,6 +33,12 @@ def _with(**changes: Any) -> str:
 
 _DROP = object()
 
+
+def _bet_text(number: str) -> str:
+    """GOOD with its bet written as this JSON number text, exactly."""
+    return _with(bet=0.5).replace('"bet": 0.5', f'"bet": {number}')
+
+
 BODIES: list[str] = [
     json.dumps(GOOD),
     _with(extra={"kept": True}),
@@ -40,7 +46,10 @@ BODIES: list[str] = [
     _with(events=["COIN", "SOMETHING_NEW"]),
     _with(bet=3),
     _with(bet=0),
-    _with(bet=-1.25),
+    # The edges of a sane bet (spec.BET_MAX_INTEGER_DIGITS, BET_MAX_FRACTION_DIGITS).
+    _bet_text("999999999999999999"),
+    _bet_text("2.12345678"),
+    _bet_text("2.1000000000"),
     _with(timestamp="2026-11-21T10:15:30"),
     _with(timestamp="2026-11-21T10:15:30.1"),
     _with(timestamp="2026-11-21T10:15:30.123456789"),
@@ -74,6 +83,10 @@ BODIES: list[str] = [
     _with(bet=None),
     _with(bet=_DROP),
     _with(bet=float("inf")),
+    _with(bet=-1.25),
+    _bet_text("1e400"),
+    _bet_text("2.123456789"),
+    _bet_text("1000000000000000000"),
     '{"roundId":"R","gameId":"g","playerId":"p","timestamp":"2026-11-21T10:15:30",'
     '"bet":NaN,"currencyCode":"EUR","events":[],"actionId":"a8098c1a-f86e-11da-bd1a-00112444be1e"}',
     _with(events="COIN"),
@@ -126,7 +139,7 @@ def test_sql_validity_matches_the_model(tmp_path: Path, as_payload: bool) -> Non
             lines.append(json.dumps({**rec, "body": body}))
     path = write_json_lines(tmp_path / "matrix.jsonl", lines)
     expected = [_pydantic_valid(b) for b in BODIES]
-    assert sum(expected) == 11, "the matrix holds 11 valid bodies"
+    assert sum(expected) == 13, "the matrix holds 13 valid bodies"
     with analyze(path) as analysis:
         got = analysis.log.con.execute(
             analysis.attempts.order_by("received_at").select(
@@ -151,7 +164,7 @@ def test_reasons_and_usable_action_id(tmp_path: Path) -> None:
         "bad_format:timestamp": _with(timestamp="2026-11-21 10:15:30"),
         "empty:roundId": _with(roundId=""),
         "wrong_type:events": _with(events=["COIN", 1]),
-        "not_finite:bet": _with(bet=float("nan")),
+        "out_of_range:bet": _with(bet=float("nan")),
     }
     lines = [
         json.dumps({"received_at": f"2026-11-21T10:00:{i:02d}.000000Z", "status": 400,

@@ -72,10 +72,12 @@ class DeliveryAnalysis:
         # The summary needs one narrow table of deliveries and one of actions, both built
         # by hash aggregates; the per-delivery chains (a window over every delivery) and
         # the payload's other fields are only built when a drill-down asks for them.
-        self.deliveries: ir.Table = log.load(
-            "gp_deliveries", lambda raw: m.deliveries(x, m.validate(x, raw))
-        )
+        loaded = log.load("gp_deliveries", lambda raw: m.deliveries(x, m.validate(x, raw)))
+        self.deliveries: ir.Table = m.real_deliveries(loaded)
         self._counts = _row(log.execute(m.delivery_counts(self.deliveries)))
+        self._suppressed = _int(
+            _row(log.execute(m.suppressed_count(loaded)))["refusals_suppressed"]
+        )
         if strict and _int(self._counts["malformed"]):
             first = log.places(lambda t: t.shape == MALFORMED, limit=1)[0]
             raise DeliveryLogError(
@@ -117,7 +119,8 @@ class DeliveryAnalysis:
         (``attempt_no``, ``kind``, ``gap_s``); built (one more scan of the log and a
         window over every delivery) on first use."""
         x = self.x
-        return self.log.materialise("gp_attempts", m.annotate(x, m.validate(x, self.log.raw)))
+        valid = m.real_deliveries(m.validate(x, self.log.raw))
+        return self.log.materialise("gp_attempts", m.annotate(x, valid))
 
     @cached_property
     def actions(self) -> ir.Table:
@@ -169,6 +172,7 @@ class DeliveryAnalysis:
             pending_window_closes_first=_datetime(a["pending_window_closes_first"]),
             invalid_deliveries=_int(c["invalid_deliveries"]),
             invalid_deliveries_without_action_id=_int(c["unattributed"]),
+            refusals_suppressed=self._suppressed,
             invalid_by_reason=_counts(invalid, "reason"),
             status_counts=_counts(status, "status"),
             first_attempt_success_rate=_ratio(_int(a["first_attempt_successes"]), actions),

@@ -70,6 +70,9 @@ CURRENCY = "currency_code"
 
 #: Exact decimal type used to add bets up (digits beyond 9 decimals are not expected).
 BET_DECIMAL = dt.Decimal(38, 9)
+#: The type a bet is checked in (spec.BET_MAX_INTEGER_DIGITS and BET_MAX_FRACTION_DIGITS,
+#: with room to see a value past either).
+_BET_CHECK_DECIMAL = dt.Decimal(38, 18)
 
 _UTC = dt.Timestamp(timezone="UTC")
 #: One of the twin dialect modules (:mod:`._dialect_duckdb`, :mod:`._dialect_spark`).
@@ -159,9 +162,31 @@ def _unwrap(x: Dialect, raw: ir.Table) -> ir.Table:
         *RAW_COLUMNS,
         action_uuid=_uuid(x, raw.actionId),
         ts_parsed=_naive_time(x, raw.timestamp),
-        bet_finite=x.json_text(raw.bet).re_search(_FINITE_START_RE),
+        bet_finite=_sane_bet(x, raw),
         events_ok=x.json_text(raw.events).re_search(_STRING_ARRAY_RE),
         **{f"ok_{f}": _nonempty_string(x, raw[f]) for f in _STRING_FIELDS},
+    )
+
+
+def _sane_bet(x: Dialect, raw: ir.Table) -> ir.Value:
+    """Whether the bet is a sane amount of money (:func:`gptools.models.sane_bet`'s rule):
+    a finite JSON number, not negative (a ``-0`` only where the body's text shows it: no
+    engine keeps the sign of a zero), at most ``spec.BET_MAX_INTEGER_DIGITS`` digits
+    before the point and ``spec.BET_MAX_FRACTION_DIGITS`` after it (trailing zeros apart)."""
+    text = x.json_text(raw.bet)
+    value = ibis.ifelse(
+        text.re_search(_FINITE_START_RE),
+        text.try_cast(_BET_CHECK_DECIMAL),
+        ibis.null(_BET_CHECK_DECIMAL),
+    )
+    limit = ibis.literal(10**spec.BET_MAX_INTEGER_DIGITS, type=_BET_CHECK_DECIMAL)
+    return ibis.and_(
+        value.notnull(),
+        value >= 0,
+        value < limit,
+        # Compared in one type: Spark would compare a wider pair at the rounder scale.
+        value.round(spec.BET_MAX_FRACTION_DIGITS).cast(_BET_CHECK_DECIMAL) == value,
+        ~raw.bet_negative_zero,
     )
 
 
@@ -189,7 +214,7 @@ def _checks(x: Dialect, p: ir.Table) -> dict[str, list[tuple[ir.Value, str]]]:
         "bet": [
             (p.bet.isnull(), "missing:bet"),
             (~_text(p.bet).re_search(_NUMBER_START_RE), "wrong_type:bet"),
-            (~p.bet_finite, "not_finite:bet"),
+            (~p.bet_finite, "out_of_range:bet"),
         ],
         "events": [
             (p.events.isnull(), "missing:events"),
@@ -219,6 +244,10 @@ def validate(x: Dialect, raw: ir.Table) -> ir.Table:
     """
     p = _unwrap(x, raw)
     is_object = p.shape == "object"
+    # A summary row (status 0) is no delivery: it is left out of every count by
+    # :func:`real_deliveries`, its ``suppressed`` count reported apart.
+    is_summary = p.status == spec.WEBHOOK_SUMMARY_STATUS
+    refusals = list(spec.WEBHOOK_REFUSALS.items())
     valid = ibis.and_(
         is_object,
         p.events_ok.fill_null(False),
@@ -228,7 +257,13 @@ def validate(x: Dialect, raw: ir.Table) -> ir.Table:
         *(p[f"ok_{name}"].fill_null(False) for name in _STRING_FIELDS),
     )
     checks = _checks(x, p)
-    ordered = [(valid, ibis.null("string")), (~is_object, p.shape)]
+    # A body refused before authentication or routing was never read as a delivery: when
+    # it is not a valid one, its reason is the refusal's one name (spec.WEBHOOK_REFUSALS).
+    ordered = [
+        (valid | is_summary, ibis.null("string")),
+        *((p.status == status, ibis.literal(name)) for status, name in refusals),
+        (~is_object, p.shape),
+    ]
     for name in PAYLOAD_FIELDS:
         ordered += checks[name]
     # Valid bodies, nearly all of them, leave the CASE at its first branch: the other
@@ -240,10 +275,12 @@ def validate(x: Dialect, raw: ir.Table) -> ir.Table:
 
     # A field's value is usable exactly when none of its checks fails. The reader leaves
     # every field NULL when the body is not an object, so none needs the shape.
+    count = x.json_text(p.suppressed).try_cast("int64")
     return p.select(
         "received_at",
         "status",
         "latency_ms",
+        suppressed=ibis.ifelse(is_summary, count.fill_null(0), ibis.null("int64")),
         reason=reason,
         action_id="action_uuid",
         round_id=string("roundId"),
@@ -317,11 +354,22 @@ def delivery_order(t: ir.Table) -> list[ir.Value]:
 def deliveries(x: Dialect, v: ir.Table) -> ir.Table:
     """Per delivery, the few columns the summary needs (a narrow table to materialise):
     times, answer, ``reason``, ``action_id``, the player and event time (delivery lag,
-    out-of-order) and the :func:`order_key`."""
+    out-of-order), the :func:`order_key` and ``suppressed`` (summary rows only)."""
     return v.select(
         "received_at", "status", "latency_ms", "reason", "action_id", "player_id", "event_ts",
-        key=order_key(x, v),
+        "suppressed", key=order_key(x, v),
     )  # fmt: skip
+
+
+def real_deliveries(v: ir.Table) -> ir.Table:
+    """The deliveries of :func:`validate`'s (or :func:`deliveries`') table: every row but
+    the summary rows, which stand for refusals that got no row of their own."""
+    return v.filter(v.suppressed.isnull())
+
+
+def suppressed_count(v: ir.Table) -> ir.Table:
+    """One row: ``refusals_suppressed``, the refusals the summary rows stand for."""
+    return v.aggregate(refusals_suppressed=v.suppressed.sum().fill_null(0))
 
 
 def annotate(x: Dialect, d: ir.Table) -> ir.Table:

@@ -47,6 +47,7 @@ import ibis.expr.types as ir
 import pandas as pd
 import pyarrow as pa
 
+from gptools import spec
 from gptools.errors import GptoolsError, import_extra
 from gptools.webhooks.analysis import _dialect_duckdb
 
@@ -65,8 +66,17 @@ PAYLOAD_FIELDS: tuple[str, ...] = (
     "events",
 )
 
-#: The columns every reader produces.
-RAW_COLUMNS: tuple[str, ...] = ("received_at", "status", "latency_ms", "shape", *PAYLOAD_FIELDS)
+#: The field of a summary row's body (``status`` ``spec.WEBHOOK_SUMMARY_STATUS``) that
+#: holds how many refusals it stands for (docs/design.md, "The delivery-log fields").
+SUMMARY_FIELD = "suppressed"
+#: The body fields every reader extracts: the notification's and the summary's count.
+BODY_FIELDS: tuple[str, ...] = (*PAYLOAD_FIELDS, SUMMARY_FIELD)
+
+#: The columns every reader produces (``bet_negative_zero``: the body's text has a ``bet``
+#: of ``-0``, a sign no JSON parser keeps; spec.BET_NEGATIVE_ZERO_PATTERN).
+RAW_COLUMNS: tuple[str, ...] = (
+    "received_at", "status", "latency_ms", "shape", *BODY_FIELDS, "bet_negative_zero",
+)  # fmt: skip
 
 #: The shape (and invalid reason) of a JSONL line that is not a JSON object.
 MALFORMED = "malformed_line"
@@ -473,26 +483,33 @@ def _normalise(
             (ibis.literal(True), "object"),
         ]
     fields: dict[str, ir.Value] = {}
-    for f in PAYLOAD_FIELDS:
+    for f in BODY_FIELDS:
         from_body = body_doc[f] if body_doc is not None else None
         if payload is None:
             fields[f] = from_body if from_body is not None else ibis.null("json")
         else:
             value = payload[f].cast("json")
             fields[f] = value if from_body is None else value.coalesce(from_body)
+    negative_zero = ibis.literal(False)
+    if body is not None:
+        # Only bodies holding "-0" pay for the regular expression.
+        negative_zero = ibis.ifelse(
+            body.contains("-0"), body.re_search(spec.BET_NEGATIVE_ZERO_PATTERN), False
+        ).fill_null(False)
     return t.select(
         received_at=received_at,
         status=t[mapping.status].cast("int64"),
         latency_ms=t[mapping.latency_ms].cast("float64") * _LATENCY_SCALE[mapping.latency_unit],
         shape=ibis.cases(*cases, else_="no_body") if cases else ibis.literal("no_body"),
         **fields,
+        bet_negative_zero=negative_zero,
         source_file=source_file if source_file is not None else ibis.null("string"),
     )
 
 
-_BODY_STRUCT = dt.Struct({f: dt.json for f in PAYLOAD_FIELDS})
-#: json_transform's structure argument: every payload field as JSON.
-_BODY_STRUCTURE = "{" + ",".join(f'"{f}":"JSON"' for f in PAYLOAD_FIELDS) + "}"
+_BODY_STRUCT = dt.Struct({f: dt.json for f in BODY_FIELDS})
+#: json_transform's structure argument: every body field as JSON.
+_BODY_STRUCTURE = "{" + ",".join(f'"{f}":"JSON"' for f in BODY_FIELDS) + "}"
 
 
 def _json_valid(text: ir.Value) -> ir.Value:
@@ -551,7 +568,7 @@ def _read_jsonl(con: Any, files: list[str], mapping: ColumnMapping, name: str) -
     that is not a JSON object, a payload that is not one, or a time it cannot parse.
     General (:func:`_jsonl_lines`): line by line, each line's JSON parsed once, so such a
     line is counted (malformed) or named (an unusable time) instead of failing the read."""
-    struct = ", ".join(f'"{f}" JSON' for f in PAYLOAD_FIELDS)
+    struct = ", ".join(f'"{f}" JSON' for f in BODY_FIELDS)
     columns = {
         mapping.received_at: "TIMESTAMPTZ",
         mapping.status: "BIGINT",

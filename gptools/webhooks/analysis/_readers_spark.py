@@ -23,12 +23,13 @@ from urllib.parse import unquote, urlsplit
 import ibis
 import ibis.expr.types as ir
 
+from gptools import spec
 from gptools.errors import import_extra
 from gptools.webhooks.analysis import _dialect_spark
 from gptools.webhooks.analysis._readers import (
+    BODY_FIELDS,
     DEFAULT_MAPPING,
     MALFORMED,
-    PAYLOAD_FIELDS,
     ColumnMapping,
     DeliveryLog,
     DeliveryLogError,
@@ -306,21 +307,25 @@ def _normalise(log: SparkDeliveryLog, src: Any, keep: list[str]) -> ir.Table:
     from the payload, else from the body."""
     scale = _latency_scale(log.mapping)
     fields = []
-    for f in PAYLOAD_FIELDS:
-        p = f"nullif(to_json(try_variant_get(payload, '$.{f}')), 'null')"
-        b = f"nullif(to_json(try_variant_get(body_doc, '$.{f}')), 'null')"
+    for f in BODY_FIELDS:
+        p = _field_text(f"try_variant_get(payload, '$.{f}')", number=f == "bet")
+        b = _field_text(f"try_variant_get(body_doc, '$.{f}')", number=f == "bet")
         fields.append(f"CASE WHEN malformed THEN NULL ELSE coalesce({p}, {b}) END AS `{f}`")
-    df = src.selectExpr(
-        "*",
-        "try_parse_json(body) AS body_doc",
-        "CASE WHEN nullif(to_json(payload), 'null') IS NULL THEN NULL ELSE payload END AS payload_",
-    ).selectExpr(
-        *keep,
-        "source_file",
-        "CAST(try_cast(received_at AS TIMESTAMP) AS TIMESTAMP) AS received_at",
-        "status",
-        f"latency_ms * {scale!r} AS latency_ms",
-        f"""CASE WHEN malformed THEN '{MALFORMED}'
+    from pyspark.sql import functions as F
+
+    # The Column API passes the pattern as it is (a SQL literal would unescape it).
+    negative_zero = F.coalesce(F.col("body").rlike(spec.BET_NEGATIVE_ZERO_PATTERN), F.lit(False))
+    payload = "CASE WHEN nullif(to_json(payload), 'null') IS NULL THEN NULL ELSE payload END"
+    df = (
+        src.withColumn("bet_negative_zero", negative_zero)
+        .selectExpr("*", "try_parse_json(body) AS body_doc", f"{payload} AS payload_")
+        .selectExpr(
+            *keep,
+            "source_file",
+            "CAST(try_cast(received_at AS TIMESTAMP) AS TIMESTAMP) AS received_at",
+            "status",
+            f"latency_ms * {scale!r} AS latency_ms",
+            f"""CASE WHEN malformed THEN '{MALFORMED}'
                  WHEN payload_ IS NOT NULL AND NOT startswith(to_json(payload_), '{{')
                    THEN 'not_object'
                  WHEN payload_ IS NOT NULL THEN 'object'
@@ -328,13 +333,28 @@ def _normalise(log: SparkDeliveryLog, src: Any, keep: list[str]) -> ir.Table:
                  WHEN body_doc IS NULL THEN 'not_json'
                  WHEN NOT startswith(to_json(body_doc), '{{') THEN 'not_object'
                  ELSE 'object' END AS shape""",
-        *fields,
+            *fields,
+            "bet_negative_zero",
+        )
     )
     view = f"gp_raw_{log.tag}_{ibis.util.gen_name('src')}"
     df.createOrReplaceTempView(view)
     log._views.append(view)
     table: ir.Table = log.con.table(view)
     return table
+
+
+def _field_text(value: str, *, number: bool) -> str:
+    """SQL for the canonical JSON text of a variant field (NULL for JSON null). A
+    ``number`` field that is an infinite or NaN double is written as DuckDB writes a
+    number past any range, unquoted (``to_json`` quotes it as a string)."""
+    text = f"nullif(to_json({value}), 'null')"
+    if not number:
+        return text
+    return (
+        f"CASE WHEN schema_of_variant({value}) = 'DOUBLE' AND startswith({text}, '\"')"
+        f" THEN replace({text}, '\"', '') ELSE {text} END"
+    )
 
 
 def _spark_error(name: str, exc: Exception) -> DeliveryLogError:

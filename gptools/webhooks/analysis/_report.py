@@ -36,6 +36,10 @@ class DeliveryReport:
     pending_window_closes_first: datetime | None
     invalid_deliveries: int
     invalid_deliveries_without_action_id: int
+    #: Refusals (before authentication or routing) the receiver answered without a log row
+    #: of their own, past its row budget: its summary rows count them. They are no
+    #: deliveries; their actions (a provider answered 401, say) cannot be listed.
+    refusals_suppressed: int
     invalid_by_reason: dict[str, int]
     status_counts: dict[str, int]
     first_attempt_success_rate: float | None
@@ -86,8 +90,15 @@ class DeliveryReport:
         """The numbers an operator looks at first, as (label, formatted value) pairs."""
         lat = self.ack_latency_ms
         fit = self.backoff
+        # Only a log with summary rows has this line (a flood, a rotated key).
+        unseen = (
+            [("Refusals not logged one by one", f"{self.refusals_suppressed:,}")]
+            if self.refusals_suppressed
+            else []
+        )
         return [
             ("Deliveries", f"{self.deliveries:,}"),
+            *unseen,
             ("Actions (distinct actionId)", f"{self.actions:,}"),
             ("Acknowledged actions", f"{self.acknowledged_actions:,}"),
             ("Duplicate deliveries", f"{self.duplicate_deliveries:,}"),
@@ -159,6 +170,12 @@ def _warnings(r: DeliveryReport) -> list[str]:
         top = sorted(r.invalid_by_reason.items(), key=lambda kv: (-kv[1], kv[0]))[:3]
         reasons = ", ".join(f"{k} {v:,}" for k, v in top)
         out.append(f"{r.invalid_deliveries:,} invalid deliveries ({reasons})")
+    if r.refusals_suppressed:
+        out.append(
+            f"{r.refusals_suppressed:,} refusals the receiver did not log one by one (past its"
+            " --refused-rows-per-second): the analysis cannot see them, nor list their"
+            " actions"
+        )
     if r.over_budget:
         out.append(
             f"{r.over_budget:,} deliveries answered in {r.budget_ms:,.0f} ms or more"
