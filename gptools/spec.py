@@ -241,6 +241,31 @@ WEBHOOK_LOG_RETENTION: Final = timedelta(days=90)
 #: parsed, so no parser's recursion can fail (``gptools._json_depth``)
 JSON_MAX_DEPTH: Final = 32
 
+# issue 22: ours, the bounds the receiver's HTTP server holds against strangers (each a
+# `webhooks serve` option). A delivery is a few hundred bytes with a few headers, sent
+# within the sender's 10 s; the anchors: nginx (4 x 8 KB of headers, 60 s header and body
+# time-outs), Go (MaxHeaderBytes, ReadHeaderTimeout), Kestrel (32 KB, 100 fields, 30 s).
+#: request line plus header fields, in bytes; past it: 431 and the connection closed
+RECEIVER_MAX_HEADER_BYTES: Final = 16 * 1024
+#: header fields in one request; past it: 431 and the connection closed
+RECEIVER_MAX_HEADER_FIELDS: Final = 100
+#: to receive a request's headers, from the connection's opening (or the request's first
+#: byte on a kept-alive connection); past it the connection closes with no answer (not
+#: 408: the provider never retries a 4xx, and it retries a failed connection)
+RECEIVER_HEADER_TIMEOUT: Final = timedelta(seconds=10)
+#: to receive a request's body once its headers are in; past it the connection closes
+RECEIVER_BODY_TIMEOUT: Final = timedelta(seconds=10)
+#: how long a kept-alive connection may stay idle between requests
+RECEIVER_KEEP_ALIVE_TIMEOUT: Final = timedelta(seconds=5)
+#: open connections per worker process; past it a new one replaces the oldest connection
+#: with no request in progress, or is answered 503 when every one is busy
+RECEIVER_MAX_CONNECTIONS: Final = 1000
+#: connections a worker accepts past its limit only to answer them 503 (then: closed)
+RECEIVER_CONNECTION_OVERFLOW: Final = 32
+#: file descriptors a worker needs besides its connections: the overflow, and 64 for the
+#: store's files, the listening socket, the event loop, the metrics files and the logs
+RECEIVER_FD_OVERHEAD: Final = RECEIVER_CONNECTION_OVERFLOW + 64
+
 #: assumed (WEBHOOK_ACKNOWLEDGED_STATUSES): every 2xx acknowledges a delivery, not only 200
 WEBHOOK_ACK_STATUS_MIN: Final = 200
 WEBHOOK_ACK_STATUS_MAX: Final = 299

@@ -28,6 +28,7 @@ _WORKER_HEALTHCHECK_S = 60
 _PEM_FILE = click.Path(exists=True, dir_okay=False, readable=True)
 ENV_SSL_KEY_PASSWORD = "GP_WEBHOOK_SSL_KEYFILE_PASSWORD"  # noqa: S105 (a variable name)
 _STORE_HELP = "sqlite:///PATH (or a bare PATH) or postgresql://USER@HOST/DB[?schema=NAME]"
+_SECONDS = click.FloatRange(min=0.1)
 
 
 @webhooks.command("serve")
@@ -116,6 +117,50 @@ _STORE_HELP = "sqlite:///PATH (or a bare PATH) or postgresql://USER@HOST/DB[?sch
     help="json: one JSON object a line (time, level, event, status, actionId, "
     "latency_ms); never a secret or a header.",
 )
+@click.option(
+    "--max-header-bytes",
+    type=click.IntRange(1024),
+    default=spec.RECEIVER_MAX_HEADER_BYTES,
+    show_default=True,
+    help="Request line and headers larger than this are answered 431 (connection closed).",
+)
+@click.option(
+    "--max-header-fields",
+    type=click.IntRange(8),
+    default=spec.RECEIVER_MAX_HEADER_FIELDS,
+    show_default=True,
+    help="Requests with more header fields are answered 431 (connection closed).",
+)
+@click.option(
+    "--header-timeout",
+    type=_SECONDS,
+    default=spec.RECEIVER_HEADER_TIMEOUT.total_seconds(),
+    show_default=True,
+    help="Seconds to receive a request's headers; then the connection is closed.",
+)
+@click.option(
+    "--body-timeout",
+    type=_SECONDS,
+    default=spec.RECEIVER_BODY_TIMEOUT.total_seconds(),
+    show_default=True,
+    help="Seconds to receive a request's body after its headers; then it is closed.",
+)
+@click.option(
+    "--keep-alive-timeout",
+    type=_SECONDS,
+    default=spec.RECEIVER_KEEP_ALIVE_TIMEOUT.total_seconds(),
+    show_default=True,
+    help="Seconds an idle kept-alive connection stays open.",
+)
+@click.option(
+    "--max-connections",
+    type=click.IntRange(1),
+    default=spec.RECEIVER_MAX_CONNECTIONS,
+    show_default=True,
+    help="Open connections per worker; past it a new one replaces the oldest idle one, "
+    "or is answered 503. Each worker needs this many file descriptors plus "
+    f"{spec.RECEIVER_FD_OVERHEAD} (ulimit -n, LimitNOFILE); it is lowered to fit.",
+)
 def serve(
     auth_kind: str,
     store_url: str,
@@ -130,6 +175,12 @@ def serve(
     ssl_keyfile: str | None,
     metrics_port: int | None,
     log_format: str,
+    max_header_bytes: int,
+    max_header_fields: int,
+    header_timeout: float,
+    body_timeout: float,
+    keep_alive_timeout: float,
+    max_connections: int,
 ) -> None:
     """Receive game-event webhooks until Ctrl-C/SIGTERM (in-flight requests are drained)."""
     import shutil
@@ -143,12 +194,16 @@ def serve(
         METRICS_PATH,
         AuthConfigError,
         ReceiverAuth,
+        ServerLimits,
         StoreError,
+        descriptors_needed,
+        fit_to_descriptor_limit,
         load_handler,
         log_config,
         open_store,
         receiver_environment,
         serve_metrics,
+        uvicorn_settings,
     )
 
     try:
@@ -178,6 +233,20 @@ def serve(
                 bad_input=True,
             )
     scheme = "https" if ssl_certfile else "http"
+    fitted, descriptors = fit_to_descriptor_limit(max_connections)
+    if fitted < 1:
+        fail(
+            f"the file-descriptor limit ({descriptors}) leaves no room for connections: "
+            f"raise it (ulimit -n, LimitNOFILE) to at least {descriptors_needed(max_connections)}"
+        )
+    limits = ServerLimits(
+        max_header_bytes=max_header_bytes,
+        max_header_fields=max_header_fields,
+        header_timeout_s=header_timeout,
+        body_timeout_s=body_timeout,
+        keep_alive_timeout_s=keep_alive_timeout,
+        max_connections=fitted,
+    )
     try:
         # Create the tables once here, so the workers do not race to create them.
         store.connect().close()
@@ -193,6 +262,7 @@ def serve(
             handler=handler,
             metrics_public=metrics_port is None,
         )
+        | limits.environment()
     )
     # Bind once before the start-up line, so it never announces an address that is taken
     # (exit 3 instead); uvicorn binds again right after, with SO_REUSEADDR as here.
@@ -218,6 +288,12 @@ def serve(
         f"store {store.url}, {workers} worker{'s' if workers > 1 else ''}); "
         f"health: {base}/healthz, readiness: {base}/readyz"
         + (metrics_line or f"; metrics: {base}{METRICS_PATH}")
+        + (
+            f"; at most {fitted} connections per worker (file-descriptor limit "
+            f"{descriptors}, below the {max_connections} asked)"
+            if fitted < max_connections
+            else ""
+        )
     )
     logging_config = log_config(log_format)
     if logging_config is not None:
@@ -238,8 +314,6 @@ def serve(
             host=host,
             port=port,
             workers=workers,
-            http="httptools",
-            loop="uvloop",
             lifespan="on",
             access_log=False,
             log_level="info",
@@ -251,6 +325,7 @@ def serve(
             ssl_keyfile=ssl_keyfile,
             ssl_keyfile_password=key_password,
             log_config=logging_config if logging_config is not None else LOGGING_CONFIG,
+            **uvicorn_settings(limits),
         )
     except _Terminated:
         stopped_by_sigterm = True

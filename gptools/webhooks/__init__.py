@@ -29,6 +29,12 @@ from gptools.webhooks._export import ExportResult, export_log, log_record
 from gptools.webhooks._logs import log_config
 from gptools.webhooks._metrics import ALERT_RULES, ENV_MULTIPROC_DIR, METRICS_PATH, serve_metrics
 from gptools.webhooks._queue import GroupCommitWriter, Maintenance, ProcessingQueue
+from gptools.webhooks._server_limits import (
+    ServerLimits,
+    descriptors_needed,
+    fit_to_descriptor_limit,
+    uvicorn_settings,
+)
 from gptools.webhooks._store import (
     LOG_COLUMNS,
     DeadLetter,
@@ -62,11 +68,14 @@ __all__ = [
     "QueueCounts",
     "ReceiverAuth",
     "SQLiteStore",
+    "ServerLimits",
     "Store",
     "StoreConnection",
     "StoreError",
     "WebhookReceiver",
+    "descriptors_needed",
     "export_log",
+    "fit_to_descriptor_limit",
     "format_utc",
     "load_handler",
     "log_config",
@@ -76,4 +85,5 @@ __all__ = [
     "receiver_environment",
     "receiver_from_env",
     "serve_metrics",
+    "uvicorn_settings",
 ]

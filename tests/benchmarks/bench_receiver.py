@@ -10,9 +10,14 @@ same run by wrk (Debian package ``wrk``) with identical settings and the same Lu
 - **peer**: a conventional receiver written here the way most integrators would: FastAPI, a
   pydantic model, one ``INSERT`` and commit per request into SQLite in WAL mode (full
   durability), 2 uvicorn workers (FastAPI is in the ``dev`` extra);
-- **bare**: an ASGI endpoint that only answers 200.
+- **bare**: an ASGI endpoint that only answers 200;
+- **unguarded** (issue 22): the receiver as before issue 22, ``gptools webhooks serve`` with
+  uvicorn's plain httptools protocol instead of the guard that bounds headers, time-outs
+  and connections (``gptools.webhooks._server``), on a SQLite store with 2 workers: the
+  guard's cost is receiver / unguarded.
 
-All are served by uvicorn with httptools + uvloop and no access log.
+All are served by uvicorn with httptools + uvloop and no access log (the receiver's
+httptools protocol behind its guard).
 
 How it keeps the comparison honest:
 
@@ -29,7 +34,7 @@ How it keeps the comparison honest:
   marked duplicate, and a 200 row for every acknowledgement), and nothing beyond the
   requests that were still in flight when wrk stopped or were answered with an error.
   Otherwise the benchmark fails.
-- All four are measured ``BENCH_ROUNDS`` times (3 by default), alternating, and the RESULT
+- All five are measured ``BENCH_ROUNDS`` times (3 by default), alternating, and the RESULT
   line gives medians (the ratios: the medians of the per-round ratios) and the worst p99s:
   on this 2-core machine the bare endpoint alone has given anything from 32,000 to 53,000
   req/s from one run to the next.
@@ -43,6 +48,7 @@ pg_peer_ratio=... bare_rps=... ratio=...`` (``peer_ratio`` = receiver / peer,
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import decimal
 import os
@@ -217,6 +223,78 @@ def make_peer_app() -> Any:
         return {"status": "ok"}
 
     return app
+
+
+class _NullTransport(asyncio.Transport):
+    """A transport that takes every write and goes nowhere (for :func:`guard_cpu`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.closing = False
+
+    def write(self, data: Any) -> None:
+        """Drop the answer."""
+
+    def is_closing(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self.closing
+
+    def close(self) -> None:
+        """Mark closed."""
+        self.closing = True
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        """Loopback addresses."""
+        return {"sockname": ("127.0.0.1", 8000), "peername": ("127.0.0.1", 50000)}.get(
+            name, default
+        )
+
+    def pause_reading(self) -> None:
+        """Nothing to pause."""
+
+    def resume_reading(self) -> None:
+        """Nothing to resume."""
+
+
+def guard_cpu(requests: int = 20000, repeats: int = 5) -> tuple[float, float]:
+    """CPU microseconds a request costs uvicorn's httptools protocol alone and behind the
+    receiver's guard (issue 22), feeding one connection the benchmark's request and
+    answering with :func:`bare_app`, in this process, alternating ``repeats`` times; the
+    medians. The guard's cost is the difference, free of the machine's load swings."""
+    from uvicorn.config import Config
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+    from uvicorn.server import ServerState
+
+    from gptools.webhooks._server import GuardedHttpToolsProtocol
+
+    body = (BODY_TEMPLATE % uuid.uuid4()).encode()
+    request = (
+        f"POST {PATH} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"Authorization: Bearer bench-key\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
+
+    async def one(cls: type[HttpToolsProtocol]) -> float:
+        config = Config(bare_app, lifespan="off", access_log=False, log_level="warning")
+        config.load()
+        protocol = cls(config, ServerState(), {}, asyncio.get_running_loop())
+        protocol.connection_made(_NullTransport())
+        started = time.process_time()
+        for _ in range(requests):
+            protocol.data_received(request)
+            await asyncio.sleep(0)  # the application's task runs
+            await asyncio.sleep(0)
+        return (time.process_time() - started) / requests * 1e6
+
+    async def both() -> tuple[float, float]:
+        plain, guarded = [], []
+        for _ in range(repeats):
+            plain.append(await one(HttpToolsProtocol))
+            guarded.append(await one(GuardedHttpToolsProtocol))
+        return statistics.median(plain), statistics.median(guarded)
+
+    import uvloop
+
+    return uvloop.run(both())
 
 
 @dataclass(frozen=True)
@@ -410,18 +488,24 @@ def _serve(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[
         )
 
 
+#: `gptools webhooks serve` as before issue 22: uvicorn's own httptools protocol, unguarded.
+_UNGUARDED = "import gptools.webhooks._server_limits as s; s.PROTOCOL = 'httptools'; "
+
+
 def _gptools(
     store_url: str,
     port: int,
     workers: int,
     env: dict[str, str],
     log: Path,
+    *,
+    guarded: bool = True,
 ) -> subprocess.Popen[bytes]:
     # `gptools webhooks serve` runs uvicorn with the same flags as UVICORN_FLAGS.
     return _serve(
         [
             "-c",
-            "from gptools.cli import main; main()",
+            ("" if guarded else _UNGUARDED) + "from gptools.cli import main; main()",
             "webhooks",
             "serve",
             "--auth",
@@ -463,6 +547,7 @@ class Round:
     receiver: WrkRun
     pg: WrkRun
     peer: WrkRun
+    unguarded: WrkRun
     problems: list[str]
 
 
@@ -514,6 +599,16 @@ def _round(work: Path, env: dict[str, str], n: int) -> Round:
     )
     receiver_run = runs[1]
 
+    store = work / f"unguarded-{n}.sqlite3"
+    port = _free_port()
+    unguarded = _gptools(
+        f"sqlite:///{store}", port, WORKERS, env, work / f"unguarded-{n}.log", guarded=False
+    )
+    runs = _measure([(unguarded, port, "/healthz")], work, f"unguarded-{n}")
+    unguarded_problems = _check(*_sqlite_rows(store, "webhook_actions", True), runs)
+    print(f"round {n}: " + _describe("unguarded receiver", runs[1], unguarded_problems, runs))
+    unguarded_run = runs[1]
+
     schema = f"bench_receiver_{os.urandom(4).hex()}"
     pg_url = f"{PG_URL}?schema={schema}"
     try:
@@ -561,12 +656,17 @@ def _round(work: Path, env: dict[str, str], n: int) -> Round:
     peer_problems = _check(*_sqlite_rows(peer_db, "events", False), runs)
     print(f"round {n}: " + _describe("peer", runs[1], peer_problems, runs))
     return Round(
-        bare_run, receiver_run, pg_run, runs[1], receiver_problems + pg_problems + peer_problems
+        bare_run,
+        receiver_run,
+        pg_run,
+        runs[1],
+        unguarded_run,
+        receiver_problems + unguarded_problems + pg_problems + peer_problems,
     )
 
 
 def main() -> int:
-    """Alternate the four servers for ROUNDS rounds, check every store, print the RESULT
+    """Alternate the five servers for ROUNDS rounds, check every store, print the RESULT
     line from the medians (the bare endpoint's rate swings by half between runs on a
     shared 2-core machine; a single run each would mostly measure that)."""
     if shutil.which("wrk") is None:
@@ -577,7 +677,8 @@ def main() -> int:
         f"{DURATION_S} s measured, per server; {ROUNDS} rounds of: bare ({WORKERS} "
         f"workers), receiver on SQLite ({WORKERS} workers), two receivers on one "
         f"PostgreSQL store (1 worker each, one wrk thread each, 10 % of ids to both), "
-        f"FastAPI peer ({WORKERS} workers); load average {os.getloadavg()[0]:.2f}"
+        f"FastAPI peer ({WORKERS} workers), the receiver unguarded (as before issue 22, "
+        f"{WORKERS} workers); load average {os.getloadavg()[0]:.2f}"
     )
     work = Path(tempfile.mkdtemp(prefix="bench-receiver-"))
     env = {**os.environ, "GP_WEBHOOK_API_KEY": "bench-key"}
@@ -612,6 +713,16 @@ def main() -> int:
     def goal(name: str, met: bool) -> str:
         return f"{name} {'ok' if met else 'MISSED'}"
 
+    unguarded_rps = median(r.unguarded.ok_per_s for r in rounds)
+    guard = median(r.receiver.ok_per_s / r.unguarded.ok_per_s for r in rounds)
+    plain_us, guarded_us = guard_cpu()
+    print(
+        f"issue 22, the guard's cost: unguarded receiver {unguarded_rps:,.0f}/s (worst p99 "
+        f"{max(r.unguarded.p99_ms for r in rounds):.1f} ms); median per-round receiver/"
+        f"unguarded {guard:.2f}; CPU a request, bare app on one connection: httptools "
+        f"{plain_us:.1f} us, behind the guard {guarded_us:.1f} us "
+        f"(+{guarded_us - plain_us:.1f} us)"
+    )
     print(
         "goals: "
         + ", ".join(

@@ -199,6 +199,20 @@ def test_the_unit_file_is_complete(tmp_path: Path) -> None:
     assert done.returncode == 0 and not done.stderr.strip(), done.stderr
 
 
+def test_the_unit_gives_each_worker_the_descriptors_its_connections_need() -> None:
+    # Issue 22: a worker out of descriptors resets real deliveries and logs nothing.
+    from gptools.webhooks._server_limits import ServerLimits, descriptors_needed
+
+    service = _unit()["Service"]
+    words = shlex.split(service["ExecStart"])
+    connections = (
+        int(words[words.index("--max-connections") + 1])
+        if "--max-connections" in words
+        else ServerLimits().max_connections
+    )
+    assert int(service["LimitNOFILE"]) >= descriptors_needed(connections)
+
+
 def test_exec_start_serves_and_the_health_checks_answer(tmp_path: Path) -> None:
     unit_env = {**_environment_file(), "GPTOOLS_PORT": str(_free_port())}
     service = Service(tmp_path, unit_env)
