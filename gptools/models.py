@@ -88,29 +88,6 @@ def _wire_int(text: str) -> int | Decimal:
     return Decimal(text) if text == "-0" else int(text)
 
 
-_BRACKETS_AND_STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]')
-
-
-def json_too_deep(data: bytes, limit: int = spec.WEBHOOK_MAX_JSON_DEPTH) -> bool:
-    """Whether a JSON text nests arrays and objects deeper than ``limit``, found by
-    scanning its bytes (strings skipped), so before any parser recurses into it. A text
-    with no more than ``limit`` brackets in all is answered at once (a notification has
-    2). Where the text is not JSON the scan only ever over-counts, never under-counts,
-    up to the point where a parser would stop anyway."""
-    if data.count(b"{") + data.count(b"[") <= limit:
-        return False
-    depth = 0
-    for token in _BRACKETS_AND_STRINGS.finditer(data):
-        char = token.group()
-        if char in (b"{", b"["):
-            depth += 1
-            if depth > limit:
-                return True
-        elif char in (b"}", b"]"):
-            depth = max(depth - 1, 0)
-    return False
-
-
 # --------------------------------------------------------------------------------------
 # Base classes
 # --------------------------------------------------------------------------------------

@@ -455,8 +455,6 @@ WEBHOOK_REFUSED_ROWS_PER_SECOND: Final = 20
 #: The ``status`` of a summary row: not an answer (no HTTP status is 0) but a count of
 #: refusals the receiver answered without a row of their own.
 WEBHOOK_SUMMARY_STATUS: Final = 0
-#: The deepest JSON nesting a delivery body may have (the notification needs 2 levels).
-WEBHOOK_MAX_JSON_DEPTH: Final = 32
 #: A ``bet``: at most this many digits before the decimal point and after it (ISO 4217's
 #: largest exponent is 4; 18 integer digits is far beyond any real stake), never -0.
 BET_MAX_INTEGER_DIGITS: Final = 18

@@ -44,7 +44,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from gptools import spec
-from gptools.models import GameEventNotification, json_too_deep, loads_wire
+from gptools._json_depth import exceeds_json_depth
+from gptools.models import GameEventNotification, loads_wire
 from gptools.openapi import OPENAPI_PATH, receiver_openapi
 from gptools.webhooks._auth import ReceiverAuth
 from gptools.webhooks._metrics import METRICS_PATH, OUTCOMES, DeliveryMetrics, render
@@ -402,7 +403,7 @@ class WebhookReceiver:
             return
 
         entry.body = body.decode("utf-8", errors="replace")
-        if json_too_deep(body):
+        if exceeds_json_depth(body):
             # Before either parser below recurses into it (Python's json would raise
             # RecursionError some 1,000 levels down).
             await self._refuse(
@@ -410,7 +411,7 @@ class WebhookReceiver:
                 entry,
                 400,
                 "invalid_payload",
-                f"invalid JSON: nested deeper than {spec.WEBHOOK_MAX_JSON_DEPTH} levels",
+                f"invalid JSON: nested deeper than {spec.JSON_MAX_DEPTH} levels",
             )
             return
         action_id = _fast_action_id(body)

@@ -3,7 +3,7 @@
 JSONL: one object per line with ``received_at`` (ISO 8601 UTC, ``Z``, microseconds),
 ``status``, ``latency_ms``, then ``payload`` (the body parsed, when it is a JSON object) or
 ``body`` (the raw text otherwise, and for a body nested deeper than
-``spec.WEBHOOK_MAX_JSON_DEPTH`` or whose bet is ``-0``), then ``action_id``,
+``spec.JSON_MAX_DEPTH`` or whose bet is ``-0``), then ``action_id``,
 ``duplicate``, ``auth_ok``, ``error`` and ``remote_addr``. A summary row (``status`` 0)
 is exported like any other: its ``payload`` holds the ``suppressed`` count. Numbers in a
 payload keep their exact digits.
@@ -30,9 +30,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from gptools import spec
+from gptools._json_depth import exceeds_json_depth
 from gptools._private_files import PRIVATE_FILE_MODE, create_private, open_private
 from gptools.errors import import_extra
-from gptools.models import dumps_wire, json_too_deep, loads_wire
+from gptools.models import dumps_wire, loads_wire
 from gptools.webhooks._store import LOG_COLUMNS, Store, format_utc
 
 ExportFormat = Literal["jsonl", "parquet"]
@@ -67,7 +68,7 @@ def log_record(row: dict[str, Any]) -> dict[str, Any]:
     parsed = None
     # A body nested past the limit (a stranger's refused prefix) is never parsed, and one
     # whose bet is -0 stays text: a reader's JSON parser would drop the sign.
-    if not json_too_deep(body.encode()) and not _NEGATIVE_ZERO_BET.search(body):
+    if not exceeds_json_depth(body) and not _NEGATIVE_ZERO_BET.search(body):
         try:
             parsed = loads_wire(body)
         except ValueError:

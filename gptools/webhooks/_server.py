@@ -26,6 +26,7 @@ from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 from uvicorn.server import ServerState
 
 from gptools import spec
+from gptools.errors import GptoolsError
 from gptools.webhooks._server_limits import ServerLimits
 
 #: Seconds between two log lines about the same kind of refusal, per worker.
@@ -46,7 +47,7 @@ REASONS = (
 )
 
 
-class _TooManyFields(Exception):
+class _TooManyFields(GptoolsError):
     """Raised inside the parser's callback to stop parsing a request."""
 
 

@@ -53,7 +53,7 @@ def test_deep_nesting_is_a_400_with_a_row_and_no_traceback(
     assert (b"\\" in body) is escape
     r = httpx.post(rp.url, content=body, headers=AUTH, timeout=10)
     assert r.status_code == 400, r.text
-    assert f"deeper than {spec.WEBHOOK_MAX_JSON_DEPTH}" in r.json()["reason"]
+    assert f"deeper than {spec.JSON_MAX_DEPTH}" in r.json()["reason"]
     assert r.json()["error"] == "invalid_payload"
     ((status, _, error),) = _rows(db)
     assert status == 400 and error.startswith("invalid:")
