@@ -8,8 +8,9 @@ Parquet with ``body`` text, the receiver's export), each analysed in a fresh int
 local mode on every core, and its report must equal DuckDB's (floats to 1e-9 relative):
 on one machine Spark has no speed goal, its place is a cluster.
 
-Goals: peak_mb_20m < 1500, growth_20m_vs_5m <= 4.4 (linear or better),
-parquet_vs_jsonl_20m <= 0.5; Spark equal to DuckDB. Generated files go to a temporary
+Goals: peak_mb_20m < 1500; growth_20m_vs_5m <= 5.0, a no-regression bound;
+Spark equal to DuckDB. parquet_vs_jsonl_20m is printed for information (its goal, 0.5,
+was retired: docs/performance.md says why). Generated files go to a temporary
 folder (``BENCH_TMP``, default /tmp; about 12 GB free needed) and are removed afterwards.
 
 Run: .venv/bin/python tests/benchmarks/bench_analysis_scale.py
