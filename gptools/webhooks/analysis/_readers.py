@@ -419,8 +419,8 @@ def readable_jsonl(
             kind = _files.magic(path)
             if kind == "parquet":
                 raise DeliveryLogError(
-                    f"{path}: is a Parquet file, not JSONL; pass format='parquet' "
-                    "(--format parquet) or leave the format to auto"
+                    f"{path}: is a Parquet file, not JSONL; read it with format='parquet' / "
+                    "--format parquet, or leave the format to auto"
                 )
             if not force:
                 lines = _files.first_lines(path)
@@ -428,8 +428,8 @@ def readable_jsonl(
                 if 2 * objects < len(lines):
                     raise DeliveryLogError(
                         f"{path}: does not look like a JSONL delivery log ({len(lines) - objects} "
-                        f"of its first {len(lines)} lines are not JSON objects); pass "
-                        "force=True (--force) to analyse it anyway"
+                        f"of its first {len(lines)} lines are not JSON objects); force=True / "
+                        "--force analyses it anyway"
                     )
             _files.readable(
                 path, out, compression=kind, max_line_bytes=max_line_bytes,
