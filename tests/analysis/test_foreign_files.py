@@ -241,7 +241,7 @@ def _reference_split(data: bytes, limit: int) -> bytes:
     return b"\n".join(_files.OVERSIZED_MARKER if len(p) > limit else p for p in parts)
 
 
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("seed", range(40))
 def test_long_line_rule_at_every_boundary(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int
 ) -> None:
