@@ -299,3 +299,13 @@ def test_an_existing_path_is_read_literally(spark: Any, tmp_path: Path) -> None:
         _same(duck, sp, [])
     with analyze(tmp_path / "glob[0-9].jsonl") as analysis:
         assert analysis.report.deliveries == random_log(59, n_actions=10).truth.deliveries
+
+
+def test_an_existing_parquet_path_is_read_literally(spark: Any, tmp_path: Path) -> None:
+    literal = random_log(61, n_actions=25).write_parquet(tmp_path / "glob[1].parquet")
+    random_log(67, n_actions=10).write_parquet(tmp_path / "glob1.parquet")
+    with analyze(literal) as duck, analyze(literal, engine="spark", spark=spark) as sp:
+        assert duck.report.deliveries == random_log(61, n_actions=25).truth.deliveries
+        one, two = duck.report.to_dict(), sp.report.to_dict()
+        assert one.pop("source") == two.pop("source") == str(literal)
+        assert _rounded(one) == _rounded(two)

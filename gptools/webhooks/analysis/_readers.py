@@ -445,6 +445,19 @@ def readable_jsonl(
     return out
 
 
+def readable_literal(files: list[str], temp_directory: str | Path | None) -> _files.ReadableFiles:
+    """The files behind links with plain names where a name holds glob characters: both
+    engines expand a pattern in a name they are given, and a path that exists is
+    literal."""
+    out = _files.ReadableFiles()
+    for path in files:
+        _files.readable(
+            path, out, compression=None, long_lines=0, max_line_bytes=1, decompress_zstd=False,
+            temp_directory=temp_directory,
+        )  # fmt: skip
+    return out
+
+
 def read_delivery_log(
     source: str | Path,
     *,
@@ -476,6 +489,8 @@ def read_delivery_log(
         readable = readable_jsonl(
             files, max_line_bytes=max_line_bytes, force=force, temp_directory=temp_directory
         )
+    elif fmt == "parquet":
+        readable = readable_literal(files, temp_directory)
     try:
         con, tmp = connect_duckdb(
             memory_limit=memory_limit, threads=threads, temp_directory=temp_directory
@@ -488,7 +503,7 @@ def read_delivery_log(
         if fmt == "jsonl":
             candidates = _read_jsonl(con, readable.paths, mapping, name, max_line_bytes)
         elif fmt == "parquet":
-            candidates = [_read_parquet(con, files, mapping, name)]
+            candidates = [_read_parquet(con, readable.paths, mapping, name)]
         elif fmt == "sqlite":
             raw, name = _read_sqlite(con, str(source), mapping, table)
             candidates = [raw]

@@ -42,6 +42,7 @@ from gptools.webhooks.analysis._readers import (
     _latency_scale,
     detect_format,
     readable_jsonl,
+    readable_literal,
     refuse_absent_fields,
     resolve_files,
 )
@@ -155,7 +156,9 @@ class SparkDeliveryLog(DeliveryLog):
             return [f"{f} line {n}" for f, n in self._numbered(where, limit)]
         hit = self.raw.filter(where(self.raw))
         files = self.execute(hit.select("source_file").distinct().order_by("source_file"))
-        return [f"a record of {_local(f)}" for f in files["source_file"]][:limit]
+        return [f"a record of {self.readable.name(_local(f))}" for f in files["source_file"]][
+            :limit
+        ]
 
     def _numbered(self, where: Where, limit: int | None) -> list[tuple[str, int]]:
         hit = self.raw.filter(where(self.raw))
@@ -215,6 +218,8 @@ def read_delivery_log_spark(
             files, max_line_bytes=max_line_bytes, force=force, decompress_zstd=True,
             temp_directory=temp_directory,
         )  # fmt: skip
+    elif not remote:
+        readable = readable_literal(files, temp_directory)
     try:
         return _open_spark(text, fmt, files, readable, mapping, spark, master)
     except BaseException:
@@ -247,7 +252,9 @@ def _open_spark(
             lines = session.read.option("lineSep", "\n").text(log.readable.paths or files)
             src = _jsonl_source(lines, mapping, None)
         else:
-            src = _parquet_source(session.read.parquet(*files), mapping, text)
+            src = _parquet_source(
+                session.read.parquet(*(log.readable.paths or files)), mapping, text
+            )
         log.candidates.append(_normalise(log, src, []))
     except DeliveryLogError:
         raise
