@@ -100,6 +100,20 @@ def _write_lost(path: Path, lost: list[dict[str, Any]]) -> None:
     "by default it counts as an invalid delivery (malformed_line).",
 )
 @click.option(
+    "--force",
+    is_flag=True,
+    help="Analyse a JSONL file even when its first 1,000 lines are mostly not JSON objects "
+    "(refused by default: it does not look like a delivery log).",
+)
+@click.option(
+    "--max-line-bytes",
+    type=click.IntRange(min=1),
+    default=None,
+    # The default is the analyser's (DEFAULT_MAX_LINE_BYTES), not repeated here.
+    help="A JSONL line longer than this many bytes is counted as malformed_line, never "
+    "parsed [default: 16 MiB].",
+)
+@click.option(
     "--lost-out",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
@@ -107,22 +121,27 @@ def _write_lost(path: Path, lost: list[dict[str, Any]]) -> None:
 )
 def analyze_command(
     log: str, as_json: bool, fmt: str, now: str | None, table: str, engine: str,
-    spark_master: str | None, strict: bool, lost_out: Path | None,
+    spark_master: str | None, strict: bool, force: bool, max_line_bytes: int | None,
+    lost_out: Path | None,
 ) -> None:  # fmt: skip
     """Analyse a webhook delivery log: duplicates, retries, backoff, lost and pending
     actions, latency, silent periods. Lists the lost actions to ask the provider to replay.
 
-    LOG is a JSONL or Parquet file, a glob ('logs/*.jsonl') or a directory of them
-    (date=YYYY-MM-DD/ partitions included), a SQLite store (path or sqlite:///PATH) or a
-    PostgreSQL URL (postgresql://USER@HOST/DB?schema=NAME).
+    LOG is a JSONL (plain, gzip or zstd) or Parquet file, a glob ('logs/*.jsonl') or a
+    directory of them (date=YYYY-MM-DD/ partitions included), a SQLite store (path or
+    sqlite:///PATH) or a PostgreSQL URL (postgresql://USER@HOST/DB?schema=NAME).
     """
     moment = parse_now(now)
-    from gptools.webhooks.analysis import DeliveryLogError, analyze
+    from gptools.webhooks.analysis import DEFAULT_MAX_LINE_BYTES, DeliveryLogError, analyze
+
+    if max_line_bytes is None:
+        max_line_bytes = DEFAULT_MAX_LINE_BYTES
 
     try:
         with analyze(
             log, format=fmt, table=table, now=moment, strict=strict,  # type: ignore[arg-type]
-            engine=engine, spark_master=spark_master,
+            engine=engine, spark_master=spark_master, force=force,
+            max_line_bytes=max_line_bytes,
         ) as analysis:  # fmt: skip
             report = analysis.report
             lost = _lost_records(analysis)

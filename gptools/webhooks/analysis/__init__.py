@@ -30,6 +30,7 @@ from gptools.webhooks.analysis._charts import (  # noqa: E402
     plot_retry_gaps,
     plot_status_mix,
 )
+from gptools.webhooks.analysis._files import DEFAULT_MAX_LINE_BYTES  # noqa: E402
 from gptools.webhooks.analysis._readers import (  # noqa: E402
     LOG_FORMATS,
     ColumnMapping,
@@ -52,6 +53,7 @@ from gptools.webhooks.analysis._results_charts import (  # noqa: E402
 )
 
 __all__ = [
+    "DEFAULT_MAX_LINE_BYTES",
     "DEFAULT_SILENCE_THRESHOLD",
     "ENGINES",
     "LOG_FORMATS",

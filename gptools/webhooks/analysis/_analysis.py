@@ -18,6 +18,7 @@ import pandas as pd
 
 from gptools import spec
 from gptools.webhooks.analysis import _metrics as m
+from gptools.webhooks.analysis._files import DEFAULT_MAX_LINE_BYTES
 from gptools.webhooks.analysis._readers import (
     DEFAULT_MAPPING,
     DEFAULT_MEMORY_LIMIT,
@@ -355,6 +356,8 @@ def analyze(
     memory_limit: str = DEFAULT_MEMORY_LIMIT,
     threads: int | None = None,
     temp_directory: str | Path | None = None,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    force: bool = False,
 ) -> DeliveryAnalysis:
     """Open and analyse a delivery log (a path, a glob, a directory, a store URL or a
     :class:`DeliveryLog`).
@@ -364,6 +367,8 @@ def analyze(
     the same metrics on Spark (JSONL or Parquet files; the ``[spark]`` extra): on the
     ``spark`` session given, else on one built for ``spark_master`` (default
     ``GP_SPARK_MASTER``, else ``local[*]``). ``strict=True`` refuses a malformed line.
+    A JSONL line over ``max_line_bytes`` (16 MiB by default) is a malformed line, never
+    parsed; ``force=True`` analyses a JSONL file that does not look like a delivery log.
 
     >>> with analyze("data/sample_delivery_log.jsonl") as analysis:  # doctest: +SKIP
     ...     print(analysis.report.lost_actions)
@@ -376,12 +381,14 @@ def analyze(
         from gptools.webhooks.analysis._readers_spark import read_delivery_log_spark
 
         log = read_delivery_log_spark(
-            source, format=format, mapping=mapping, spark=spark, master=spark_master
-        )
+            source, format=format, mapping=mapping, spark=spark, master=spark_master,
+            max_line_bytes=max_line_bytes, force=force, temp_directory=temp_directory,
+        )  # fmt: skip
     else:
         log = read_delivery_log(
             source, format=format, mapping=mapping, table=table, memory_limit=memory_limit,
-            threads=threads, temp_directory=temp_directory,
+            threads=threads, temp_directory=temp_directory, max_line_bytes=max_line_bytes,
+            force=force,
         )  # fmt: skip
     try:
         return DeliveryAnalysis(log, now=now, silence_threshold=silence_threshold, strict=strict)

@@ -9,13 +9,17 @@ Validation and every metric are defined on that table in :mod:`._metrics`, so al
 and both engines share them. This module holds DuckDB's readers; Spark's are in
 :mod:`._readers_spark`.
 
-Sources (``format="auto"`` picks by name):
+Sources (``format="auto"`` picks by a file's first bytes, else by name):
 
-- JSONL (``*.jsonl``, ``*.ndjson``, ``*.json``, ``*.jsonl.gz``) and Parquet (``*.parquet``):
-  one file, a glob (``logs/*.jsonl``, ``logs/**/*.parquet``) or a directory, searched
+- JSONL (``*.jsonl``, ``*.ndjson``, ``*.json``, gzip or zstd compressed: ``*.jsonl.gz``,
+  ``*.jsonl.zst``, or any name whose first bytes say so) and Parquet (``*.parquet``, or
+  any name starting with Parquet's magic bytes): one file (a path that exists is taken
+  literally), a glob (``logs/*.jsonl``, ``logs/**/*.parquet``) or a directory, searched
   recursively (``date=YYYY-MM-DD/`` partitions included). JSONL carries ``payload`` (an
   object) or ``body`` (raw text), Parquet ``body`` as raw text (the receiver's export).
-  DuckDB reads them out of core with its own readers.
+  DuckDB reads them out of core with its own readers. A JSONL file whose first
+  :data:`._files.SNIFF_LINES` lines are mostly not JSON objects is refused unless
+  ``force``; a line over ``max_line_bytes`` is ``malformed_line`` (:mod:`._files`).
 - SQLite (``*.sqlite``, ``*.sqlite3``, ``*.db`` or ``sqlite:///PATH``) and PostgreSQL
   (``postgresql://...``, optional ``?schema=NAME``): the receiver's ``delivery_log`` table,
   streamed in Arrow batches into DuckDB (DuckDB's scanner extensions are not assumed to be
@@ -51,7 +55,8 @@ from gptools import spec
 from gptools._private_files import sqlite_read_uri
 from gptools._secrets import redact_url, scrub
 from gptools.errors import GptoolsError, import_extra
-from gptools.webhooks.analysis import _dialect_duckdb
+from gptools.webhooks.analysis import _dialect_duckdb, _files
+from gptools.webhooks.analysis._files import DEFAULT_MAX_LINE_BYTES
 
 LogFormat = Literal["auto", "jsonl", "parquet", "sqlite", "postgres"]
 LOG_FORMATS: tuple[str, ...] = get_args(LogFormat)
@@ -93,6 +98,7 @@ _BATCH_ROWS = 50_000
 _LATENCY_SCALE = {"ms": 1.0, "s": 1000.0, "us": 0.001}
 _FILE_FORMATS = {
     ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".jsonl.gz": "jsonl",
+    ".jsonl.zst": "jsonl", ".ndjson.gz": "jsonl", ".ndjson.zst": "jsonl",
     ".parquet": "parquet",
 }  # fmt: skip
 
@@ -140,7 +146,8 @@ class DeliveryLog:
     :class:`._readers_spark.SparkDeliveryLog`).
 
     ``source`` names where it came from (a path, a glob, or a URL without password);
-    ``files`` the files it resolved to. :meth:`load` materialises a table built from the
+    ``files`` the files it resolved to; ``readable`` what the engine reads for them (and
+    the way back to their names). :meth:`load` materialises a table built from the
     normalised relation (:data:`RAW_COLUMNS`). Close the log (or use it as a context
     manager) to drop the connection and its spill directory.
     """
@@ -155,6 +162,8 @@ class DeliveryLog:
     _tmp: tempfile.TemporaryDirectory[str] | None = field(default=None, repr=False)
     #: Makes this log's table names its own (several logs may share a Spark session).
     tag: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
+    readable: _files.ReadableFiles = field(default_factory=_files.ReadableFiles)
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
 
     #: The engine's name and its dialect module (:mod:`._dialect_duckdb`).
     engine = "duckdb"
@@ -241,18 +250,23 @@ class DeliveryLog:
         try:
             for path in sorted(hits["source_file"]):
                 # One file's rows in its own order: row numbers among its non-blank lines.
-                one = _jsonl_lines(self.con, [path], self.mapping)
+                one = _jsonl_lines(self.con, [path], self.mapping, self.max_line_bytes)
                 one = one.mutate(_n=ibis.row_number() + 1)
                 rows = self.execute(one.filter(where(one)).select("_n"))
                 found[path] = sorted(int(n) for n in rows["_n"])
         finally:
             self.con.raw_sql("SET preserve_insertion_order = false")
-        out = [(path, line) for path, ks in found.items() for line in _true_lines(path, ks)]
+        out = [
+            (self.readable.name(path), line)
+            for path, ks in found.items()
+            for line in _true_lines(path, ks)
+        ]
         return out[:limit] if limit is not None else out
 
     def close(self) -> None:
         """Drop the DuckDB connection and remove its spill directory."""
         self.con.disconnect()
+        self.readable.cleanup()
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
@@ -283,21 +297,15 @@ def _true_lines(path: str, rows: list[int]) -> list[int]:
     want = iter(rows)
     target = next(want)
     seen = 0
-    opener: Any = open
-    if path.endswith(".gz"):
-        import gzip
-
-        opener = gzip.open
-    with opener(path, "rb") as fh:
-        for number, line in enumerate(fh, start=1):
-            if not line.strip(b" \t\r\n"):
-                continue
-            seen += 1
-            while seen == target:
-                out.append(number)
-                target = next(want, -1)
-            if target < 0:
-                break
+    for number, blank in enumerate(_files.blank_lines(path), start=1):
+        if blank:
+            continue
+        seen += 1
+        while seen == target:
+            out.append(number)
+            target = next(want, -1)
+        if target < 0:
+            break
     return out
 
 
@@ -344,6 +352,11 @@ def detect_format(source: str | Path) -> str:
         return "postgres"
     if text.startswith("sqlite:///"):
         return "sqlite"
+    if Path(text).is_file():
+        # The first bytes win over the name: an export renamed, a log compressed.
+        kind = _files.magic(text)
+        if kind is not None:
+            return "parquet" if kind == "parquet" else "jsonl"
     name = Path(text).name.lower()
     stores = ((".sqlite", "sqlite"), (".sqlite3", "sqlite"), (".db", "sqlite"))
     for suffix, fmt in (*_FILE_FORMATS.items(), *stores):
@@ -379,22 +392,82 @@ def _log_files(directory: Path) -> list[Path]:
 
 
 def resolve_files(source: str | Path, fmt: str) -> list[str]:
-    """The files a file source names: the file itself, the matches of a glob (``**``
-    recurses), or every file of the format under a directory (partitions such as
-    ``date=2026-03-01/`` included), sorted. A name that matches nothing is an error."""
+    """The files a file source names: the file itself (a path that exists is literal,
+    glob characters and all), the matches of a glob (``**`` recurses), or every file of
+    the format under a directory (partitions such as ``date=2026-03-01/`` included),
+    sorted. A name that matches nothing is an error."""
     text = str(source)
     path = Path(text)
     if path.is_dir():
         files = [p for p in _log_files(path) if _file_format(p) == fmt]
-    elif glob.has_magic(text):
-        files = sorted(Path(p) for p in glob.glob(text, recursive=True) if Path(p).is_file())
     elif path.is_file():
         files = [path]
+    elif glob.has_magic(text):
+        files = sorted(Path(p) for p in glob.glob(text, recursive=True) if Path(p).is_file())
     else:
         raise DeliveryLogError(f"{text}: no such file")
     if not files:
         raise DeliveryLogError(f"{text}: no {fmt} file matches")
     return [str(p) for p in files]
+
+
+def readable_jsonl(
+    files: list[str],
+    *,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    force: bool = False,
+    decompress_zstd: bool = False,
+    temp_directory: str | Path | None = None,
+) -> _files.ReadableFiles:
+    """What an engine reads for local JSONL files (:func:`._files.readable`), after the
+    checks both engines share: a Parquet file is not JSONL; a file whose first
+    :data:`._files.SNIFF_LINES` non-blank lines are mostly not JSON objects (a CSV, a
+    binary file) is refused unless ``force``; lines over ``max_line_bytes`` are found."""
+    if max_line_bytes < 1:
+        raise DeliveryLogError(f"max_line_bytes must be at least 1, got {max_line_bytes}")
+    out = _files.ReadableFiles()
+    try:
+        for path in files:
+            kind = _files.magic(path)
+            if kind == "parquet":
+                raise DeliveryLogError(
+                    f"{path}: is a Parquet file, not JSONL; read it with format='parquet' / "
+                    "--format parquet, or leave the format to auto"
+                )
+            if not force:
+                lines = _files.first_lines(path)
+                objects = sum(map(_files.is_json_object, lines))
+                if 2 * objects < len(lines):
+                    raise DeliveryLogError(
+                        f"{path}: does not look like a JSONL delivery log ({len(lines) - objects} "
+                        f"of its first {len(lines)} lines are not JSON objects); force=True / "
+                        "--force analyses it anyway"
+                    )
+            _files.readable(
+                path, out, compression=kind, max_line_bytes=max_line_bytes,
+                long_lines=_files.count_long_lines(path, max_line_bytes),
+                decompress_zstd=decompress_zstd, temp_directory=temp_directory,
+            )  # fmt: skip
+    except OSError as exc:
+        out.cleanup()
+        raise DeliveryLogError(f"{exc.filename or files[0]}: {exc.strerror or exc}") from None
+    except BaseException:
+        out.cleanup()
+        raise
+    return out
+
+
+def readable_literal(files: list[str], temp_directory: str | Path | None) -> _files.ReadableFiles:
+    """The files behind links with plain names where a name holds glob characters: both
+    engines expand a pattern in a name they are given, and a path that exists is
+    literal."""
+    out = _files.ReadableFiles()
+    for path in files:
+        _files.readable(
+            path, out, compression=None, long_lines=0, max_line_bytes=1, decompress_zstd=False,
+            temp_directory=temp_directory,
+        )  # fmt: skip
+    return out
 
 
 def read_delivery_log(
@@ -406,28 +479,43 @@ def read_delivery_log(
     memory_limit: str = DEFAULT_MEMORY_LIMIT,
     threads: int | None = None,
     temp_directory: str | Path | None = None,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    force: bool = False,
 ) -> DeliveryLog:
     """Open a delivery log in any supported format as a :class:`DeliveryLog` on DuckDB.
 
     ``table`` names the store table (SQLite/PostgreSQL; ``SCHEMA.NAME`` allowed; a
     PostgreSQL URL may carry ``?schema=NAME`` like the receiver's store URL).
     ``memory_limit``, ``threads`` and ``temp_directory`` (where DuckDB spills) bound
-    DuckDB. A file is only read by :meth:`DeliveryLog.load`; a store is copied into DuckDB
-    here, in Arrow batches.
+    DuckDB. A JSONL line over ``max_line_bytes`` is a ``malformed_line``; ``force`` reads
+    a JSONL file that does not look like a delivery log (:func:`readable_jsonl`). A file
+    is only read by :meth:`DeliveryLog.load`; a store is copied into DuckDB here, in Arrow
+    batches.
     """
     fmt = detect_format(source) if format == "auto" else format
     if fmt not in LOG_FORMATS:
         raise DeliveryLogError(f"unknown format {fmt!r}; use one of {', '.join(LOG_FORMATS)}")
     files = resolve_files(source, fmt) if fmt in ("jsonl", "parquet") else []
-    con, tmp = connect_duckdb(
-        memory_limit=memory_limit, threads=threads, temp_directory=temp_directory
-    )
+    readable = _files.ReadableFiles()
+    if fmt == "jsonl":
+        readable = readable_jsonl(
+            files, max_line_bytes=max_line_bytes, force=force, temp_directory=temp_directory
+        )
+    elif fmt == "parquet":
+        readable = readable_literal(files, temp_directory)
+    try:
+        con, tmp = connect_duckdb(
+            memory_limit=memory_limit, threads=threads, temp_directory=temp_directory
+        )
+    except BaseException:
+        readable.cleanup()
+        raise
     try:
         name = str(source)
         if fmt == "jsonl":
-            candidates = _read_jsonl(con, files, mapping, name)
+            candidates = _read_jsonl(con, readable.paths, mapping, name, max_line_bytes)
         elif fmt == "parquet":
-            candidates = [_read_parquet(con, files, mapping, name)]
+            candidates = [_read_parquet(con, readable.paths, mapping, name)]
         elif fmt == "sqlite":
             raw, name = _read_sqlite(con, str(source), mapping, table)
             candidates = [raw]
@@ -436,12 +524,13 @@ def read_delivery_log(
             candidates = [raw]
     except BaseException:
         con.disconnect()
+        readable.cleanup()
         if tmp is not None:
             tmp.cleanup()
         raise
     return DeliveryLog(
         con=con, source=name, format=fmt, candidates=candidates, files=files,
-        mapping=mapping, _tmp=tmp,
+        mapping=mapping, _tmp=tmp, readable=readable, max_line_bytes=max_line_bytes,
     )  # fmt: skip
 
 
@@ -564,7 +653,15 @@ def _duckdb_error(name: str, exc: Exception) -> DeliveryLogError:
 # --------------------------------------------------------------------------------------
 
 
-def _read_jsonl(con: Any, files: list[str], mapping: ColumnMapping, name: str) -> list[ir.Table]:
+def _object_size(max_line_bytes: int) -> int:
+    """DuckDB's ``maximum_object_size`` for a limit: never below its own default, never
+    below the limit (no line left in the files read is over it)."""
+    return max(max_line_bytes, DEFAULT_MAX_LINE_BYTES)
+
+
+def _read_jsonl(
+    con: Any, files: list[str], mapping: ColumnMapping, name: str, max_line_bytes: int
+) -> list[ir.Table]:
     """Two readings of JSONL files. Fast: the payload as a struct of JSON fields, so DuckDB
     parses each line once, and received_at parsed by the reader itself; it fails on a line
     that is not a JSON object, a payload that is not one, or a time it cannot parse.
@@ -579,14 +676,17 @@ def _read_jsonl(con: Any, files: list[str], mapping: ColumnMapping, name: str) -
         mapping.body: "VARCHAR",
     }
     try:
-        src = con.read_json(files, columns=columns, format="newline_delimited", filename=True)
+        src = con.read_json(
+            files, columns=columns, format="newline_delimited", filename=True,
+            maximum_object_size=_object_size(max_line_bytes),
+        )  # fmt: skip
     except duckdb.Error as exc:
         raise _duckdb_error(name, exc) from None
     fast = _normalise(
         src, mapping, received_at=_timestamp(src[mapping.received_at]),
         payload=src[mapping.payload], body=src[mapping.body], source_file=src.filename,
     )  # fmt: skip
-    return [fast, _jsonl_lines(con, files, mapping)]
+    return [fast, _jsonl_lines(con, files, mapping, max_line_bytes)]
 
 
 def _pointer(name: str) -> str:
@@ -594,7 +694,9 @@ def _pointer(name: str) -> str:
     return "/" + name.replace("~", "~0").replace("/", "~1")
 
 
-def _jsonl_lines(con: Any, files: list[str], mapping: ColumnMapping) -> ir.Table:
+def _jsonl_lines(
+    con: Any, files: list[str], mapping: ColumnMapping, max_line_bytes: int
+) -> ir.Table:
     """JSONL read line by line (DuckDB's ``read_json_objects``, errors kept as NULL): a
     line that does not parse, or parses to something other than an object, is
     ``malformed_line``; the five contract fields of the others are extracted in one pass
@@ -615,7 +717,8 @@ def _jsonl_lines(con: Any, files: list[str], mapping: ColumnMapping) -> ir.Table
                      CASE WHEN json_type(json) = 'OBJECT' THEN json_extract(json, [{paths}])
                      END AS e
               FROM read_json_objects([{file_list}], format = 'newline_delimited',
-                                     ignore_errors = true, filename = true))
+                                     ignore_errors = true, filename = true,
+                                     maximum_object_size = {_object_size(max_line_bytes)}))
     """
     # A view, not con.sql(): Ibis 12 reads a query's schema through a call DuckDB 2 removed.
     view = ibis.util.gen_name("jsonl_lines")
@@ -654,6 +757,8 @@ def _from_table(
             f"{name}: neither a {mapping.payload!r} nor a {mapping.body!r} column; pass a "
             "ColumnMapping naming the request body"
         )
+    if payload is not None and payload.type().is_struct():
+        refuse_absent_fields(name, mapping.payload, payload.type().names)
     if payload is not None and payload.type().is_string():
         # A text payload column is a body by another name.
         body = payload if body is None else body.coalesce(payload)
@@ -662,6 +767,18 @@ def _from_table(
         src, mapping, received_at=_timestamp(src[mapping.received_at]), payload=payload,
         body=body, source_file=source_file,
     )  # fmt: skip
+
+
+def refuse_absent_fields(name: str, column: str, present: Any) -> None:
+    """Refuse a payload struct column without every field of the notification: no record
+    of such a file could be valid, so it is foreign, not a log of invalid deliveries."""
+    absent = [f for f in PAYLOAD_FIELDS if f not in set(present)]
+    if absent:
+        raise DeliveryLogError(
+            f"{name}: the {column!r} column has no field {', '.join(absent)} (a game event "
+            f"notification has {', '.join(PAYLOAD_FIELDS)}); pass a ColumnMapping naming "
+            "the request body, or export the log with gptools webhooks export"
+        )
 
 
 # --------------------------------------------------------------------------------------

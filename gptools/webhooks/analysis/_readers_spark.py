@@ -6,7 +6,11 @@ Spark has no JSON type; each line (or Parquet ``body``) is parsed once into a ``
 (``to_json``), which the Spark dialect (:mod:`._dialect_spark`) checks exactly as DuckDB's
 checks its JSON values. A line that does not parse to a JSON object is ``malformed_line``;
 its true line number comes from numbering the lines of its file (``zipWithIndex``), only
-when asked. Needs the ``[spark]`` extra (PySpark) and Java 17 or newer.
+when asked. Local JSONL files pass the checks DuckDB's reader makes
+(:func:`._readers.readable_jsonl`); Spark reads a stand-in where Hadoop needs one: a
+link named for its codec (Hadoop picks gzip by name), a decompressed copy of a zstd file
+(Hadoop's zstd codec needs native libraries), a copy without lines over the limit. Needs
+the ``[spark]`` extra (PySpark) and Java 17 or newer.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from gptools import spec
 from gptools._private_files import private_opener
 from gptools.errors import import_extra
 from gptools.webhooks.analysis import _dialect_spark
+from gptools.webhooks.analysis._files import DEFAULT_MAX_LINE_BYTES
 from gptools.webhooks.analysis._readers import (
     BODY_FIELDS,
     DEFAULT_MAPPING,
@@ -38,6 +43,9 @@ from gptools.webhooks.analysis._readers import (
     Where,
     _latency_scale,
     detect_format,
+    readable_jsonl,
+    readable_literal,
+    refuse_absent_fields,
     resolve_files,
 )
 
@@ -166,7 +174,9 @@ class SparkDeliveryLog(DeliveryLog):
             return [f"{f} line {n}" for f, n in self._numbered(where, limit)]
         hit = self.raw.filter(where(self.raw))
         files = self.execute(hit.select("source_file").distinct().order_by("source_file"))
-        return [f"a record of {_local(f)}" for f in files["source_file"]][:limit]
+        return [f"a record of {self.readable.name(_local(f))}" for f in files["source_file"]][
+            :limit
+        ]
 
     def _numbered(self, where: Where, limit: int | None) -> list[tuple[str, int]]:
         hit = self.raw.filter(where(self.raw))
@@ -179,7 +189,7 @@ class SparkDeliveryLog(DeliveryLog):
             lines = self.session.createDataFrame(pairs, "value string, line_no long")
             one = _normalise(self, _jsonl_source(lines, self.mapping, path), ["line_no"])
             numbers = self.execute(one.filter(where(one)).select("line_no").order_by("line_no"))
-            out += [(_local(path), int(n)) for n in numbers["line_no"]]
+            out += [(self.readable.name(_local(path)), int(n)) for n in numbers["line_no"]]
         return out[:limit] if limit is not None else out
 
     def close(self) -> None:
@@ -190,6 +200,7 @@ class SparkDeliveryLog(DeliveryLog):
             df.unpersist()
         self._views.clear()
         self._frames.clear()
+        self.readable.cleanup()
 
     def __enter__(self) -> SparkDeliveryLog:
         return self
@@ -202,10 +213,14 @@ def read_delivery_log_spark(
     mapping: ColumnMapping = DEFAULT_MAPPING,
     spark: Any = None,
     master: str | None = None,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    force: bool = False,
+    temp_directory: str | Path | None = None,
 ) -> SparkDeliveryLog:
     """Open JSONL or Parquet files (a file, a glob or a directory) on Spark: the session
-    given, else :func:`spark_session` for ``master``. Remote URIs (``hdfs://``,
-    ``s3a://``...) are passed to Spark as they are."""
+    given, else :func:`spark_session` for ``master``. ``max_line_bytes`` and ``force`` as
+    on DuckDB, for local files; stand-ins go to ``temp_directory``. Remote URIs
+    (``hdfs://``, ``s3a://``...) are passed to Spark as they are, unchecked."""
     text = str(source)
     fmt = detect_format(source) if format == "auto" else format
     if fmt not in ("jsonl", "parquet"):
@@ -215,6 +230,26 @@ def read_delivery_log_spark(
         )
     remote = "://" in text
     files = [text] if remote else resolve_files(source, fmt)
+    readable = None
+    if fmt == "jsonl" and not remote:
+        readable = readable_jsonl(
+            files, max_line_bytes=max_line_bytes, force=force, decompress_zstd=True,
+            temp_directory=temp_directory,
+        )  # fmt: skip
+    elif not remote:
+        readable = readable_literal(files, temp_directory)
+    try:
+        return _open_spark(text, fmt, files, readable, mapping, spark, master)
+    except BaseException:
+        if readable is not None:
+            readable.cleanup()
+        raise
+
+
+def _open_spark(
+    text: str, fmt: str, files: list[str], readable: Any, mapping: ColumnMapping,
+    spark: Any, master: str | None,
+) -> SparkDeliveryLog:  # fmt: skip
     parent = spark if spark is not None else spark_session(master)
     session = parent.newSession()
     # A new session starts from the context's settings; the caller's runtime SQL settings
@@ -232,12 +267,16 @@ def read_delivery_log_spark(
         con=con, source=text, format=fmt, candidates=[], files=files, mapping=mapping,
         session=session,
     )  # fmt: skip
+    if readable is not None:
+        log.readable = readable
     try:
         if fmt == "jsonl":
-            lines = session.read.option("lineSep", "\n").text(files)
+            lines = session.read.option("lineSep", "\n").text(log.readable.paths or files)
             src = _jsonl_source(lines, mapping, None)
         else:
-            src = _parquet_source(session.read.parquet(*files), mapping, text)
+            src = _parquet_source(
+                session.read.parquet(*(log.readable.paths or files)), mapping, text
+            )
         log.candidates.append(_normalise(log, src, []))
     except DeliveryLogError:
         raise
@@ -459,6 +498,8 @@ def _parquet_source(df: Any, mapping: ColumnMapping, name: str) -> Any:
             f"{name}: column(s) {', '.join(missing)} not found (columns: "
             f"{', '.join(df.columns)}); pass a ColumnMapping naming them"
         )
+    if mapping.payload in df.columns and hasattr(df.schema[mapping.payload].dataType, "names"):
+        refuse_absent_fields(name, mapping.payload, df.schema[mapping.payload].dataType.names)
     texts = [c for c in (mapping.body, mapping.payload) if c in df.columns]
     if not texts:
         raise DeliveryLogError(
