@@ -240,14 +240,7 @@ class AsyncClient(BaseClient):
     ) -> Received:
         """One attempt: the answer as far as :class:`BodyReader` keeps it, cancelled at the
         deadline (on any transport)."""
-        request = self._http.build_request(
-            call.method,
-            call.path,
-            params=call.params,
-            content=call.body,
-            headers=self._headers(call),
-            timeout=deadline.phases(phases),
-        )
+        request = self._build_request(self._http, call, phases, deadline)
         try:
             async with asyncio.timeout(deadline.remaining()):
                 response = await self._http.send(request, stream=True)

@@ -792,6 +792,24 @@ class BaseClient:
     def _headers(self, call: Call[M]) -> Mapping[str, str] | None:
         return _JSON_HEADERS if call.body is not None else None
 
+    def _build_request(
+        self,
+        http: httpx.Client | httpx.AsyncClient,
+        call: Call[M],
+        phases: httpx.Timeout,
+        deadline: Deadline,
+    ) -> httpx.Request:
+        """One attempt's request, its time-outs cut to what is left of the call's deadline
+        (the same for both clients; only sending it differs)."""
+        return http.build_request(
+            call.method,
+            call.path,
+            params=call.params,
+            content=call.body,
+            headers=self._headers(call),
+            timeout=deadline.phases(phases),
+        )
+
     def _read_answer(self, call: Call[M], response: Received, attempt: int) -> Answer:
         """Read an answer once, for the retry decision and for the rate limiter alike."""
         status = response.status

@@ -231,14 +231,7 @@ class Client(BaseClient):
     ) -> Received:
         """One attempt: the answer as far as :class:`BodyReader` keeps it, every socket wait
         ending by the deadline (:func:`~gptools.client._transport.bounded_sync_transport`)."""
-        request = self._http.build_request(
-            call.method,
-            call.path,
-            params=call.params,
-            content=call.body,
-            headers=self._headers(call),
-            timeout=deadline.phases(phases),
-        )
+        request = self._build_request(self._http, call, phases, deadline)
         token = CALL_DEADLINE.set(deadline.at)
         try:
             response = self._http.send(request, stream=True)

@@ -253,7 +253,8 @@ def _open_spark(
     parent = spark if spark is not None else spark_session(master)
     session = parent.newSession()
     # A new session starts from the context's settings; the caller's runtime SQL settings
-    # (shuffle partitions, adaptive execution...) are theirs to choose, so they carry over.
+    # (shuffle partitions, broadcast thresholds...) are theirs to choose, so they carry
+    # over, adaptive execution apart (below).
     for key, value in parent.conf.getAll.items():
         if key.startswith("spark.sql.") and key != "spark.sql.session.timeZone":
             with contextlib.suppress(Exception):
