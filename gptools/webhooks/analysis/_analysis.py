@@ -457,6 +457,15 @@ def _together(
         rows = frame[frame["_part"] == name]
         part = rows[[f"{name}__{c}" for c in table.columns]]
         part.columns = list(table.columns)
+        for col, dtype in table.schema().items():
+            # The union's other rows are NULL here, so pandas made integers floats.
+            if dtype.is_integer():
+                values = part[col]
+                part[col] = (
+                    values.astype("int64")
+                    if values.notna().all()
+                    else values.map(lambda v: None if pd.isna(v) else int(v)).astype(object)
+                )
         if keys:
             part = part.sort_values(keys, kind="stable")
         out[name] = part.reset_index(drop=True)
