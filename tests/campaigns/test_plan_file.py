@@ -60,7 +60,7 @@ def test_type_problems_are_all_named(tmp_path: Path) -> None:
     [
         ("bad.json", '{"name": ', r"bad.json:1: not valid JSON"),
         ("bad.yaml", "name: [unclosed\n", r"bad.yaml:2: not valid YAML"),
-        ("list.yaml", "- 1\n- 2\n", "expected a mapping of plan fields, got list"),
+        ("list.yaml", "- 1\n- 2\n", "expected a mapping of plan fields, got a list"),
     ],
 )
 def test_unreadable_files(tmp_path: Path, name: str, text: str, match: str) -> None:
