@@ -20,6 +20,7 @@ import html
 import json
 import os
 import sqlite3
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -242,6 +243,27 @@ def _record(row: sqlite3.Row) -> CampaignRecord:
     )
 
 
+def _set_up(db: sqlite3.Connection) -> None:
+    """WAL and the schema, on a file another process may be setting up at this moment.
+    Switching a new file to WAL can answer "database is locked" at once, without waiting
+    for the busy timeout (SQLite does not call the busy handler there), so the set-up is
+    tried again, with backoff, until the busy timeout has passed."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    attempt = 0
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode = WAL")
+            db.executescript(_SCHEMA)
+            return
+        except sqlite3.OperationalError as exc:
+            attempt += 1
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(min(0.01 * 2**attempt, 0.5))
+
+
 class CampaignRegister:
     """The register file at ``path`` (default :func:`default_register_path`); created,
     owner-only, on first use. Each method opens, works and closes, so one object may be
@@ -265,8 +287,7 @@ class CampaignRegister:
         try:
             db.row_factory = sqlite3.Row
             db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-            db.execute("PRAGMA journal_mode = WAL")
-            db.executescript(_SCHEMA)
+            _set_up(db)
             yield db
         except sqlite3.DatabaseError as exc:
             raise RegisterError(f"{self.path}: {exc}") from None

@@ -272,70 +272,81 @@ def serve(
     # one per run, so that a scrape sums all workers and never last run's counts. Set
     # before anything imports prometheus_client, which reads it at import.
     metrics_dir = tempfile.mkdtemp(prefix="gptools-metrics-")
+    previous_dir = os.environ.get(ENV_MULTIPROC_DIR)
     os.environ[ENV_MULTIPROC_DIR] = metrics_dir
-    metrics_line = ""
-    if metrics_port is not None:
-        with listening_socket(host, metrics_port) as probe:
-            metrics_port = probe.getsockname()[1]
-        from gptools.openapi import receiver_openapi, to_json
-
-        contract = receiver_openapi(path=path, auth_kind=auth_kind, max_body_bytes=max_body_bytes)
-        metrics_server = serve_metrics(host, metrics_port, store, openapi=to_json(contract))
-        metrics_line = f"; metrics: http://{host}:{metrics_port}{METRICS_PATH}"
-    base = f"{scheme}://{host}:{port}"
-    listening = (
-        f"receiving webhooks on {base}{path} (auth {auth_kind.upper()}, "
-        f"store {store.url}, {workers} worker{'s' if workers > 1 else ''}); "
-        f"health: {base}/healthz, readiness: {base}/readyz"
-        + (metrics_line or f"; metrics: {base}{METRICS_PATH}")
-        + (
-            f"; at most {fitted} connections per worker (file-descriptor limit "
-            f"{descriptors}, below the {max_connections} asked)"
-            if fitted < max_connections
-            else ""
-        )
-    )
-    logging_config = log_config(log_format)
-    if logging_config is not None:
-        # Every line JSON, the start-up line too.
-        logging.config.dictConfig(logging_config)
-        logging.getLogger("gptools.webhooks").info(listening, extra={"event": "listening"})
-    else:
-        say(listening)
-    # With one worker, uvicorn ends a SIGTERM (systemd's stop) by raising the signal again
-    # under the handler it found, the default one, which kills the process before the
-    # clean-up below. This handler turns it into an exception instead; the process still
-    # ends by SIGTERM afterwards, as a service manager expects.
-    previous = signal.signal(signal.SIGTERM, _terminated)
     try:
-        uvicorn.run(
-            "gptools.webhooks:receiver_from_env",
-            factory=True,
-            host=host,
-            port=port,
-            workers=workers,
-            lifespan="on",
-            access_log=False,
-            log_level="info",
-            timeout_graceful_shutdown=10,
-            # uvicorn kills a worker that does not answer its health ping within 5 s; a worker
-            # still importing on a busy machine takes longer, and was killed over and over.
-            timeout_worker_healthcheck=_WORKER_HEALTHCHECK_S,
-            ssl_certfile=ssl_certfile,
-            ssl_keyfile=ssl_keyfile,
-            ssl_keyfile_password=key_password,
-            log_config=logging_config if logging_config is not None else LOGGING_CONFIG,
-            **uvicorn_settings(limits),
-        )
-    except _Terminated:
-        stopped_by_sigterm = True
-    else:
-        stopped_by_sigterm = False
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+        metrics_line = ""
         if metrics_port is not None:
-            metrics_server.shutdown()
+            with listening_socket(host, metrics_port) as probe:
+                metrics_port = probe.getsockname()[1]
+            from gptools.openapi import receiver_openapi, to_json
+
+            contract = receiver_openapi(
+                path=path, auth_kind=auth_kind, max_body_bytes=max_body_bytes
+            )
+            metrics_server = serve_metrics(host, metrics_port, store, openapi=to_json(contract))
+            metrics_line = f"; metrics: http://{host}:{metrics_port}{METRICS_PATH}"
+        base = f"{scheme}://{host}:{port}"
+        listening = (
+            f"receiving webhooks on {base}{path} (auth {auth_kind.upper()}, "
+            f"store {store.url}, {workers} worker{'s' if workers > 1 else ''}); "
+            f"health: {base}/healthz, readiness: {base}/readyz"
+            + (metrics_line or f"; metrics: {base}{METRICS_PATH}")
+            + (
+                f"; at most {fitted} connections per worker (file-descriptor limit "
+                f"{descriptors}, below the {max_connections} asked)"
+                if fitted < max_connections
+                else ""
+            )
+        )
+        logging_config = log_config(log_format)
+        if logging_config is not None:
+            # Every line JSON, the start-up line too.
+            logging.config.dictConfig(logging_config)
+            logging.getLogger("gptools.webhooks").info(listening, extra={"event": "listening"})
+        else:
+            say(listening)
+        # With one worker, uvicorn ends a SIGTERM (systemd's stop) by raising the signal again
+        # under the handler it found, the default one, which kills the process before the
+        # clean-up below. This handler turns it into an exception instead; the process still
+        # ends by SIGTERM afterwards, as a service manager expects.
+        previous = signal.signal(signal.SIGTERM, _terminated)
+        try:
+            uvicorn.run(
+                "gptools.webhooks:receiver_from_env",
+                factory=True,
+                host=host,
+                port=port,
+                workers=workers,
+                lifespan="on",
+                access_log=False,
+                log_level="info",
+                timeout_graceful_shutdown=10,
+                # uvicorn kills a worker that does not answer its health ping within 5 s; a worker
+                # still importing on a busy machine takes longer, and was killed over and over.
+                timeout_worker_healthcheck=_WORKER_HEALTHCHECK_S,
+                ssl_certfile=ssl_certfile,
+                ssl_keyfile=ssl_keyfile,
+                ssl_keyfile_password=key_password,
+                log_config=logging_config if logging_config is not None else LOGGING_CONFIG,
+                **uvicorn_settings(limits),
+            )
+        except _Terminated:
+            stopped_by_sigterm = True
+        else:
+            stopped_by_sigterm = False
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+            if metrics_port is not None:
+                metrics_server.shutdown()
+    finally:
+        # This process may go on (a test, a Python caller): it must not keep pointing
+        # prometheus_client at a directory that no longer exists.
         shutil.rmtree(metrics_dir, ignore_errors=True)
+        if previous_dir is None:
+            os.environ.pop(ENV_MULTIPROC_DIR, None)
+        else:
+            os.environ[ENV_MULTIPROC_DIR] = previous_dir
     if stopped_by_sigterm:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.raise_signal(signal.SIGTERM)
