@@ -460,9 +460,15 @@ def _jsonl_source(lines: Any, mapping: ColumnMapping, path: str | None) -> Any:
     top = F.col("t")
     payload = top[m.payload]
     body = top[m.body]
-    # The body is read only when there is no payload key at all (a payload that is JSON
-    # null or not an object is the general path's to judge).
-    use_body = payload.isNull() & body.isNotNull() & (F.instr(value, f'"{m.payload}"') == 0)
+    # The body is read when there is no payload key, or the key once with JSON null (as
+    # writers that keep every column write it); a payload that is not an object is the
+    # general path's to judge.
+    key = f'"{m.payload}"'
+    no_payload = (F.instr(value, key) == 0) | (
+        ((F.instr(value, f"{key}:null") > 0) | (F.instr(value, f"{key}: null") > 0))
+        & _occurs_once(value, key)
+    )
+    use_body = payload.isNull() & body.isNotNull() & no_payload
     body_fields = F.from_json(body, _PAYLOAD_DDL)
     p = F.when(payload.isNotNull(), payload).when(use_body, body_fields)
     text = F.when(payload.isNotNull(), value).when(use_body, body)
