@@ -89,6 +89,15 @@ if TYPE_CHECKING:
         table_from_game,
         write_stored_table,
     )
+    from gptools.deliverylog import (
+        ColumnMapping,
+        DeliveryAnalysis,
+        DeliveryLog,
+        DeliveryLogError,
+        DeliveryReport,
+        analyze,
+        read_delivery_log,
+    )
     from gptools.participants import (
         JournalMismatchError,
         LoadInterrupted,
@@ -117,15 +126,6 @@ if TYPE_CHECKING:
         WebhookReceiver,
         export_log,
         open_store,
-    )
-    from gptools.webhooks.analysis import (
-        ColumnMapping,
-        DeliveryAnalysis,
-        DeliveryLog,
-        DeliveryLogError,
-        DeliveryReport,
-        analyze,
-        read_delivery_log,
     )
     from gptools.widgets import (
         build_ui,
@@ -181,13 +181,13 @@ _LAZY: dict[str, str] = {
     "WebhookReceiver": "gptools.webhooks",
     "export_log": "gptools.webhooks",
     "open_store": "gptools.webhooks",
-    "ColumnMapping": "gptools.webhooks.analysis",
-    "DeliveryAnalysis": "gptools.webhooks.analysis",
-    "DeliveryLog": "gptools.webhooks.analysis",
-    "DeliveryLogError": "gptools.webhooks.analysis",
-    "DeliveryReport": "gptools.webhooks.analysis",
-    "analyze": "gptools.webhooks.analysis",
-    "read_delivery_log": "gptools.webhooks.analysis",
+    "ColumnMapping": "gptools.deliverylog",
+    "DeliveryAnalysis": "gptools.deliverylog",
+    "DeliveryLog": "gptools.deliverylog",
+    "DeliveryLogError": "gptools.deliverylog",
+    "DeliveryReport": "gptools.deliverylog",
+    "analyze": "gptools.deliverylog",
+    "read_delivery_log": "gptools.deliverylog",
     "FaultRule": "gptools.sandbox",
     "RunningSandbox": "gptools.sandbox",
     "SandboxAccount": "gptools.sandbox",

@@ -16,8 +16,8 @@ from click.testing import CliRunner, Result
 
 from gptools.campaigns import budget, load_plan
 from gptools.cli import _main, cli
+from gptools.deliverylog import analyze
 from gptools.sandbox import RunningSandbox
-from gptools.webhooks.analysis import analyze
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE_LOG = ROOT / "data" / "sample_delivery_log.jsonl"

@@ -12,10 +12,10 @@ import pytest
 
 from gptools.campaigns import AppliedCampaign, ApplyResult, CurrencyLine, review, validate_plan
 from gptools.costs import combine, cross_check, table_from_game
+from gptools.deliverylog import analyze
 from gptools.models import Game
 from gptools.participants import LoadSummary
 from gptools.sandbox import CATALOGUE
-from gptools.webhooks.analysis import analyze
 from gptools.widgets import PlannerInputs, build_ui, planner_result
 from tests.campaigns.conftest import NOW, make_plan
 

@@ -84,7 +84,7 @@ def test_stores_journals_exports_and_rejects_are_private(tmp_path: Path, loose_u
 def test_the_spark_log_goes_to_a_private_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from gptools.webhooks.analysis import _readers_spark
+    from gptools.deliverylog import _readers_spark
 
     monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
     monkeypatch.setattr(_readers_spark, "_spark_log", None)

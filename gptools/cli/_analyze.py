@@ -132,7 +132,7 @@ def analyze_command(
     sqlite:///PATH) or a PostgreSQL URL (postgresql://USER@HOST/DB?schema=NAME).
     """
     moment = parse_now(now)
-    from gptools.webhooks.analysis import DEFAULT_MAX_LINE_BYTES, DeliveryLogError, analyze
+    from gptools.deliverylog import DEFAULT_MAX_LINE_BYTES, DeliveryLogError, analyze
 
     if max_line_bytes is None:
         max_line_bytes = DEFAULT_MAX_LINE_BYTES

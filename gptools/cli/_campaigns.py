@@ -312,7 +312,7 @@ def results_command(
             fail(f"no campaign in the register {register.path}: nothing to report", bad_input=True)
         players = {r.campaign_id: loaded_players(r.campaign_id, server=r.server) for r in records}
     try:
-        from gptools.webhooks.analysis import DeliveryLogError, campaign_results
+        from gptools.deliverylog import DeliveryLogError, campaign_results
 
         with campaign_results(
             source, records, players=players, format=fmt, table=table,  # type: ignore[arg-type]

@@ -13,7 +13,7 @@
 - :func:`open_private`: how every file of the delivery log is created (owner-only), for
   the files a caller writes from it (the CLI's lost-actions list).
 
-The log analyser lives in :mod:`gptools.webhooks.analysis`.
+The log analyser lives in :mod:`gptools.deliverylog`.
 """
 
 from gptools._private_files import open_private

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import duckdb
 
-from gptools.webhooks.analysis._readers import DEFAULT_MEMORY_LIMIT
+from gptools.deliverylog._readers import DEFAULT_MEMORY_LIMIT
 
 LINES = int(sys.argv[1]) if len(sys.argv) > 1 else 5_000_000
 PANDAS_SLICE = min(1_000_000, LINES)
@@ -86,7 +86,7 @@ def run_analysis(path: Path) -> tuple[float, float, dict[str, object]]:
     it and printed for information."""
     code = f"""
 import json, resource, sys, time
-from gptools.webhooks.analysis import analyze
+from gptools.deliverylog import analyze
 t = time.perf_counter()
 with analyze({str(path)!r}, memory_limit={MEMORY_LIMIT!r}, threads={THREADS}) as a:
     doc = a.report.to_dict()

@@ -65,13 +65,13 @@ def run(path: Path, engine: str) -> tuple[float, float, dict[str, Any]]:
             "from pyspark.sql import SparkSession\n"
             "SparkSession.builder.master('local[*]').config('spark.driver.memory', '4g')"
             ".config('spark.ui.enabled', 'false').getOrCreate()\n"
-            "from gptools.webhooks.analysis._readers_spark import spark_session\n"
+            "from gptools.deliverylog._readers_spark import spark_session\n"
             "spark_session('local[*]')\n"
         )
     threads = THREADS if engine == "duckdb" else None
     code = f"""
 import json, time
-{spark}from gptools.webhooks.analysis import analyze
+{spark}from gptools.deliverylog import analyze
 t = time.perf_counter()
 with analyze({str(path)!r}, engine={engine!r}, threads={threads}) as a:
     doc = a.report.to_dict()

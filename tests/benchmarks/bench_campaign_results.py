@@ -134,7 +134,7 @@ import json, sys, time
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 side, path, spec_json = sys.argv[1], sys.argv[2], sys.argv[3]
-from gptools.webhooks.analysis import CampaignTerms, analyze, campaign_results
+from gptools.deliverylog import CampaignTerms, analyze, campaign_results
 t = time.perf_counter()
 if side == "analysis":
     with analyze(path, threads=2, memory_limit="1GB") as a:

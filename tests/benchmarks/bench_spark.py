@@ -36,8 +36,8 @@ import duckdb
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_analysis_scale import same
 
-from gptools.webhooks.analysis import analyze
-from gptools.webhooks.analysis._readers_spark import spark_session
+from gptools.deliverylog import analyze
+from gptools.deliverylog._readers_spark import spark_session
 
 LINES = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
 ROUNDS = int(sys.argv[2]) if len(sys.argv) > 2 else 3

@@ -13,7 +13,7 @@ from zoneinfo import ZoneInfo
 from click.testing import CliRunner
 
 from gptools.cli import cli
-from tests.analysis.campaign_logs import CampaignLog
+from tests.deliverylog.campaign_logs import CampaignLog
 
 EXAMPLE = str(Path(__file__).resolve().parents[2] / "data" / "example_plan.yaml")
 NOW = "2029-12-01T12:00:00+00:00"

@@ -13,9 +13,9 @@ import httpx
 
 from gptools.campaigns import CampaignRegister, CurrencyLine, add_players, apply_plan
 from gptools.client import Client
+from gptools.deliverylog import campaign_results
 from gptools.models import dumps_wire, loads_wire
 from gptools.sandbox import RunningSandbox
-from gptools.webhooks.analysis import campaign_results
 from tests.campaigns.conftest import NOW, make_plan
 
 PLAYERS = tuple(f"pl-{i:03d}" for i in range(60))

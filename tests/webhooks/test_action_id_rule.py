@@ -57,7 +57,7 @@ def test_spec_and_model_follow_the_rule(spelling: str, accepted: bool) -> None:
 
 
 def test_model_receiver_and_analyser_agree(tmp_path: Path) -> None:
-    from gptools.webhooks.analysis import analyze
+    from gptools.deliverylog import analyze
 
     db = tmp_path / "store.sqlite3"
     receiver = WebhookReceiver(f"sqlite:///{db}", auth=ReceiverAuth.bearer(KEY))

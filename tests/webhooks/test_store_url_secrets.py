@@ -73,13 +73,13 @@ def _open_store(url: str) -> Any:
 
 
 def _read_log(url: str) -> Any:
-    from gptools.webhooks.analysis import read_delivery_log
+    from gptools.deliverylog import read_delivery_log
 
     return read_delivery_log(url)
 
 
 def _analyze(url: str) -> Any:
-    from gptools.webhooks.analysis import analyze
+    from gptools.deliverylog import analyze
 
     return analyze(url)
 

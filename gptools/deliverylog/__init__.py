@@ -5,7 +5,7 @@ PostgreSQL), with charts and a report.
 Metrics are defined once as Ibis expressions (:mod:`._metrics`) and run by DuckDB, out of
 core. Typical use::
 
-    from gptools.webhooks.analysis import analyze, plot_retry_gaps
+    from gptools.deliverylog import analyze, plot_retry_gaps
     with analyze("data/sample_delivery_log.jsonl") as analysis:
         analysis.report            # headline numbers and warnings (HTML in a notebook)
         analysis.lost_actions()    # what to ask the provider to replay
@@ -17,21 +17,21 @@ from gptools.errors import require_extra as _require_extra
 # Before the modules below import DuckDB, Ibis and pyarrow: one line naming the extra.
 _require_extra("analysis", "The delivery-log analyser")
 
-from gptools.webhooks.analysis._analysis import (  # noqa: E402
+from gptools.deliverylog._analysis import (  # noqa: E402
     DEFAULT_SILENCE_THRESHOLD,
     ENGINES,
     DeliveryAnalysis,
     analyze,
 )
-from gptools.webhooks.analysis._charts import (  # noqa: E402
+from gptools.deliverylog._charts import (  # noqa: E402
     plot_attempts_per_action,
     plot_duplicates_and_retries,
     plot_latency,
     plot_retry_gaps,
     plot_status_mix,
 )
-from gptools.webhooks.analysis._files import DEFAULT_MAX_LINE_BYTES  # noqa: E402
-from gptools.webhooks.analysis._readers import (  # noqa: E402
+from gptools.deliverylog._files import DEFAULT_MAX_LINE_BYTES  # noqa: E402
+from gptools.deliverylog._readers import (  # noqa: E402
     LOG_FORMATS,
     ColumnMapping,
     DeliveryLog,
@@ -39,14 +39,14 @@ from gptools.webhooks.analysis._readers import (  # noqa: E402
     LogFormat,
     read_delivery_log,
 )
-from gptools.webhooks.analysis._report import DeliveryReport  # noqa: E402
-from gptools.webhooks.analysis._results import (  # noqa: E402
+from gptools.deliverylog._report import DeliveryReport  # noqa: E402
+from gptools.deliverylog._results import (  # noqa: E402
     CampaignReport,
     CampaignResults,
     CampaignTerms,
     campaign_results,
 )
-from gptools.webhooks.analysis._results_charts import (  # noqa: E402
+from gptools.deliverylog._results_charts import (  # noqa: E402
     plot_budget_used,
     plot_funnel,
     plot_uptake,

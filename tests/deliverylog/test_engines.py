@@ -13,8 +13,8 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from gptools.webhooks.analysis import DeliveryAnalysis, analyze
-from tests.analysis.conftest import START, LogBuilder, random_log, write_records
+from gptools.deliverylog import DeliveryAnalysis, analyze
+from tests.deliverylog.conftest import START, LogBuilder, random_log, write_records
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "data" / "sample_delivery_log.jsonl"
@@ -148,7 +148,7 @@ def test_generated_partitioned_log_on_both_engines(spark: Any, tmp_path: Path) -
         matplotlib.use("Agg")
         from matplotlib import pyplot as plt
 
-        from gptools.webhooks import analysis as wa
+        from gptools import deliverylog as wa
 
         for plot in (wa.plot_duplicates_and_retries, wa.plot_status_mix, wa.plot_retry_gaps,
                      wa.plot_attempts_per_action, wa.plot_latency):  # fmt: skip

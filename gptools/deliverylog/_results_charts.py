@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gptools.webhooks.analysis._charts import _chart, _date_axis, _empty, _hours, _legend
-from gptools.webhooks.analysis._results import CampaignResults
+from gptools.deliverylog._charts import _chart, _date_axis, _empty, _hours, _legend
+from gptools.deliverylog._results import CampaignResults
 
 if TYPE_CHECKING:  # matplotlib is the [notebooks] extra: imported only to draw
     from matplotlib.figure import Figure

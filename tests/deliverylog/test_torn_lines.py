@@ -13,8 +13,8 @@ from click.testing import CliRunner
 
 import gptools.cli._analyze  # noqa: F401  (registers the command until the CLI imports it)
 from gptools.cli import cli
-from gptools.webhooks.analysis import DeliveryLogError, analyze
-from tests.analysis.conftest import START, LogBuilder, random_log
+from gptools.deliverylog import DeliveryLogError, analyze
+from tests.deliverylog.conftest import START, LogBuilder, random_log
 
 
 def _torn_log(tmp_path: Path) -> tuple[Path, LogBuilder, int]:

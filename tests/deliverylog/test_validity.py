@@ -10,9 +10,9 @@ import pandas as pd
 import pydantic
 import pytest
 
+from gptools.deliverylog import analyze
 from gptools.models import GameEventNotification, loads_wire
-from gptools.webhooks.analysis import analyze
-from tests.analysis.conftest import write_json_lines
+from tests.deliverylog.conftest import write_json_lines
 
 GOOD: dict[str, Any] = {
     "roundId": "R-1",

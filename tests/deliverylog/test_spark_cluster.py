@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.analysis.conftest import random_log, write_records
-from tests.analysis.test_engines import _close
+from tests.deliverylog.conftest import random_log, write_records
+from tests.deliverylog.test_engines import _close
 
 START_TIMEOUT_S = 120
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from gptools._private_files import sqlite_read_uri
-from gptools.webhooks.analysis import read_delivery_log
-from tests.analysis.conftest import random_log
+from gptools.deliverylog import read_delivery_log
+from tests.deliverylog.conftest import random_log
 
 NAMES = ["st?mode=rwc&x=1.sqlite3", "%41.sqlite3", "a#b.sqlite3"]
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from gptools.webhooks.analysis import ColumnMapping, DeliveryLogError, analyze
-from tests.analysis.conftest import PG_DSN, START, LogBuilder, random_log, write_json_lines
+from gptools.deliverylog import ColumnMapping, DeliveryLogError, analyze
+from tests.deliverylog.conftest import PG_DSN, START, LogBuilder, random_log, write_json_lines
 
 
 def _doc(source: Any, **kw: Any) -> dict[str, Any]:

@@ -13,8 +13,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from gptools.webhooks.analysis import analyze
-from tests.analysis.test_engines import _close, _rows
+from gptools.deliverylog import analyze
+from tests.deliverylog.test_engines import _close, _rows
 
 ACTION = "a8098c1a-f86e-11da-bd1a-00112444be1e"
 GOOD: dict[str, Any] = {

@@ -13,9 +13,9 @@ from click.testing import CliRunner
 from matplotlib.figure import Figure
 
 import gptools.cli._analyze  # noqa: F401  (registers the command until the CLI imports it)
+from gptools import deliverylog as wa
 from gptools.cli import cli
-from gptools.webhooks import analysis as wa
-from tests.analysis.conftest import LogBuilder, random_log
+from tests.deliverylog.conftest import LogBuilder, random_log
 
 matplotlib.use("Agg")
 

@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from gptools.webhooks.analysis import CampaignTerms, analyze, campaign_results
-from tests.analysis.campaign_logs import AMBIGUOUS, scenario, truth_rows
-from tests.analysis.test_engines import _close, _rows
+from gptools.deliverylog import CampaignTerms, analyze, campaign_results
+from tests.deliverylog.campaign_logs import AMBIGUOUS, scenario, truth_rows
+from tests.deliverylog.test_engines import _close, _rows
 
 
 @pytest.fixture(scope="module")
@@ -134,7 +134,7 @@ def test_charts_draw_every_campaign(built: tuple[Any, list[CampaignTerms], Path]
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from gptools.webhooks.analysis import plot_budget_used, plot_funnel, plot_uptake
+    from gptools.deliverylog import plot_budget_used, plot_funnel, plot_uptake
 
     _, terms, path = built
     with campaign_results(path, terms) as results:

@@ -54,9 +54,9 @@ import pyarrow as pa
 from gptools import spec
 from gptools._private_files import sqlite_read_uri
 from gptools._secrets import redact_url, scrub
+from gptools.deliverylog import _dialect_duckdb, _files
+from gptools.deliverylog._files import DEFAULT_MAX_LINE_BYTES
 from gptools.errors import GptoolsError, import_extra
-from gptools.webhooks.analysis import _dialect_duckdb, _files
-from gptools.webhooks.analysis._files import DEFAULT_MAX_LINE_BYTES
 
 LogFormat = Literal["auto", "jsonl", "parquet", "sqlite", "postgres"]
 LOG_FORMATS: tuple[str, ...] = get_args(LogFormat)

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from gptools.webhooks.analysis import DeliveryLogError, analyze
-from gptools.webhooks.analysis._readers import connect_duckdb
-from tests.analysis.conftest import LogBuilder, random_log, write_records
-from tests.analysis.test_readers import _rounded
+from gptools.deliverylog import DeliveryLogError, analyze
+from gptools.deliverylog._readers import connect_duckdb
+from tests.deliverylog.conftest import LogBuilder, random_log, write_records
+from tests.deliverylog.test_readers import _rounded
 
 
 def _doc(source: Any, **kw: Any) -> dict[str, Any]:

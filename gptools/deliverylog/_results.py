@@ -31,10 +31,9 @@ import pandas as pd
 import pyarrow as pa
 
 from gptools import spec
-from gptools.display import html_table
-from gptools.webhooks.analysis import _metrics as m
-from gptools.webhooks.analysis._analysis import ENGINES, _at_exponent
-from gptools.webhooks.analysis._readers import (
+from gptools.deliverylog import _metrics as m
+from gptools.deliverylog._analysis import ENGINES, _at_exponent
+from gptools.deliverylog._readers import (
     DEFAULT_MAPPING,
     DEFAULT_MEMORY_LIMIT,
     ColumnMapping,
@@ -43,6 +42,7 @@ from gptools.webhooks.analysis._readers import (
     LogFormat,
     read_delivery_log,
 )
+from gptools.display import html_table
 
 _DAY_US = 86_400_000_000
 _BET = pa.decimal128(m.BET_DECIMAL.precision or 38, m.BET_DECIMAL.scale or 9)
@@ -577,7 +577,7 @@ def campaign_results(
     if isinstance(source, DeliveryLog):
         log = source
     elif engine == "spark":
-        from gptools.webhooks.analysis._readers_spark import read_delivery_log_spark
+        from gptools.deliverylog._readers_spark import read_delivery_log_spark
 
         log = read_delivery_log_spark(
             source, format=format, mapping=mapping, spark=spark, master=spark_master

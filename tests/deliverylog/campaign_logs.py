@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from gptools.deliverylog import CampaignTerms
 from gptools.models import dumps_wire
-from gptools.webhooks.analysis import CampaignTerms
 
 AMBIGUOUS = "ambiguous"
 MALTA = ZoneInfo("Europe/Malta")

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from gptools.deliverylog._analysis import DeliveryAnalysis
 from gptools.errors import import_extra
-from gptools.webhooks.analysis._analysis import DeliveryAnalysis
 
 if TYPE_CHECKING:  # matplotlib is the [notebooks] extra: imported only to draw
     from matplotlib.figure import Figure

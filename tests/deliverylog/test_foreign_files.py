@@ -20,10 +20,10 @@ from click.testing import CliRunner
 
 import gptools.cli._analyze  # noqa: F401  (registers the command until the CLI imports it)
 from gptools.cli import cli
-from gptools.webhooks.analysis import DEFAULT_MAX_LINE_BYTES, DeliveryLogError, _files, analyze
-from tests.analysis.conftest import START, LogBuilder, random_log
-from tests.analysis.test_engines import _close, _same
-from tests.analysis.test_readers import _rounded
+from gptools.deliverylog import DEFAULT_MAX_LINE_BYTES, DeliveryLogError, _files, analyze
+from tests.deliverylog.conftest import START, LogBuilder, random_log
+from tests.deliverylog.test_engines import _close, _same
+from tests.deliverylog.test_readers import _rounded
 
 BAD = b"\xff\xfe binary \x00\x01"
 

@@ -346,7 +346,7 @@ def write_json_lines(path: Path, lines: list[Any]) -> Path:
 def spark() -> Any:
     """One local Spark session (2 cores) for the whole test run: starting the JVM costs
     several seconds, so every Spark test shares it."""
-    from gptools.webhooks.analysis._readers_spark import spark_session
+    from gptools.deliverylog._readers_spark import spark_session
 
     return spark_session("local[2]")
 

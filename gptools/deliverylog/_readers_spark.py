@@ -29,10 +29,9 @@ import ibis.expr.types as ir
 
 from gptools import spec
 from gptools._private_files import private_opener
-from gptools.errors import import_extra
-from gptools.webhooks.analysis import _dialect_spark
-from gptools.webhooks.analysis._files import DEFAULT_MAX_LINE_BYTES
-from gptools.webhooks.analysis._readers import (
+from gptools.deliverylog import _dialect_spark
+from gptools.deliverylog._files import DEFAULT_MAX_LINE_BYTES
+from gptools.deliverylog._readers import (
     BODY_FIELDS,
     DEFAULT_MAPPING,
     MALFORMED,
@@ -48,6 +47,7 @@ from gptools.webhooks.analysis._readers import (
     refuse_absent_fields,
     resolve_files,
 )
+from gptools.errors import import_extra
 
 #: The Spark master when neither ``spark_master=`` nor ``GP_SPARK_MASTER`` names one.
 DEFAULT_SPARK_MASTER = "local[*]"
@@ -393,7 +393,7 @@ def _known(received_at: Any, status: Any, latency: Any, p: Any, text: Any) -> di
     from pyspark.sql import functions as F
 
     from gptools import spec
-    from gptools.webhooks.analysis._metrics import TIMESTAMP_PATTERN
+    from gptools.deliverylog._metrics import TIMESTAMP_PATTERN
 
     action_id = p["actionId"]
     ts = p["timestamp"]

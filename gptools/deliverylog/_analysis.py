@@ -17,9 +17,9 @@ import ibis.expr.types as ir
 import pandas as pd
 
 from gptools import spec
-from gptools.webhooks.analysis import _metrics as m
-from gptools.webhooks.analysis._files import DEFAULT_MAX_LINE_BYTES
-from gptools.webhooks.analysis._readers import (
+from gptools.deliverylog import _metrics as m
+from gptools.deliverylog._files import DEFAULT_MAX_LINE_BYTES
+from gptools.deliverylog._readers import (
     DEFAULT_MAPPING,
     DEFAULT_MEMORY_LIMIT,
     MALFORMED,
@@ -29,7 +29,7 @@ from gptools.webhooks.analysis._readers import (
     LogFormat,
     read_delivery_log,
 )
-from gptools.webhooks.analysis._report import DeliveryReport
+from gptools.deliverylog._report import DeliveryReport
 
 #: A gap between consecutive deliveries longer than this is a silent period by default.
 DEFAULT_SILENCE_THRESHOLD = timedelta(minutes=5)
@@ -378,7 +378,7 @@ def analyze(
     if isinstance(source, DeliveryLog):
         log = source
     elif engine == "spark":
-        from gptools.webhooks.analysis._readers_spark import read_delivery_log_spark
+        from gptools.deliverylog._readers_spark import read_delivery_log_spark
 
         log = read_delivery_log_spark(
             source, format=format, mapping=mapping, spark=spark, master=spark_master,

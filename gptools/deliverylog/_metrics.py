@@ -60,7 +60,7 @@ import ibis.expr.datatypes as dt
 import ibis.expr.types as ir
 
 from gptools import spec
-from gptools.webhooks.analysis._readers import MALFORMED, PAYLOAD_FIELDS, RAW_COLUMNS
+from gptools.deliverylog._readers import MALFORMED, PAYLOAD_FIELDS, RAW_COLUMNS
 
 #: Percentiles reported for latencies, gaps and lags.
 PERCENTILES: tuple[float, ...] = (0.5, 0.9, 0.99)

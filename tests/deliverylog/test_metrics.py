@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gptools.webhooks.analysis import DeliveryAnalysis, analyze
-from tests.analysis.conftest import START, LogBuilder, iso, random_log
+from gptools.deliverylog import DeliveryAnalysis, analyze
+from tests.deliverylog.conftest import START, LogBuilder, iso, random_log
 
 
 def _pct(values: list[float], q: float) -> float:
