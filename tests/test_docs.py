@@ -120,7 +120,9 @@ def _anchors(markdown: str) -> set[str]:
     return out
 
 
-@pytest.mark.parametrize("doc", DOC_FILES, ids=_id)
+@pytest.mark.parametrize(
+    "doc", [ROOT / "README.md", *DOC_FILES], ids=lambda p: str(p.relative_to(ROOT))
+)
 def test_every_relative_link_resolves_inside_the_repository(doc: Path) -> None:
     for target in _LINK.findall(_text(doc)):
         if re.match(r"^[a-z][a-z0-9+.-]*:", target):  # https:, mailto: ...
