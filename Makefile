@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 UV_VERSION := $(shell sed -n 's/^uv==//p' requirements.lock)
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck unit notebooks services lab bench lock clean
+.PHONY: run test lint typecheck unit notebooks docs docs-serve services lab bench lock clean
 
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -19,8 +19,8 @@ $(STAMP): requirements.lock pyproject.toml
 run: $(STAMP)
 	$(VENV)/bin/gptools run-notebooks --out build
 
-## The whole test suite: lint, types, pytest, then nbval over notebooks/.
-test: $(STAMP) services lint typecheck unit notebooks
+## The whole test suite: lint, types, pytest, nbval over notebooks/, the docs site (strict).
+test: $(STAMP) services lint typecheck unit notebooks docs
 
 services:
 	@bash scripts/ensure-services
@@ -42,6 +42,14 @@ notebooks: $(STAMP)
 	  $(VENV)/bin/pytest -q -p no:cacheprovider --nbval --nbval-current-env \
 	    --nbval-sanitize-with notebooks/sanitize.cfg notebooks; \
 	else echo "no notebooks yet"; fi
+
+## The documentation site into build/site, offline; --strict: every link and reference resolves.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+
+## Serve the documentation site at http://127.0.0.1:8000/, rebuilt on every change.
+docs-serve: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve --strict
 
 ## Open the notebooks in JupyterLab.
 lab: $(STAMP)

@@ -1,28 +1,48 @@
-"""Guards that keep docs/ true to the code: spec names, the module map, links and paths."""
+"""Guards that keep docs/ true to the code: spec names, the module map, links and paths, and
+the documentation site's build settings (offline, strict)."""
 
 from __future__ import annotations
 
 import ast
+import functools
+import importlib.util
 import re
 from pathlib import Path
 
 import pytest
+import yaml
 
 from gptools import spec
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
-DOC_FILES = sorted(DOCS.glob("*.md"))
+#: Every page of the site that is a file (guides and references included).
+DOC_FILES = sorted(DOCS.rglob("*.md"))
+MKDOCS = ROOT / "mkdocs.yml"
+HOOKS = ROOT / "scripts" / "docs" / "hooks.py"
+#: Pages that show where a deployment puts its files on purpose (/etc, /var/lib, /opt).
+DEPLOYMENT_PAGES = {"guides/receiver.md"}
 PROVIDER_API = DOCS / "provider-api.md"
 DESIGN = DOCS / "design.md"
 SPEC_SOURCE = ROOT / "gptools" / "spec.py"
 #: The comment line in spec.py above which every value is a published rule.
 ASSUMPTIONS_BANNER = "# Assumptions: each gap"
 
-_SPEC_NAME = re.compile(r"\bspec\.([A-Za-z_][A-Za-z0-9_]*)")
+_SPEC_NAME = re.compile(r"\bspec\.(?!py\b|md\b)([A-Za-z_][A-Za-z0-9_]*)")  # spec.py, spec.md: files
 _LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 #: Absolute filesystem paths; API paths (/api/v1/...) are not among these roots.
 _ABSOLUTE_PATH = re.compile(r"(?<![\w.:/])/(?:work|home|tmp|root|usr|etc|var|opt|mnt)/")
+
+
+@functools.cache
+def _generated() -> frozenset[str]:
+    """The files of the site that scripts/docs/hooks.py writes at build time."""
+    loader = importlib.util.spec_from_file_location("gptools_docs_hooks", HOOKS)
+    assert loader is not None and loader.loader is not None
+    hooks = importlib.util.module_from_spec(loader)
+    loader.loader.exec_module(hooks)
+    generated: frozenset[str] = hooks.GENERATED
+    return generated
 
 
 def _text(path: Path) -> str:
@@ -51,10 +71,14 @@ def _published_names() -> list[str]:
 
 
 def test_docs_exist() -> None:
-    assert {p.name for p in DOC_FILES} >= {"design.md", "performance.md", "provider-api.md"}
+    assert {_id(p) for p in DOC_FILES} >= {"design.md", "performance.md", "provider-api.md"}
 
 
-@pytest.mark.parametrize("doc", DOC_FILES, ids=lambda p: p.name)
+def _id(path: Path) -> str:
+    return str(path.relative_to(DOCS))
+
+
+@pytest.mark.parametrize("doc", DOC_FILES, ids=_id)
 def test_every_spec_name_a_doc_cites_exists(doc: Path) -> None:
     missing = sorted(n for n in _cited(doc) if not hasattr(spec, n))
     assert not missing, f"{doc.name} cites names gptools.spec does not have: {missing}"
@@ -77,10 +101,12 @@ def test_provider_api_cites_every_assumption() -> None:
     assert not missing, f"docs/provider-api.md does not cite these assumptions: {missing}"
 
 
-@pytest.mark.parametrize("doc", DOC_FILES, ids=lambda p: p.name)
+@pytest.mark.parametrize("doc", DOC_FILES, ids=_id)
 def test_docs_name_no_path_outside_the_repository(doc: Path) -> None:
     text = _text(doc)
     assert "../shared" not in text
+    if _id(doc) in DEPLOYMENT_PAGES:
+        text = re.sub(r"(?<![\w.:/])/(?:etc|var/lib|opt)/", "", text)
     assert not _ABSOLUTE_PATH.search(text), _ABSOLUTE_PATH.search(text)
 
 
@@ -94,7 +120,9 @@ def _anchors(markdown: str) -> set[str]:
     return out
 
 
-@pytest.mark.parametrize("doc", DOC_FILES, ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "doc", [ROOT / "README.md", *DOC_FILES], ids=lambda p: str(p.relative_to(ROOT))
+)
 def test_every_relative_link_resolves_inside_the_repository(doc: Path) -> None:
     for target in _LINK.findall(_text(doc)):
         if re.match(r"^[a-z][a-z0-9+.-]*:", target):  # https:, mailto: ...
@@ -102,6 +130,8 @@ def test_every_relative_link_resolves_inside_the_repository(doc: Path) -> None:
         path_part, _, fragment = target.partition("#")
         resolved = (doc.parent / path_part).resolve() if path_part else doc
         assert resolved.is_relative_to(ROOT), f"{doc.name}: {target} leaves the repository"
+        if resolved.is_relative_to(DOCS) and str(resolved.relative_to(DOCS)) in _generated():
+            continue  # written by the site's build
         assert resolved.is_file(), f"{doc.name}: {target} is not a file of the repository"
         if fragment and resolved.suffix == ".md":
             assert fragment in _anchors(_text(resolved)), f"{doc.name}: no anchor {target}"
@@ -191,3 +221,52 @@ def test_imports_run_one_way() -> None:
     offenders = sorted(unit for unit in below_client if "client" in real.get(unit, set()))
     assert not offenders, f"these import gptools.client, against docs/design.md: {offenders}"
     assert not real.get("spec"), "gptools.spec imports nothing of ours"
+
+
+# --------------------------------------------------------------------------------------
+# The documentation site: built by `make docs` (and `make test`) with these settings
+# --------------------------------------------------------------------------------------
+
+#: Plugins that work offline; anything else could fetch at build time.
+_OFFLINE_PLUGINS = {"search", "autorefs", "mkdocstrings"}
+
+
+def _site_config() -> dict[str, object]:
+    config: dict[str, object] = yaml.safe_load(MKDOCS.read_text(encoding="utf-8"))
+    return config
+
+
+def _nav_pages(nav: object) -> set[str]:
+    if isinstance(nav, str):
+        return {nav}
+    if isinstance(nav, list):
+        return {page for item in nav for page in _nav_pages(item)}
+    if isinstance(nav, dict):
+        return {page for value in nav.values() for page in _nav_pages(value)}
+    return set()
+
+
+def test_site_builds_strict_and_offline() -> None:
+    config = _site_config()
+    assert config["strict"] is True
+    validation = config["validation"]
+    assert isinstance(validation, dict)
+    assert set(validation.values()) == {"warn"}  # with strict, every unresolved link fails
+    theme = config["theme"]
+    assert isinstance(theme, dict) and theme["name"] == "material"
+    assert theme["font"] is False  # Material would fetch Google Fonts otherwise
+    plugins = config["plugins"]
+    assert isinstance(plugins, list)
+    names = {p if isinstance(p, str) else next(iter(p)) for p in plugins}
+    assert names <= _OFFLINE_PLUGINS, names - _OFFLINE_PLUGINS
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    test_target = re.search(r"^test:(.*)$", makefile, re.MULTILINE)
+    assert test_target is not None and "docs" in test_target.group(1).split()
+    assert re.search(r"^docs:.*\n\t.*mkdocs build --strict", makefile, re.MULTILINE)
+
+
+def test_every_page_is_in_the_site_nav() -> None:
+    pages = _nav_pages(_site_config()["nav"])
+    generated = {p for p in _generated() if p.endswith(".md")}
+    assert generated <= pages
+    assert {_id(p) for p in DOC_FILES} == pages - generated

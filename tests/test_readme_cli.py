@@ -1,6 +1,7 @@
 """Every command of the README's ``bash`` blocks runs as written, in README order, against
 the embedded sandbox (issue 11, item 2; issue 23, item 19): the README cannot drift from
-what works.
+what works. The same holds for each guide of the documentation site (docs/guides/), each
+run on its own from a fresh start, as a reader who opens only that guide would.
 
 The commands are read from the README itself and run as a reader's shell would run them,
 in a scratch folder holding a copy of ``data/`` (the checkout, for the examples), with its
@@ -37,6 +38,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+GUIDES = ROOT / "docs" / "guides"
 
 #: Commands (by prefix) that are not run, and why.
 EXCLUDED: dict[str, str] = {
@@ -66,6 +68,12 @@ def bash_blocks(text: str) -> list[list[str]]:
                 lines.append(line)
         blocks.append(lines)
     return blocks
+
+
+#: The guides of the documentation site that show commands (each runs on its own).
+GUIDES_WITH_COMMANDS = sorted(
+    p for p in GUIDES.glob("*.md") if "```bash" in p.read_text(encoding="utf-8")
+)
 
 
 def _excluded(line: str) -> str | None:
@@ -176,7 +184,9 @@ def _drop_schema(schema: str) -> None:
         db.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
-def test_every_readme_command_runs_in_order(tmp_path: Path) -> None:
+def run_blocks(text: str, tmp_path: Path) -> list[str]:
+    """Run every command of ``text``'s bash blocks in order, as described above; return the
+    lines run, after checking that the scratch folder holds what it held at the start."""
     checkout = tmp_path / "checkout"
     shutil.copytree(ROOT / "data", checkout / "data")
     before = _files(checkout)
@@ -193,7 +203,7 @@ def test_every_readme_command_runs_in_order(tmp_path: Path) -> None:
     ran = []
     jobs: list[Server] = []  # started with &: alive across blocks, as in a shell
     try:
-        for block in _with_free_ports(bash_blocks(README.read_text(encoding="utf-8"))):
+        for block in _with_free_ports(bash_blocks(text)):
             foreground: list[Server] = []
             try:
                 for line in block:
@@ -243,8 +253,21 @@ def test_every_readme_command_runs_in_order(tmp_path: Path) -> None:
             server.stop()
         if any(f"schema={schema}" in line for line in ran):
             _drop_schema(schema)
+    left = sorted(_files(checkout) - before)
+    assert not left, f"the examples, followed to the end, leave {left} behind"
+    return ran
+
+
+def test_every_readme_command_runs_in_order(tmp_path: Path) -> None:
+    ran = run_blocks(README.read_text(encoding="utf-8"), tmp_path)
     assert any(line.startswith("gptools participants load") for line in ran)
     assert any("postgresql://" in line and "analyze" in line for line in ran)
     assert any(line.startswith("gptools webhooks analyze webhooks.sqlite3") for line in ran)
-    left = sorted(_files(checkout) - before)
-    assert not left, f"the README's examples, followed to the end, leave {left} behind"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("guide", GUIDES_WITH_COMMANDS, ids=lambda p: p.stem)
+def test_every_guide_command_runs_in_order(guide: Path, tmp_path: Path) -> None:
+    """Each guide of the documentation site on its own, as a reader follows it."""
+    ran = run_blocks(guide.read_text(encoding="utf-8"), tmp_path)
+    assert ran and all(not line.startswith("make ") for line in ran)

@@ -1,11 +1,11 @@
-"""The README's *Deploying the receiver* (issue 14, item 7), run as written where systemd is
-not available: the unit's ExecStart with the README's environment file serves, the
-README's health checks answer it, a restart the way systemd does it (SIGTERM to the main
-process) under load loses no delivery, and two receivers on one PostgreSQL store keep
-every action once.
+"""The receiver guide's *Deploying the receiver* (issue 14, item 7; docs/guides/receiver.md),
+run as written where systemd is not available: the unit's ExecStart with the guide's
+environment file serves, the guide's health checks answer it, a restart the way systemd
+does it (SIGTERM to the main process) under load loses no delivery, and two receivers on
+one PostgreSQL store keep every action once.
 
 What the test changes, and why: the venv path becomes this one's, the port a free one, and
-WorkingDirectory a temporary directory. The health-check block itself also runs, in README
+WorkingDirectory a temporary directory. The README's health-check block runs, in README
 order, in tests/test_readme_cli.py.
 """
 
@@ -28,16 +28,17 @@ import httpx
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-README = ROOT / "README.md"
-#: Where the README installs gptools; the test runs this venv's instead.
-README_VENV_BIN = "/opt/gptools/venv/bin/"
+GUIDE = ROOT / "docs" / "guides" / "receiver.md"
+#: Where the guide installs gptools; the test runs this venv's instead.
+GUIDE_VENV_BIN = "/opt/gptools/venv/bin/"
 _DEADLINE_S = 120.0
 
 
 def _section() -> str:
-    text = README.read_text(encoding="utf-8")
-    start = text.index("### Deploying the receiver")
-    return text[start : text.index("\n## ", start)]
+    text = GUIDE.read_text(encoding="utf-8")
+    start = text.index("## Deploying the receiver")
+    end = text.find("\n## ", start)  # the next section, or the end of the page
+    return text[start : end if end >= 0 else len(text)]
 
 
 def _blocks(kind: str) -> list[str]:
@@ -45,7 +46,7 @@ def _blocks(kind: str) -> list[str]:
 
 
 def _unit() -> dict[str, dict[str, str]]:
-    """The README's unit file, parsed as systemd reads it: sections, ``Key=value`` lines,
+    """The guide's unit file, parsed as systemd reads it: sections, ``Key=value`` lines,
     ``#`` comments (no key appears twice in it)."""
     block = next(b for b in _blocks("ini") if b.startswith("[Unit]"))
     unit: dict[str, dict[str, str]] = {}
@@ -81,8 +82,8 @@ def _exec_start(environment: dict[str, str]) -> list[str]:
     out = []
     for word in words:
         word = re.sub(r"\$\{(\w+)\}", lambda m: environment[m.group(1)], word)
-        if word.startswith(README_VENV_BIN):
-            word = str(Path(sys.executable).parent / word[len(README_VENV_BIN) :])
+        if word.startswith(GUIDE_VENV_BIN):
+            word = str(Path(sys.executable).parent / word[len(GUIDE_VENV_BIN) :])
         out.append(word)
     return out
 
@@ -176,7 +177,7 @@ def test_the_unit_file_is_complete(tmp_path: Path) -> None:
     unit = _unit()
     service = unit["Service"]
     assert unit["Install"]["WantedBy"] == "multi-user.target"
-    assert service["EnvironmentFile"] in _section()  # the README names the file it shows
+    assert service["EnvironmentFile"] in _section()  # the guide names the file it shows
     names = set(re.findall(r"\$\{(\w+)\}", service["ExecStart"]))
     assert names <= set(_environment_file()), "ExecStart uses a variable the file lacks"
     # Longer than the receiver's own drain, so systemd never SIGKILLs a clean shutdown.
@@ -186,7 +187,7 @@ def test_the_unit_file_is_complete(tmp_path: Path) -> None:
     block = next(b for b in _blocks("ini") if b.startswith("[Unit]"))
     path = tmp_path / "gptools-webhooks.service"
     path.write_text(
-        block.replace(README_VENV_BIN, f"{Path(sys.executable).parent}/"), encoding="utf-8"
+        block.replace(GUIDE_VENV_BIN, f"{Path(sys.executable).parent}/"), encoding="utf-8"
     )
     done = subprocess.run(
         ["systemd-analyze", "verify", "--man=no", str(path)],
