@@ -34,7 +34,9 @@ from gptools._json_depth import exceeds_json_depth
 from gptools._private_files import PRIVATE_FILE_MODE, create_private, open_private
 from gptools.errors import import_extra
 from gptools.models import dumps_wire, loads_wire
-from gptools.webhooks._store import LOG_COLUMNS, Store, format_utc
+from gptools.webhooks._records import format_utc
+from gptools.webhooks._schema import LOG_COLUMNS
+from gptools.webhooks._store import Store
 
 ExportFormat = Literal["jsonl", "parquet"]
 _NEGATIVE_ZERO_BET = re.compile(spec.BET_NEGATIVE_ZERO_PATTERN)

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from gptools import spec
-from gptools.webhooks import LogEntry, export_log, open_store
+from gptools.webhooks import export_log, open_store
+from gptools.webhooks._records import LogEntry, WriteItem
 from gptools.webhooks._refusals import RefusalBudget
-from gptools.webhooks._store import WriteItem
 from gptools.webhooks.analysis import analyze
 
 AT = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
