@@ -48,7 +48,7 @@ def _lost_records(analysis: Any) -> list[dict[str, Any]]:
 
 
 def _write_lost(path: Path, lost: list[dict[str, Any]]) -> None:
-    from gptools._private_files import open_private
+    from gptools.webhooks import open_private
 
     try:
         with open_private(path, "w", encoding="utf-8", newline="") as fh:

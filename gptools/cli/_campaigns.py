@@ -243,7 +243,7 @@ def show_command(campaign_id: str, now_text: str | None, as_json: bool) -> None:
 
 
 def _write_unreached(path: Path, frame: Any) -> None:
-    from gptools._private_files import open_private
+    from gptools.webhooks import open_private
 
     try:
         with open_private(path, "w", encoding="utf-8", newline="") as fh:

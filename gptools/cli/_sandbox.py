@@ -171,8 +171,8 @@ def deliver(
         SimClock,
         VirtualClock,
         WebhookDispatcher,
+        events_before,
     )
-    from gptools.sandbox._events import events_before
     from gptools.webhooks import AuthConfigError, ReceiverAuth
 
     try:

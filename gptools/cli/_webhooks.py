@@ -210,7 +210,10 @@ def serve(
     except ConfigurationError as exc:
         fail(str(exc), bad_input=True)
     except ListenError as exc:
-        raise AddressInUse(str(exc)) from None
+        raise AddressInUse(
+            f"cannot listen on {exc.host}:{exc.port}: {exc.reason}; choose "
+            "another --port (0 picks a free one)"
+        ) from None
     except (ServeError, StoreError) as exc:
         fail(str(exc))
 
@@ -272,8 +275,7 @@ def export(
 def dead_letters(store_url: str, retry: bool, as_json: bool) -> None:
     """List the actions whose handler runs gave up (with their last error); --retry
     queues them again with their attempts counted from zero."""
-    from gptools.webhooks import StoreError, open_store
-    from gptools.webhooks._records import format_utc
+    from gptools.webhooks import StoreError, format_utc, open_store
 
     try:
         store = open_store(store_url)

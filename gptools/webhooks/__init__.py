@@ -12,17 +12,21 @@
   serve`` runs), within :class:`ServerLimits`.
 - :func:`serve_metrics`: Prometheus metrics on a port of their own; :data:`ALERT_RULES`,
   the alerting rules that go with them.
+- :func:`format_utc`: the log's time as text; :func:`open_private`: how every file of the
+  delivery log is created (owner-only), for the files a caller writes from it (the CLI's
+  lost-actions list).
 
 The log analyser lives in :mod:`gptools.webhooks.analysis`.
 """
 
+from gptools._private_files import open_private
 from gptools.webhooks._app import InjectedFault, WebhookReceiver
 from gptools.webhooks._auth import AuthConfigError, ReceiverAuth
 from gptools.webhooks._export import ExportResult, export_log
 from gptools.webhooks._maintenance import Maintenance
 from gptools.webhooks._metrics import ALERT_RULES, serve_metrics
 from gptools.webhooks._queue import ProcessingQueue
-from gptools.webhooks._records import StoreError
+from gptools.webhooks._records import StoreError, format_utc
 from gptools.webhooks._schema import LOG_COLUMNS
 from gptools.webhooks._serve import ListenError, ServeError, serve
 from gptools.webhooks._server_limits import ServerLimits
@@ -46,6 +50,8 @@ __all__ = [
     "StoreError",
     "WebhookReceiver",
     "export_log",
+    "format_utc",
+    "open_private",
     "open_store",
     "serve",
     "serve_metrics",

@@ -58,7 +58,16 @@ class ServeError(GptoolsError):
 
 
 class ListenError(ServeError):
-    """The receiver cannot listen on its address (taken, or not this machine's)."""
+    """The receiver cannot listen on ``host:port`` (taken, or not this machine's);
+    ``reason`` is the system's word for it."""
+
+    def __init__(self, host: str, port: int, reason: str) -> None:
+        super().__init__(
+            f"cannot listen on {host}:{port}: {reason}; choose another port (0 picks a free one)"
+        )
+        self.host = host
+        self.port = port
+        self.reason = reason
 
 
 def serve(
@@ -220,10 +229,7 @@ def _free_port(host: str, port: int) -> int:
     except (UnicodeError, TypeError):  # a host name IDNA cannot encode
         raise ConfigurationError(f"host {host!r} is not a host name or address") from None
     except OSError as exc:
-        raise ListenError(
-            f"cannot listen on {host}:{port}: {exc.strerror or exc}; choose "
-            "another port (0 picks a free one)"
-        ) from None
+        raise ListenError(host, port, exc.strerror or str(exc)) from None
     finally:
         sock.close()
     return bound

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from gptools.sandbox._events import EventGenerator, events_before
+from gptools.sandbox import EventGenerator, events_before
 
 NOW = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
 
