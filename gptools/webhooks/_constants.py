@@ -88,6 +88,13 @@ DEFAULT_PG_CONNECT_TIMEOUT: Final = timedelta(seconds=3)
 #: Rows read per round trip when the log is read.
 LOG_READ_BATCH: Final = 5000
 
+# -- export -----------------------------------------------------------------------------
+
+#: How old a row must be before an incremental export takes it (``settle``).
+EXPORT_SETTLE: Final = timedelta(minutes=1)
+#: Rows a Parquet export holds in memory before it writes them to the file.
+PARQUET_CHUNK_ROWS: Final = 50_000
+
 # -- the application and serving --------------------------------------------------------
 
 #: How often counts reach prometheus_client, health is reported and refusal summaries
