@@ -18,10 +18,10 @@ PACKAGE = Path(gptools.__file__).resolve().parent
 #: LoadInterrupted reports a Ctrl-C: it is a KeyboardInterrupt, and deriving it from
 #: Exception (as GptoolsError is) would let every ``except Exception`` swallow it.
 #: _Terminated carries a SIGTERM out of uvicorn to the receiver's clean-up, for the same
-#: reason a BaseException; it never leaves ``gptools webhooks serve``.
+#: reason a BaseException; it never leaves ``gptools.webhooks.serve``.
 OUTSIDE_THE_ROOT = {
     "gptools.participants._loader.LoadInterrupted",
-    "gptools.cli._webhooks._Terminated",
+    "gptools.webhooks._serve._Terminated",
 }
 
 
@@ -61,7 +61,7 @@ def test_every_exception_class_of_the_package_derives_from_gptools_error() -> No
     ours = _ours()
     # The walk reached every layer, the sandbox and the CLI included.
     for name in (
-        "gptools.webhooks._store.StoreError",
+        "gptools.webhooks._records.StoreError",
         "gptools.webhooks._auth.AuthConfigError",
         "gptools.sandbox._refusal.Refusal",
         "gptools.participants._loader.LoadStopped",

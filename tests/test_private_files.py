@@ -64,8 +64,7 @@ def test_existing_file_keeps_its_mode(tmp_path: Path, loose_umask: None) -> None
 def test_stores_journals_exports_and_rejects_are_private(tmp_path: Path, loose_umask: None) -> None:
     from gptools.participants._journal import Identity, Journal
     from gptools.participants._summary import write_rejects
-    from gptools.webhooks import open_store
-    from gptools.webhooks._export import export_log
+    from gptools.webhooks import export_log, open_store
 
     store_path = tmp_path / "store.sqlite3"
     store = open_store(f"sqlite:///{store_path}")
@@ -103,8 +102,7 @@ def test_the_spark_log_goes_to_a_private_directory(
 
 
 def test_an_export_option_says_otherwise(tmp_path: Path, loose_umask: None) -> None:
-    from gptools.webhooks import open_store
-    from gptools.webhooks._export import export_log
+    from gptools.webhooks import export_log, open_store
 
     store = open_store(f"sqlite:///{tmp_path / 'store.sqlite3'}")
     for fmt in ("jsonl", "parquet"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ssl
 from collections.abc import Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import click
 
@@ -167,11 +167,11 @@ def deliver(
     provider's retries (5xx and time-outs retried with backoff for 7 simulated days)."""
     from gptools.sandbox import (
         DeliveryTarget,
-        EventGenerator,
         ScaledClock,
         SimClock,
         VirtualClock,
         WebhookDispatcher,
+        events_before,
     )
     from gptools.webhooks import AuthConfigError, ReceiverAuth
 
@@ -195,15 +195,7 @@ def deliver(
     if auth.username is not None and auth.password is not None:
         subscription["username"] = auth.username.get_secret_value()
         subscription["password"] = auth.password
-    # The receiver stamps real time, so the events must have happened already: they are
-    # spread over roughly the last COUNT seconds, so their delivery lag reads positive.
-    now, gap = datetime.now(UTC), timedelta(seconds=1)
-    start = now - count * gap
-    events = EventGenerator(seed=seed, start=start, mean_gap=gap).take(count)
-    overshoot = max(e.timestamp for e in events) - now
-    if overshoot > timedelta(0):
-        start -= overshoot
-        events = EventGenerator(seed=seed, start=start, mean_gap=gap).take(count)
+    start, events = events_before(datetime.now(UTC), count, seed=seed)
     clock: SimClock = (
         ScaledClock(start, time_scale) if time_scale is not None else VirtualClock(start)
     )

@@ -8,11 +8,6 @@ certificate and key) come from arguments or their ``GP_WEBHOOK_SSL_*`` variables
 
 from __future__ import annotations
 
-import logging
-import logging.config
-import os
-import signal
-import ssl
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -20,11 +15,10 @@ import click
 
 from gptools import spec
 from gptools.cli._common import AUTH_CHOICE
-from gptools.cli._main import emit, fail, listening_socket, say, webhooks
+from gptools.cli._main import AddressInUse, emit, fail, say, webhooks
 from gptools.cli._params import STORE_URL
-from gptools.errors import MissingExtraError
+from gptools.errors import ConfigurationError, MissingExtraError
 
-_WORKER_HEALTHCHECK_S = 60
 _PEM_FILE = click.Path(exists=True, dir_okay=False, readable=True)
 ENV_SSL_KEY_PASSWORD = "GP_WEBHOOK_SSL_KEYFILE_PASSWORD"  # noqa: S105 (a variable name)
 _STORE_HELP = "sqlite:///PATH (or a bare PATH) or postgresql://USER@HOST/DB[?schema=NAME]"
@@ -183,181 +177,45 @@ def serve(
     max_connections: int,
 ) -> None:
     """Receive game-event webhooks until Ctrl-C/SIGTERM (in-flight requests are drained)."""
-    import shutil
-    import tempfile
+    from gptools.webhooks import ListenError, ServeError, ServerLimits, StoreError, serve
 
-    import uvicorn
-    from uvicorn.config import LOGGING_CONFIG
-
-    from gptools.webhooks import (
-        ENV_MULTIPROC_DIR,
-        METRICS_PATH,
-        AuthConfigError,
-        ReceiverAuth,
-        ServerLimits,
-        StoreError,
-        descriptors_needed,
-        fit_to_descriptor_limit,
-        load_handler,
-        log_config,
-        open_store,
-        receiver_environment,
-        serve_metrics,
-        uvicorn_settings,
-    )
-
-    try:
-        ReceiverAuth.from_env(auth_kind)
-        store = open_store(store_url)
-        if handler:
-            load_handler(handler)
-    except MissingExtraError as exc:  # an ImportError too, but not the user's input
-        fail(str(exc))
-    except (AuthConfigError, ValueError, ImportError) as exc:
-        fail(str(exc), bad_input=True)
-    if not path.startswith("/"):
-        fail(f"--path must start with '/', got {path!r}", bad_input=True)
-    key_password = os.environ.get(ENV_SSL_KEY_PASSWORD)
-    if (ssl_certfile is None) != (ssl_keyfile is None):
-        fail("--ssl-certfile and --ssl-keyfile go together (HTTPS needs both)", bad_input=True)
-    if ssl_certfile is not None:
-        try:
-            # Loaded once here, so a wrong file or password is one line, not a traceback
-            # from every worker.
-            ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(
-                ssl_certfile, ssl_keyfile, key_password
-            )
-        except (ssl.SSLError, OSError) as exc:
-            fail(
-                f"cannot use the TLS certificate {ssl_certfile} with key {ssl_keyfile}: {exc}",
-                bad_input=True,
-            )
-    scheme = "https" if ssl_certfile else "http"
-    fitted, descriptors = fit_to_descriptor_limit(max_connections)
-    if fitted < 1:
-        fail(
-            f"the file-descriptor limit ({descriptors}) leaves no room for connections: "
-            f"raise it (ulimit -n, LimitNOFILE) to at least {descriptors_needed(max_connections)}"
-        )
     limits = ServerLimits(
         max_header_bytes=max_header_bytes,
         max_header_fields=max_header_fields,
         header_timeout_s=header_timeout,
         body_timeout_s=body_timeout,
         keep_alive_timeout_s=keep_alive_timeout,
-        max_connections=fitted,
+        max_connections=max_connections,
     )
     try:
-        # Create the tables once here, so the workers do not race to create them.
-        store.connect().close()
-    except StoreError as exc:
-        fail(str(exc))
-    os.environ.update(
-        receiver_environment(
+        serve(
             store_url,
-            auth_kind,
+            auth=auth_kind,
+            host=host,
+            port=port,
+            workers=workers,
             path=path,
             max_body_bytes=max_body_bytes,
             refused_rows_per_second=refused_rows_per_second,
             handler=handler,
-            metrics_public=metrics_port is None,
+            ssl_certfile=ssl_certfile,
+            ssl_keyfile=ssl_keyfile,
+            metrics_port=metrics_port,
+            log_format="json" if log_format == "json" else "text",
+            limits=limits,
+            announce=say,
         )
-        | limits.environment()
-    )
-    # Bind once before the start-up line, so it never announces an address that is taken
-    # (exit 3 instead); uvicorn binds again right after, with SO_REUSEADDR as here.
-    with listening_socket(host, port) as probe:
-        port = probe.getsockname()[1]
-    # Every process (this one too, with one worker) counts into this directory, a fresh
-    # one per run, so that a scrape sums all workers and never last run's counts. Set
-    # before anything imports prometheus_client, which reads it at import.
-    metrics_dir = tempfile.mkdtemp(prefix="gptools-metrics-")
-    previous_dir = os.environ.get(ENV_MULTIPROC_DIR)
-    os.environ[ENV_MULTIPROC_DIR] = metrics_dir
-    try:
-        metrics_line = ""
-        if metrics_port is not None:
-            with listening_socket(host, metrics_port) as probe:
-                metrics_port = probe.getsockname()[1]
-            from gptools.openapi import receiver_openapi, to_json
-
-            contract = receiver_openapi(
-                path=path, auth_kind=auth_kind, max_body_bytes=max_body_bytes
-            )
-            metrics_server = serve_metrics(host, metrics_port, store, openapi=to_json(contract))
-            metrics_line = f"; metrics: http://{host}:{metrics_port}{METRICS_PATH}"
-        base = f"{scheme}://{host}:{port}"
-        listening = (
-            f"receiving webhooks on {base}{path} (auth {auth_kind.upper()}, "
-            f"store {store.url}, {workers} worker{'s' if workers > 1 else ''}); "
-            f"health: {base}/healthz, readiness: {base}/readyz"
-            + (metrics_line or f"; metrics: {base}{METRICS_PATH}")
-            + (
-                f"; at most {fitted} connections per worker (file-descriptor limit "
-                f"{descriptors}, below the {max_connections} asked)"
-                if fitted < max_connections
-                else ""
-            )
-        )
-        logging_config = log_config(log_format)
-        if logging_config is not None:
-            # Every line JSON, the start-up line too.
-            logging.config.dictConfig(logging_config)
-            logging.getLogger("gptools.webhooks").info(listening, extra={"event": "listening"})
-        else:
-            say(listening)
-        # With one worker, uvicorn ends a SIGTERM (systemd's stop) by raising the signal again
-        # under the handler it found, the default one, which kills the process before the
-        # clean-up below. This handler turns it into an exception instead; the process still
-        # ends by SIGTERM afterwards, as a service manager expects.
-        previous = signal.signal(signal.SIGTERM, _terminated)
-        try:
-            uvicorn.run(
-                "gptools.webhooks:receiver_from_env",
-                factory=True,
-                host=host,
-                port=port,
-                workers=workers,
-                lifespan="on",
-                access_log=False,
-                log_level="info",
-                timeout_graceful_shutdown=10,
-                # uvicorn kills a worker that does not answer its health ping within 5 s; a worker
-                # still importing on a busy machine takes longer, and was killed over and over.
-                timeout_worker_healthcheck=_WORKER_HEALTHCHECK_S,
-                ssl_certfile=ssl_certfile,
-                ssl_keyfile=ssl_keyfile,
-                ssl_keyfile_password=key_password,
-                log_config=logging_config if logging_config is not None else LOGGING_CONFIG,
-                **uvicorn_settings(limits),
-            )
-        except _Terminated:
-            stopped_by_sigterm = True
-        else:
-            stopped_by_sigterm = False
-        finally:
-            signal.signal(signal.SIGTERM, previous)
-            if metrics_port is not None:
-                metrics_server.shutdown()
-    finally:
-        # This process may go on (a test, a Python caller): it must not keep pointing
-        # prometheus_client at a directory that no longer exists.
-        shutil.rmtree(metrics_dir, ignore_errors=True)
-        if previous_dir is None:
-            os.environ.pop(ENV_MULTIPROC_DIR, None)
-        else:
-            os.environ[ENV_MULTIPROC_DIR] = previous_dir
-    if stopped_by_sigterm:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        signal.raise_signal(signal.SIGTERM)
-
-
-class _Terminated(BaseException):
-    """SIGTERM reached the main process (see ``serve``)."""
-
-
-def _terminated(signum: int, frame: object) -> None:
-    raise _Terminated
+    except MissingExtraError as exc:
+        fail(str(exc))
+    except ConfigurationError as exc:
+        fail(str(exc), bad_input=True)
+    except ListenError as exc:
+        raise AddressInUse(
+            f"cannot listen on {exc.host}:{exc.port}: {exc.reason}; choose "
+            "another --port (0 picks a free one)"
+        ) from None
+    except (ServeError, StoreError) as exc:
+        fail(str(exc))
 
 
 @webhooks.command("export")

@@ -33,6 +33,7 @@ from pydantic import SecretStr, ValidationError
 from gptools import spec
 from gptools._backoff import backoff_delay
 from gptools._json_depth import exceeds_json_depth
+from gptools._temporary import is_temporary_status
 from gptools.client import _constants as C
 from gptools.client._ratelimit import RateLimiter
 from gptools.client._settings import (
@@ -319,10 +320,11 @@ def should_retry(
     # The rate-limit response: the server did nothing; the same request is fine later.
     if rate_limited:
         return True
-    # 5xx (500 UNKNOWN_ERROR, 504 TIMEOUT, a proxy's 502/503) is temporary, but the server
-    # may have acted before failing: only an idempotent request is repeated.
-    # Any other 4xx is the caller's mistake; repeating it cannot help.
-    return idempotent and 500 <= status <= 599
+    # 5xx (500 UNKNOWN_ERROR, 504 TIMEOUT, a proxy's 502/503), 408 and 425 are temporary
+    # (the one rule the loader shares), but the server may have acted before failing: only
+    # an idempotent request is repeated. Any other 4xx is the caller's mistake; repeating
+    # it cannot help.
+    return idempotent and is_temporary_status(status)
 
 
 def parse_retry_after(value: str | None, *, now: datetime | None = None) -> float | None:

@@ -12,6 +12,7 @@ Every input row ends in exactly one outcome, ``loaded``, ``rejected``, ``duplica
 run the same load again and only what the server has not acknowledged is sent.
 """
 
+from gptools.participants._constants import DEFAULT_CONCURRENCY, DEFAULT_MAX_ATTEMPTS
 from gptools.participants._journal import JournalBusyError, JournalMismatchError
 from gptools.participants._journals import (
     JOURNAL_STATES,
@@ -22,8 +23,6 @@ from gptools.participants._journals import (
 )
 from gptools.participants._loaded import loaded_players
 from gptools.participants._loader import (
-    DEFAULT_CONCURRENCY,
-    DEFAULT_MAX_ATTEMPTS,
     LoadInterrupted,
     LoadStopped,
     default_journal_dir,

@@ -50,6 +50,7 @@ from typing import Any, Final, Literal
 
 from gptools import spec
 from gptools._progress import progress as show_progress
+from gptools._temporary import is_temporary_status
 from gptools.client import Client, backoff_delay
 from gptools.errors import (
     ApiError,
@@ -61,34 +62,22 @@ from gptools.errors import (
     RateLimitedError,
     TransportError,
 )
+from gptools.participants._constants import (
+    DEFAULT_CONCURRENCY,
+    DEFAULT_MAX_ATTEMPTS,
+    ENV_JOURNAL_DIR,
+    POLL_SECONDS,
+    RESEND_BASE,
+    RESEND_CAP,
+    RESEND_RETRY_AFTER_CAP,
+)
 from gptools.participants._journal import Identity, Journal
 from gptools.participants._sources import SourceLike, open_source
 from gptools.participants._summary import LoadSummary, check_writable, write_rejects
 from gptools.participants._validate import Rejection, check_player_id
 
-#: Chunks in flight at once. The client's rate limiter decides when each may go; this only
-#: bounds how many wait for an answer (about 130 requests a second need ~13 in flight at a
-#: 100 ms round trip).
-DEFAULT_CONCURRENCY: Final = 16
-#: How many times one chunk is sent before the loader gives up on it for this run (each
-#: send is itself retried by the client: ``Client(max_retries=...)``).
-DEFAULT_MAX_ATTEMPTS: Final = 8
-#: Backoff between the loader's own re-sends of a chunk: base, doubling, capped (seconds;
-#: the client's formula, :func:`gptools.client.backoff_delay`).
-RESEND_BASE: Final = 0.5
-RESEND_CAP: Final = 15.0
 #: The participant endpoints a load can use (``spec.PARTICIPANT_ENDPOINTS``).
 Endpoint = Literal["single", "batch"]
-#: The longest ``Retry-After`` the loader waits before sending a rate-limited chunk again;
-#: a longer hint is cut to this (the chunk is then refused again or goes through).
-RESEND_RETRY_AFTER_CAP: Final = 60.0
-#: 4xx statuses that say "not now" rather than "never": the request timed out on its way
-#: (408, often a proxy's) or came too early (425). Sent again like a 5xx.
-TEMPORARY_4XX: Final = frozenset({408, 425})
-#: Environment variable naming the directory of default journals.
-ENV_JOURNAL_DIR: Final = "GPTOOLS_JOURNAL_DIR"
-
-_POLL: Final = 0.5
 
 
 class LoadInterrupted(KeyboardInterrupt):
@@ -443,7 +432,7 @@ def verdict(
     ):
         # Nothing in the chunk can fix these: the campaign, the account or the brand is wrong.
         return FATAL
-    if status is not None and (status >= 500 or status in TEMPORARY_4XX):
+    if status is not None and is_temporary_status(status):
         return RESEND
     if status is not None and exc.code is not None and (status, exc.code) in id_refusals:
         return BISECT
@@ -573,8 +562,8 @@ class _Sender:
 
     def _timeout(self, retry: deque[_Work]) -> float:
         if not retry:
-            return _POLL
-        return max(0.0, min(_POLL, min(w.not_before for w in retry) - time.monotonic()))
+            return POLL_SECONDS
+        return max(0.0, min(POLL_SECONDS, min(w.not_before for w in retry) - time.monotonic()))
 
     def _dispatch(
         self,

@@ -36,7 +36,7 @@ from gptools.sandbox._dispatcher import (
     WebhookDispatcher,
     attach_dispatcher,
 )
-from gptools.sandbox._events import CampaignPlay, EventGenerator
+from gptools.sandbox._events import CampaignPlay, EventGenerator, events_before
 from gptools.sandbox._faults import FaultRule, Faults
 from gptools.sandbox._persist import (
     STATE_FILE,
@@ -87,6 +87,7 @@ __all__ = [
     "attach_dispatcher",
     "create_app",
     "default_state_dir",
+    "events_before",
     "feature_cost",
     "play_campaign",
     "reset_state",

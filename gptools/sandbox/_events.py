@@ -186,3 +186,25 @@ class EventGenerator:
             events=events,
             action_id=action_id,
         )
+
+
+def events_before(
+    now: datetime, count: int, *, seed: int = 0, gap: timedelta = timedelta(seconds=1)
+) -> tuple[datetime, list[GameEventNotification]]:
+    """``count`` seeded events that have all happened by ``now``, about ``gap`` apart, and
+    the moment their series starts (where a simulated clock delivering them begins).
+
+    A receiver stamps its own (real) time on a delivery, so events delivered now must have
+    happened already, or their delivery lag would read negative: they are spread over
+    roughly the last ``count`` gaps, and moved back as a whole when the random gaps add up
+    to more (the last one then happened at ``now``). What ``gptools sandbox deliver`` sends.
+    """
+    if now.tzinfo is None:
+        raise ValueError("now must be timezone-aware")
+    start = now - count * gap
+    events = EventGenerator(seed=seed, start=start, mean_gap=gap).take(count)
+    overshoot = max((e.timestamp for e in events), default=now) - now
+    if overshoot > timedelta(0):
+        start -= overshoot
+        events = EventGenerator(seed=seed, start=start, mean_gap=gap).take(count)
+    return start, events

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -28,7 +28,8 @@ from starlette.routing import BaseRoute, Route
 
 from gptools import spec
 from gptools.models import dumps_wire, loads_wire
-from gptools.sandbox._faults import FaultRule
+from gptools.sandbox._config import SandboxConfig
+from gptools.sandbox._faults import FaultRule, Faults
 from gptools.sandbox._players import (
     DEFAULT_ACCEPT_SHARE,
     DEFAULT_FINISH_SHARE,
@@ -37,10 +38,21 @@ from gptools.sandbox._players import (
     play_campaign,
 )
 from gptools.sandbox._refusal import error_body
-from gptools.sandbox._state import masked, masked_body
+from gptools.sandbox._state import SandboxState, masked, masked_body
 
-if TYPE_CHECKING:
-    from gptools.sandbox._app import SandboxApp
+
+class InspectedSandbox(Protocol):
+    """What the inspection paths read and change of the sandbox's app (``_app.SandboxApp``
+    has it): a protocol, so that this module needs nothing of ``_app``, which imports it."""
+
+    state: SandboxState
+    config: SandboxConfig
+    faults: Faults
+
+    def reset(self) -> None:
+        """Forget requests, campaigns, participants, subscriptions, faults and rate windows."""
+        ...
+
 
 PREFIX = "/_sandbox"
 
@@ -57,7 +69,7 @@ def _refuse(request: Request, message: str) -> Response:
     )
 
 
-def build_inspection_app(app: SandboxApp, extra: Sequence[BaseRoute]) -> Starlette:
+def build_inspection_app(app: InspectedSandbox, extra: Sequence[BaseRoute]) -> Starlette:
     """The Starlette application serving the inspection paths of ``app``."""
     state = app.state
 

@@ -30,42 +30,33 @@ holds and the processing queue finishes its current run.
 from __future__ import annotations
 
 import asyncio
-import importlib
 import json
 import logging
-import os
-import re
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
-
-from pydantic import ValidationError
 
 from gptools import spec
 from gptools._json_depth import exceeds_json_depth
-from gptools.models import GameEventNotification, loads_wire
 from gptools.openapi import OPENAPI_PATH, receiver_openapi
 from gptools.webhooks._auth import ReceiverAuth
-from gptools.webhooks._metrics import METRICS_PATH, OUTCOMES, DeliveryMetrics, render
-from gptools.webhooks._queue import (
+from gptools.webhooks._constants import (
     DEFAULT_MAX_BATCH,
-    DEFAULT_WAIT_LIMIT,
-    Clock,
-    GroupCommitWriter,
-    Handler,
-    Maintenance,
-    ProcessingQueue,
-    utc_now,
-)
-from gptools.webhooks._refusals import (
+    DEFAULT_PURGE_EVERY,
     DEFAULT_SUMMARY_EVERY,
-    RefusalBudget,
-    action_id_in,
-    body_prefix,
+    DEFAULT_WAIT_LIMIT,
+    METRICS_FLUSH_SECONDS,
 )
-from gptools.webhooks._store import LogEntry, Store, StoreError, WriteItem, open_store
+from gptools.webhooks._maintenance import Maintenance
+from gptools.webhooks._metrics import METRICS_PATH, OUTCOMES, DeliveryMetrics, render
+from gptools.webhooks._payload import fast_action_id, parse
+from gptools.webhooks._queue import Handler, ProcessingQueue
+from gptools.webhooks._records import Clock, LogEntry, StoreError, WriteItem, utc_now
+from gptools.webhooks._refusals import RefusalBudget, action_id_in, body_prefix
+from gptools.webhooks._store import Store, open_store
+from gptools.webhooks._writer import GroupCommitWriter
 
 logger = logging.getLogger("gptools.webhooks")
 
@@ -135,7 +126,7 @@ class WebhookReceiver:
         queue_options: dict[str, Any] | None = None,
         ack_timeout: timedelta = DEFAULT_WAIT_LIMIT,
         max_batch: int = DEFAULT_MAX_BATCH,
-        purge_every: timedelta = timedelta(hours=1),
+        purge_every: timedelta = DEFAULT_PURGE_EVERY,
         clock: Clock = utc_now,
         faults: FaultHook | None = None,
         metrics_public: bool = True,
@@ -262,7 +253,7 @@ class WebhookReceiver:
         # Counts reach prometheus_client in bulk, off the hot path; another process (the
         # --metrics-port server, a sibling worker) reads them within half a second.
         while True:
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(METRICS_FLUSH_SECONDS)
             self.metrics.flush()
             self._report_health()
             await self._write_summaries()
@@ -414,9 +405,9 @@ class WebhookReceiver:
                 f"invalid JSON: nested deeper than {spec.JSON_MAX_DEPTH} levels",
             )
             return
-        action_id = _fast_action_id(body)
+        action_id = fast_action_id(body)
         if action_id is None:
-            event, status, reason, fields = _parse(body)
+            event, status, reason, fields = parse(body)
             if event is None:
                 await self._refuse(send, entry, status, "invalid_payload", reason, fields=fields)
                 return
@@ -580,128 +571,6 @@ class WebhookReceiver:
         )
 
 
-#: The wire names of a notification's fields; a body with exactly these keys may take
-#: the fast check below, anything else (extra fields, snake_case names) goes to the model.
-_FIELDS = frozenset(
-    ("roundId", "gameId", "playerId", "timestamp", "bet", "currencyCode", "events", "actionId")
-)
-#: The one actionId rule (spec.ACTION_ID_PATTERN, as spec.canonical_action_id applies it).
-_CANONICAL_UUID = re.compile(spec.ACTION_ID_PATTERN)
-#: A bet the fast check vouches for: a plain non-negative number within the digits of
-#: spec.BET_MAX_INTEGER_DIGITS / BET_MAX_FRACTION_DIGITS (no sign, exponent or -0: those
-#: are the model's to judge).
-_SANE_BET = re.compile(
-    rf"(0|[1-9][0-9]{{0,{spec.BET_MAX_INTEGER_DIGITS - 1}}})"
-    rf"(\.[0-9]{{1,{spec.BET_MAX_FRACTION_DIGITS}}})?"
-)
-
-
-class _Number(str):
-    """A JSON number's own text (the fast check reads the bet's digits, not a float's)."""
-
-    __slots__ = ()
-
-
-_PLAIN_TIMESTAMP = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}")
-
-
-def _fast_action_id(body: bytes) -> str | None:
-    """The canonical ``actionId`` of a body the model certainly accepts, else None.
-
-    A strict subset of :class:`~gptools.models.GameEventNotification`'s rules, about half
-    its cost: exactly the eight fields, no escape sequences, plain ASCII-digit timestamp
-    with microseconds, canonical UUID (``spec.ACTION_ID_PATTERN``, either case; returned
-    lower-case, as stored). Whatever it does not vouch for goes to
-    the model, which alone decides (and explains) a refusal; so the two can only differ
-    in speed. ``tests/webhooks/test_fast_check.py`` holds it to that.
-    """
-    if b"\\" in body:  # escapes (lone surrogates, ...) are the model's business
-        return None
-    try:
-        # Numbers stay text (a _Number, which no check of a string field takes for a
-        # str); NaN and Infinity parse as floats, which no check below lets through.
-        data = json.loads(body.decode(), parse_int=_Number, parse_float=_Number)
-    except ValueError:  # also UnicodeDecodeError and JSONDecodeError
-        return None
-    if type(data) is not dict or data.keys() != _FIELDS:
-        return None
-    action_id = data["actionId"]
-    timestamp = data["timestamp"]
-    bet = data["bet"]
-    events = data["events"]
-    for name in ("roundId", "gameId", "playerId", "currencyCode"):
-        value = data[name]
-        if type(value) is not str or not value:
-            return None
-    if (
-        type(action_id) is not str
-        or not _CANONICAL_UUID.fullmatch(action_id)
-        or type(timestamp) is not str
-        or not _PLAIN_TIMESTAMP.fullmatch(timestamp)
-        or type(bet) is not _Number
-        or not _SANE_BET.fullmatch(bet)
-        or type(events) is not list
-        or any(type(e) is not str for e in events)
-    ):
-        return None
-    try:
-        datetime.fromisoformat(timestamp)  # the model's range check (month 13, ...)
-    except ValueError:
-        return None
-    return action_id.lower()
-
-
-def _parse(
-    body: bytes,
-) -> tuple[GameEventNotification | None, int, str, list[dict[str, str]] | None]:
-    """Validate a body: (event, 0, "", None) or (None, status, reason, field errors)."""
-    try:
-        # pydantic's own JSON parser first (for what _fast_action_id left). It reads numbers
-        # as floats, which is harmless here: the raw body is what gets stored, and the
-        # processing queue decodes it again with exact Decimals. Anything it refuses gets
-        # the slower, exact decoding below, which also explains the refusal. It reads -0
-        # as 0, so a body that may hold one goes to the exact decoding at once.
-        if b"-0" not in body:
-            return GameEventNotification.model_validate_json(body), 0, "", None
-    except ValidationError:
-        pass
-    if not body.strip():
-        return None, 400, "empty body", None
-    try:
-        data = loads_wire(body.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        return None, 400, f"body is not UTF-8: {exc.reason} at byte {exc.start}", None
-    except json.JSONDecodeError as exc:
-        return None, 400, f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}", None
-    except ValueError as exc:  # e.g. an integer longer than Python's digit limit
-        return None, 400, f"invalid JSON: {exc}", None
-    if not isinstance(data, dict):
-        return None, 422, f"body must be a JSON object, got {type(data).__name__}", None
-    try:
-        return GameEventNotification.model_validate(data), 0, "", None
-    except ValidationError as exc:
-        fields = [
-            {"field": ".".join(str(p) for p in err["loc"]) or "(body)", "reason": err["msg"]}
-            for err in exc.errors(include_url=False, include_input=False)
-        ]
-        names = ", ".join(f["field"] for f in fields)
-        if any(_is_bad_action_id(err) for err in exc.errors(include_url=False)):
-            # The delivery's identity is unreadable (braces, urn:uuid:, no dashes, ...):
-            # a bad request, like unreadable JSON, not merely a bad field.
-            return (
-                None,
-                400,
-                (f"actionId must be a UUID in the canonical 8-4-4-4-12 hexadecimal form ({names})"),
-                fields,
-            )
-        return None, 422, f"not a valid game event notification ({names})", fields
-
-
-def _is_bad_action_id(error: Any) -> bool:
-    """Whether a validation error is a present but non-canonical ``actionId``."""
-    return tuple(error["loc"]) == ("actionId",) and error["type"] != "missing"
-
-
 def _since(entry: LogEntry) -> float:
     """Seconds since the request arrived (its entry always has ``started`` here)."""
     return time.perf_counter() - (entry.started or time.perf_counter())
@@ -723,72 +592,3 @@ async def _respond(
         headers.extend(extra)
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": payload})
-
-
-# -- configuration from the environment (one receiver per uvicorn worker process) ------
-
-ENV_STORE = "GP_WEBHOOK_STORE"
-ENV_AUTH = "GP_WEBHOOK_AUTH"
-ENV_PATH = "GP_WEBHOOK_PATH"
-ENV_MAX_BODY = "GP_WEBHOOK_MAX_BODY_BYTES"
-ENV_HANDLER = "GP_WEBHOOK_HANDLER"
-ENV_METRICS_PUBLIC = "GP_WEBHOOK_METRICS_PUBLIC"
-ENV_REFUSED_ROWS = "GP_WEBHOOK_REFUSED_ROWS_PER_SECOND"
-DEFAULT_STORE_URL = "sqlite:///webhooks.sqlite3"
-
-
-def load_handler(spec_text: str) -> Handler:
-    """Import ``module:function`` and return the function (the user's handler)."""
-    module_name, sep, attr = spec_text.partition(":")
-    if not sep or not module_name or not attr:
-        raise ValueError(f"handler {spec_text!r} must look like package.module:function")
-    function = getattr(importlib.import_module(module_name), attr, None)
-    if not callable(function):
-        raise ValueError(f"handler {spec_text!r}: {attr} is not a callable in {module_name}")
-    handler: Handler = function
-    return handler
-
-
-def receiver_environment(
-    store_url: str,
-    auth_kind: str,
-    *,
-    path: str = spec.DEFAULT_WEBHOOK_PATH,
-    max_body_bytes: int = spec.WEBHOOK_MAX_BODY_BYTES,
-    handler: str | None = None,
-    metrics_public: bool = True,
-    refused_rows_per_second: int = spec.WEBHOOK_REFUSED_ROWS_PER_SECOND,
-) -> dict[str, str]:
-    """The ``GP_WEBHOOK_*`` variables :func:`receiver_from_env` reads, for these settings
-    (secrets are not among them: each worker reads those from its own environment);
-    ``metrics_public`` false keeps ``/metrics`` off the delivery listener."""
-    env = {
-        ENV_STORE: store_url,
-        ENV_AUTH: auth_kind,
-        ENV_PATH: path,
-        ENV_MAX_BODY: str(max_body_bytes),
-        ENV_METRICS_PUBLIC: "1" if metrics_public else "0",
-        ENV_REFUSED_ROWS: str(refused_rows_per_second),
-    }
-    if handler:
-        env[ENV_HANDLER] = handler
-    return env
-
-
-def receiver_from_env() -> WebhookReceiver:
-    """Build a receiver from ``GP_WEBHOOK_*`` variables (what ``gptools webhooks serve``
-    sets for each worker): store URL, auth kind and secrets, path, body limit, handler,
-    refused rows per second."""
-    env = os.environ
-    handler_text = env.get(ENV_HANDLER)
-    return WebhookReceiver(
-        env.get(ENV_STORE, DEFAULT_STORE_URL),
-        auth=ReceiverAuth.from_env(env.get(ENV_AUTH, "bearer")),
-        path=env.get(ENV_PATH, spec.DEFAULT_WEBHOOK_PATH),
-        max_body_bytes=int(env.get(ENV_MAX_BODY, str(spec.WEBHOOK_MAX_BODY_BYTES))),
-        handler=load_handler(handler_text) if handler_text else None,
-        metrics_public=env.get(ENV_METRICS_PUBLIC, "1") != "0",
-        refused_rows_per_second=int(
-            env.get(ENV_REFUSED_ROWS, str(spec.WEBHOOK_REFUSED_ROWS_PER_SECOND))
-        ),
-    )

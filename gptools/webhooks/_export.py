@@ -34,14 +34,13 @@ from gptools._json_depth import exceeds_json_depth
 from gptools._private_files import PRIVATE_FILE_MODE, create_private, open_private
 from gptools.errors import import_extra
 from gptools.models import dumps_wire, loads_wire
-from gptools.webhooks._store import LOG_COLUMNS, Store, format_utc
+from gptools.webhooks._constants import EXPORT_SETTLE, PARQUET_CHUNK_ROWS
+from gptools.webhooks._records import format_utc
+from gptools.webhooks._schema import LOG_COLUMNS
+from gptools.webhooks._store import Store
 
 ExportFormat = Literal["jsonl", "parquet"]
 _NEGATIVE_ZERO_BET = re.compile(spec.BET_NEGATIVE_ZERO_PATTERN)
-
-
-#: How old a row must be before an incremental export takes it.
-EXPORT_SETTLE = timedelta(minutes=1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,7 +142,9 @@ def export_log(
     return ExportResult(path, format, count, after, through)
 
 
-def _write_parquet(rows: Iterable[dict[str, Any]], path: Path, *, chunk: int = 50_000) -> int:
+def _write_parquet(
+    rows: Iterable[dict[str, Any]], path: Path, *, chunk: int = PARQUET_CHUNK_ROWS
+) -> int:
     pa = import_extra("pyarrow", "analysis", "Parquet export")
     pq = import_extra("pyarrow.parquet", "analysis", "Parquet export")
 

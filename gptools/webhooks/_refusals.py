@@ -21,10 +21,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from gptools import spec
-from gptools.webhooks._store import LogEntry, format_utc, parse_utc
+from gptools.webhooks._constants import DEFAULT_SUMMARY_EVERY
+from gptools.webhooks._records import LogEntry, format_utc, parse_utc
 
-#: How often a reason's suppressed refusals become one summary row (at most).
-DEFAULT_SUMMARY_EVERY = timedelta(seconds=10)
 #: The ``error`` prefix of a summary row.
 SUMMARY_ERROR = "suppressed"
 

@@ -27,10 +27,9 @@ from uvicorn.server import ServerState
 
 from gptools import spec
 from gptools.errors import GptoolsError
+from gptools.webhooks._constants import CONNECTION_LOG_EVERY_S
 from gptools.webhooks._server_limits import ServerLimits
 
-#: Seconds between two log lines about the same kind of refusal, per worker.
-_LOG_EVERY_S = 10.0
 _logger = logging.getLogger("gptools.webhooks")
 
 _HEAD = "head"
@@ -64,7 +63,7 @@ def _refusals() -> Any:
 
 class _Tally:
     """Counts the guard's refusals in one worker: a Prometheus counter each, and at most
-    one log line per reason every ``_LOG_EVERY_S`` (a flood must not flood the log)."""
+    one log line per reason every ``CONNECTION_LOG_EVERY_S`` (a flood must not flood the log)."""
 
     def __init__(self) -> None:
         self._pending = dict.fromkeys(REASONS, 0)
@@ -74,7 +73,7 @@ class _Tally:
         _refusals().labels(reason=reason).inc()
         self._pending[reason] += 1
         now = time.monotonic()
-        if now - self._logged_at[reason] >= _LOG_EVERY_S:
+        if now - self._logged_at[reason] >= CONNECTION_LOG_EVERY_S:
             n = self._pending[reason]
             self._pending[reason] = 0
             self._logged_at[reason] = now

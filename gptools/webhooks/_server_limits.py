@@ -5,7 +5,7 @@ A delivery is a few hundred bytes with a handful of headers; nothing legitimate 
 these limits, and everything past them is refused by the server before the receiver's
 application sees it (``_server.GuardedHttpToolsProtocol``). They reach each uvicorn worker
 through one environment variable, like the receiver's own settings
-(``_app.receiver_environment``).
+(``_environment.receiver_environment``).
 """
 
 from __future__ import annotations

@@ -30,8 +30,8 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from gptools.webhooks import LogEntry, SQLiteStore
-from gptools.webhooks._store import LOG_COLUMNS, WriteItem, format_utc
+from gptools.webhooks import LOG_COLUMNS, SQLiteStore
+from gptools.webhooks._records import LogEntry, WriteItem, format_utc
 
 ROWS = int(os.environ.get("BENCH_ROWS", "1000000"))
 STEP = os.environ.get("BENCH_STEP")  # to compare step sizes

@@ -50,6 +50,9 @@ def test_all_is_sorted_and_importable() -> None:
         (None, False, False, False, True),  # never reached the server
         (500, False, False, True, False),
         (504, False, False, True, False),
+        (408, False, True, True, True),  # a proxy's time-out: temporary, like the loader says
+        (425, False, True, True, True),
+        (408, False, False, True, False),  # ... but the server may have acted: not repeated
         (400, False, True, True, False),
         (401, False, True, True, False),
         (403, False, True, True, False),

@@ -76,7 +76,7 @@ def test_postgres_store(
 def test_the_receivers_store_and_exports(builder: LogBuilder, tmp_path: Path) -> None:
     """A store written by the receiver's own code, and its JSONL/Parquet exports."""
     webhooks = pytest.importorskip("gptools.webhooks")
-    from gptools.webhooks._store import LogEntry, WriteItem
+    from gptools.webhooks._records import LogEntry, WriteItem
 
     store = webhooks.SQLiteStore(tmp_path / "receiver.sqlite")
     conn = store.connect()

@@ -16,9 +16,9 @@ from typing import Any
 
 from gptools import spec
 from gptools.deliverylog import analyze
-from gptools.webhooks import LogEntry, export_log, open_store
+from gptools.webhooks import export_log, open_store
+from gptools.webhooks._records import LogEntry, WriteItem
 from gptools.webhooks._refusals import RefusalBudget
-from gptools.webhooks._store import WriteItem
 
 AT = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
 LOST = "7d3c43f2-34b4-4f3e-9d8a-2d1b0e0c7a11"

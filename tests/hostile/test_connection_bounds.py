@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from gptools.webhooks._server_limits import ServerLimits
+from gptools.webhooks import ServerLimits
 from tests.hostile.connection_attacks import (
     MB,
     Deliveries,

@@ -73,8 +73,8 @@ class ManualClock:
 def accept(store_url: str, action_ids: list[str], at: datetime = T0) -> None:
     """Write ``action_ids`` into the store as accepted deliveries (answered 200 at ``at``),
     as the receiver does, without serving them."""
-    from gptools.webhooks import LogEntry, open_store
-    from gptools.webhooks._store import WriteItem
+    from gptools.webhooks import open_store
+    from gptools.webhooks._records import LogEntry, WriteItem
 
     conn = open_store(store_url).connect()
     try:

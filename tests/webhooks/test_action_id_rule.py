@@ -13,9 +13,7 @@ from pydantic import ValidationError
 
 from gptools import spec
 from gptools.models import GameEventNotification
-from gptools.webhooks import WebhookReceiver
-from gptools.webhooks._auth import ReceiverAuth
-from gptools.webhooks._store import open_store
+from gptools.webhooks import ReceiverAuth, WebhookReceiver, open_store
 from tests.webhooks.conftest import event, serve_in_thread, wire
 
 CANONICAL = "6a1f7e4e-8c2a-4c1e-9d7b-0b7d2f6e9a10"

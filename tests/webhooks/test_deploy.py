@@ -202,7 +202,8 @@ def test_the_unit_file_is_complete(tmp_path: Path) -> None:
 
 def test_the_unit_gives_each_worker_the_descriptors_its_connections_need() -> None:
     # Issue 22: a worker out of descriptors resets real deliveries and logs nothing.
-    from gptools.webhooks._server_limits import ServerLimits, descriptors_needed
+    from gptools.webhooks import ServerLimits
+    from gptools.webhooks._server_limits import descriptors_needed
 
     service = _unit()["Service"]
     words = shlex.split(service["ExecStart"])

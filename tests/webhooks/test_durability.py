@@ -221,8 +221,7 @@ def test_a_postgres_batch_marks_repeats_and_stored_keys_as_duplicates(pg_url: st
     is a duplicate; refused items store no action; the body is kept only for pending."""
     from datetime import UTC, datetime
 
-    from gptools.webhooks import LogEntry
-    from gptools.webhooks._store import WriteItem
+    from gptools.webhooks._records import LogEntry, WriteItem
 
     at = datetime(2026, 3, 2, 10, 15, tzinfo=UTC)
     old, a, b = (str(uuid.UUID(int=i, version=4)) for i in (1, 2, 3))

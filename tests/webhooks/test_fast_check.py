@@ -1,6 +1,6 @@
 """The receiver's fast body check never accepts what the model refuses.
 
-``_fast_action_id`` may only vouch for bodies :class:`GameEventNotification` accepts, and
+``fast_action_id`` may only vouch for bodies :class:`GameEventNotification` accepts, and
 must give the same canonical ``actionId``; everything else it hands to the model. These
 tests mutate a valid body field by field (and at random) and hold it to that.
 """
@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from gptools.models import GameEventNotification
-from gptools.webhooks._app import _fast_action_id
+from gptools.webhooks._payload import fast_action_id
 
 VALID: dict[str, Any] = {
     "roundId": "R-1",
@@ -39,7 +39,7 @@ def _model_id(body: bytes) -> str | None:
 
 def _agrees(body: bytes) -> str | None:
     """Check the fast check against the model on ``body``; return what the fast one said."""
-    fast = _fast_action_id(body)
+    fast = fast_action_id(body)
     if fast is not None:
         assert _model_id(body) == fast, body
     return fast
@@ -113,9 +113,9 @@ def test_odd_bodies_agree(body: bytes) -> None:
 
 def test_refusals_always_go_to_the_model() -> None:
     # Whatever the fast check cannot vouch for is the model's to accept or refuse.
-    assert _fast_action_id(json.dumps({**VALID, "bet": 1e400}).encode()) is None
-    assert _fast_action_id(json.dumps({**VALID, "extra": 1}).encode()) is None
-    assert _fast_action_id(b"\xff") is None
+    assert fast_action_id(json.dumps({**VALID, "bet": 1e400}).encode()) is None
+    assert fast_action_id(json.dumps({**VALID, "extra": 1}).encode()) is None
+    assert fast_action_id(b"\xff") is None
 
 
 _json_values = st.recursive(

@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from gptools.webhooks import GroupCommitWriter, LogEntry, SQLiteStore, StoreError
-from gptools.webhooks._store import WriteItem, WriteLock
+from gptools.webhooks import SQLiteStore, StoreError
+from gptools.webhooks._connection import WriteLock
+from gptools.webhooks._records import LogEntry, WriteItem
+from gptools.webhooks._writer import GroupCommitWriter
 from tests.webhooks.conftest import event, wire
 
 AT = datetime(2026, 3, 2, 10, 15, tzinfo=UTC)
@@ -208,7 +210,8 @@ def test_an_old_store_gets_the_pending_only_queue_index(tmp_path: Path) -> None:
 
 
 def test_write_path_timestamps_match_the_log_format() -> None:
-    from gptools.webhooks._store import _sqlite_ts, format_utc
+    from gptools.webhooks._dialects import _sqlite_ts
+    from gptools.webhooks._records import format_utc
 
     paris = timezone(timedelta(hours=1))
     for moment in (

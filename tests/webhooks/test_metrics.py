@@ -15,10 +15,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gptools.models import GameEventNotification
-from gptools.webhooks import WebhookReceiver
-from gptools.webhooks._auth import ReceiverAuth
+from gptools.webhooks import ReceiverAuth, WebhookReceiver, open_store
 from gptools.webhooks._metrics import OUTCOMES
-from gptools.webhooks._store import open_store
 from tests.webhooks.conftest import ReceiverProcess, event, free_port, serve_in_thread, wire
 
 HEADERS = {"authorization": "Bearer test-key", "content-type": "application/json"}

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from gptools.models import GameEventNotification
-from gptools.webhooks import LogEntry, ProcessingQueue, export_log, open_store
-from gptools.webhooks._store import WriteItem
+from gptools.webhooks import ProcessingQueue, export_log, open_store
+from gptools.webhooks._records import LogEntry, WriteItem
 from tests.webhooks.conftest import T0, ManualClock, accept
 
 

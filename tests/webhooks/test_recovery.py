@@ -15,8 +15,9 @@ import httpx
 import pytest
 
 from gptools.models import GameEventNotification
-from gptools.webhooks import LogEntry, ReceiverAuth, SQLiteStore, StoreError, WebhookReceiver
-from gptools.webhooks._store import PostgresStore, WriteItem, WriteLock
+from gptools.webhooks import PostgresStore, ReceiverAuth, SQLiteStore, StoreError, WebhookReceiver
+from gptools.webhooks._connection import WriteLock
+from gptools.webhooks._records import LogEntry, WriteItem
 from tests.webhooks.conftest import (
     JSON,
     PG_DSN,
@@ -291,8 +292,9 @@ def test_postgres_sessions_set_synchronous_commit_on(pg_url: str) -> None:
 
 
 def test_a_commit_that_loses_its_connection_is_answered_as_it_ended(pg_url: str) -> None:
-    from gptools.webhooks import GroupCommitWriter, open_store
-    from gptools.webhooks._store import CommitUncertain
+    from gptools.webhooks import open_store
+    from gptools.webhooks._records import CommitUncertain
+    from gptools.webhooks._writer import GroupCommitWriter
 
     store = open_store(pg_url)
     conn, other = store.connect(), store.connect()

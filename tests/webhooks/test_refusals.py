@@ -13,9 +13,9 @@ import httpx
 import pytest
 
 from gptools import spec
-from gptools.webhooks import LogEntry, ReceiverAuth, WebhookReceiver, export_log, open_store
+from gptools.webhooks import ReceiverAuth, WebhookReceiver, export_log, open_store
+from gptools.webhooks._records import LogEntry, WriteItem
 from gptools.webhooks._refusals import RefusalBudget, body_prefix
-from gptools.webhooks._store import WriteItem
 from tests.webhooks.conftest import JSON, ReceiverProcess, serve_in_thread
 
 AT = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)

@@ -17,7 +17,7 @@ import httpx
 import pytest
 import trustme
 
-from gptools.webhooks._store import open_store
+from gptools.webhooks import open_store
 from tests.webhooks.conftest import ReceiverProcess, event, wire
 
 KEY = "test-key"  # what the receiver_process fixture sets as GP_WEBHOOK_API_KEY

@@ -1,0 +1,111 @@
+"""Every tunable of the receiver in one place (writer, processing queue, maintenance, store,
+supervision, serving), like the client's ``_constants.py``.
+
+Those named ``DEFAULT_*`` are the defaults of a keyword argument (of
+:class:`~gptools.webhooks.WebhookReceiver`, :class:`~gptools.webhooks.ProcessingQueue`,
+a store or :func:`~gptools.webhooks.serve`), so a caller changes an argument, never this
+module; the others are fixed. The bounds the HTTP server holds against strangers (header
+size and count, time-outs, connections) are rules users read and set: they are
+``gptools.spec``'s ``RECEIVER_*`` constants, the defaults of
+:class:`~gptools.webhooks.ServerLimits`.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Final
+
+# -- the group-commit writer -----------------------------------------------------------
+
+#: Items one transaction takes at most (``max_batch``).
+DEFAULT_MAX_BATCH: Final = 512
+#: How long a write waits for its transaction to begin (``ack_timeout``): the provider
+#: expects the answer within a second.
+DEFAULT_WAIT_LIMIT: Final = timedelta(milliseconds=800)
+#: While the store is down and nothing is written, how often the writer tries it again.
+PROBE_EVERY: Final = timedelta(milliseconds=500)
+#: How long the writer asks a new connection whether a COMMIT that lost its connection
+#: was committed, before it answers 503.
+RESOLVE_LIMIT: Final = timedelta(seconds=10)
+#: What a request that timed out before its write began is answered and logged with.
+TIMED_OUT_STATUS: Final = 503
+
+# -- the processing queue ---------------------------------------------------------------
+
+#: Runs of the handler before an action is dead-lettered.
+DEFAULT_MAX_ATTEMPTS: Final = 5
+#: Backoff between failed runs: first delay, factor, cap.
+DEFAULT_FIRST_DELAY: Final = timedelta(seconds=1)
+DEFAULT_FACTOR: Final = 2.0
+DEFAULT_MAX_DELAY: Final = timedelta(minutes=10)
+#: How long one run holds its action; longer than any run may take.
+DEFAULT_LEASE: Final = timedelta(minutes=5)
+#: A run that takes longer counts as failed (its thread is abandoned).
+DEFAULT_HANDLER_TIMEOUT: Final = timedelta(minutes=1)
+#: Timed-out runs still not returned past which the queue runs nothing more.
+DEFAULT_MAX_HUNG: Final = 8
+#: Actions one round of the queue runs at most.
+DEFAULT_QUEUE_BATCH: Final = 32
+#: How long an idle queue waits for new work (a commit wakes it sooner).
+DEFAULT_IDLE_WAIT: Final = timedelta(milliseconds=200)
+#: The longest the queue backs off while the store fails (seconds).
+QUEUE_STORE_BACKOFF_CAP: Final = 5.0
+
+# -- maintenance (purges) ---------------------------------------------------------------
+
+#: How often old dedupe keys and log rows are purged (``purge_every``).
+DEFAULT_PURGE_EVERY: Final = timedelta(hours=1)
+#: Rows deleted per purge step, each step one write transaction. SQLite has one write
+#: lock for the whole file: small steps, so that a delivery waits for one step at most
+#: (tests/benchmarks/bench_purge.py). PostgreSQL's deletes do not block inserts, and each
+#: step scans past the rows deleted before it: big steps.
+SQLITE_PURGE_STEP: Final = 200
+POSTGRES_PURGE_STEP: Final = 50_000
+
+# -- supervision and store links --------------------------------------------------------
+
+#: Unexpected errors in a row after which a loop counts as failing (health 503).
+LOOP_GIVE_UP_AFTER: Final = 5
+#: A failing loop's backoff: first delay (seconds) and cap.
+LOOP_FIRST_BACKOFF: Final = 0.05
+LOOP_MAX_BACKOFF: Final = timedelta(seconds=5)
+#: A store link's reconnection backoff: first delay and cap (the writer's, which answers
+#: requests; the queue and maintenance wait longer between tries).
+LINK_FIRST_BACKOFF: Final = timedelta(milliseconds=50)
+LINK_MAX_BACKOFF: Final = timedelta(seconds=1)
+QUEUE_LINK_MAX_BACKOFF: Final = timedelta(seconds=5)
+MAINTENANCE_LINK_MAX_BACKOFF: Final = timedelta(seconds=30)
+
+# -- the store --------------------------------------------------------------------------
+
+#: Where ``gptools webhooks serve`` and a worker without ``GP_WEBHOOK_STORE`` keep it.
+DEFAULT_STORE_URL: Final = "sqlite:///webhooks.sqlite3"
+#: How long a SQLite writer waits for a foreign process's write lock.
+DEFAULT_SQLITE_BUSY_TIMEOUT: Final = timedelta(seconds=2)
+#: How long a PostgreSQL write waits for a lock (then 503), and a connection may take.
+DEFAULT_PG_LOCK_TIMEOUT: Final = timedelta(seconds=2)
+DEFAULT_PG_CONNECT_TIMEOUT: Final = timedelta(seconds=3)
+#: Rows read per round trip when the log is read.
+LOG_READ_BATCH: Final = 5000
+
+# -- export -----------------------------------------------------------------------------
+
+#: How old a row must be before an incremental export takes it (``settle``).
+EXPORT_SETTLE: Final = timedelta(minutes=1)
+#: Rows a Parquet export holds in memory before it writes them to the file.
+PARQUET_CHUNK_ROWS: Final = 50_000
+
+# -- the application and serving --------------------------------------------------------
+
+#: How often counts reach prometheus_client, health is reported and refusal summaries
+#: are written (seconds).
+METRICS_FLUSH_SECONDS: Final = 0.5
+#: How often a reason's suppressed refusals become one summary row (at most).
+DEFAULT_SUMMARY_EVERY: Final = timedelta(seconds=10)
+#: Seconds between two log lines about the same kind of connection refusal, per worker.
+CONNECTION_LOG_EVERY_S: Final = 10.0
+#: uvicorn kills a worker that does not answer its health ping in time; a worker still
+#: importing on a busy machine takes longer than uvicorn's 5 s, and was killed over and over.
+WORKER_HEALTHCHECK_S: Final = 60
+#: How long uvicorn waits for in-flight requests on shutdown.
+GRACEFUL_SHUTDOWN_S: Final = 10

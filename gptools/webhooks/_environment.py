@@ -1,0 +1,79 @@
+"""The receiver's configuration from the environment: one receiver per uvicorn worker
+process, built from the ``GP_WEBHOOK_*`` variables that :func:`~gptools.webhooks.serve`
+sets (secrets are read by each worker from its own environment, never passed)."""
+
+from __future__ import annotations
+
+import importlib
+import os
+
+from gptools import spec
+from gptools.webhooks._app import WebhookReceiver
+from gptools.webhooks._auth import ReceiverAuth
+from gptools.webhooks._constants import DEFAULT_STORE_URL
+from gptools.webhooks._queue import Handler
+
+ENV_STORE = "GP_WEBHOOK_STORE"
+ENV_AUTH = "GP_WEBHOOK_AUTH"
+ENV_PATH = "GP_WEBHOOK_PATH"
+ENV_MAX_BODY = "GP_WEBHOOK_MAX_BODY_BYTES"
+ENV_HANDLER = "GP_WEBHOOK_HANDLER"
+ENV_METRICS_PUBLIC = "GP_WEBHOOK_METRICS_PUBLIC"
+ENV_REFUSED_ROWS = "GP_WEBHOOK_REFUSED_ROWS_PER_SECOND"
+
+
+def load_handler(spec_text: str) -> Handler:
+    """Import ``module:function`` and return the function (the user's handler)."""
+    module_name, sep, attr = spec_text.partition(":")
+    if not sep or not module_name or not attr:
+        raise ValueError(f"handler {spec_text!r} must look like package.module:function")
+    function = getattr(importlib.import_module(module_name), attr, None)
+    if not callable(function):
+        raise ValueError(f"handler {spec_text!r}: {attr} is not a callable in {module_name}")
+    handler: Handler = function
+    return handler
+
+
+def receiver_environment(
+    store_url: str,
+    auth_kind: str,
+    *,
+    path: str = spec.DEFAULT_WEBHOOK_PATH,
+    max_body_bytes: int = spec.WEBHOOK_MAX_BODY_BYTES,
+    handler: str | None = None,
+    metrics_public: bool = True,
+    refused_rows_per_second: int = spec.WEBHOOK_REFUSED_ROWS_PER_SECOND,
+) -> dict[str, str]:
+    """The ``GP_WEBHOOK_*`` variables :func:`receiver_from_env` reads, for these settings
+    (secrets are not among them: each worker reads those from its own environment);
+    ``metrics_public`` false keeps ``/metrics`` off the delivery listener."""
+    env = {
+        ENV_STORE: store_url,
+        ENV_AUTH: auth_kind,
+        ENV_PATH: path,
+        ENV_MAX_BODY: str(max_body_bytes),
+        ENV_METRICS_PUBLIC: "1" if metrics_public else "0",
+        ENV_REFUSED_ROWS: str(refused_rows_per_second),
+    }
+    if handler:
+        env[ENV_HANDLER] = handler
+    return env
+
+
+def receiver_from_env() -> WebhookReceiver:
+    """Build a receiver from ``GP_WEBHOOK_*`` variables (what ``gptools webhooks serve``
+    sets for each worker): store URL, auth kind and secrets, path, body limit, handler,
+    refused rows per second."""
+    env = os.environ
+    handler_text = env.get(ENV_HANDLER)
+    return WebhookReceiver(
+        env.get(ENV_STORE, DEFAULT_STORE_URL),
+        auth=ReceiverAuth.from_env(env.get(ENV_AUTH, "bearer")),
+        path=env.get(ENV_PATH, spec.DEFAULT_WEBHOOK_PATH),
+        max_body_bytes=int(env.get(ENV_MAX_BODY, str(spec.WEBHOOK_MAX_BODY_BYTES))),
+        handler=load_handler(handler_text) if handler_text else None,
+        metrics_public=env.get(ENV_METRICS_PUBLIC, "1") != "0",
+        refused_rows_per_second=int(
+            env.get(ENV_REFUSED_ROWS, str(spec.WEBHOOK_REFUSED_ROWS_PER_SECOND))
+        ),
+    )

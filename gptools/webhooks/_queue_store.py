@@ -1,0 +1,147 @@
+"""The processing queue's operations on the store: lease the next due action and count
+its attempt, record a run's outcome (only the lease holder may), count the queue, list
+and retry the dead letters."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from gptools.webhooks._connection import ConnectionCore
+from gptools.webhooks._records import ActionState, ClaimedAction, DeadLetter, QueueCounts
+
+logger = logging.getLogger("gptools.webhooks")
+
+
+class QueueOperations(ConnectionCore):
+    """The ``webhook_actions`` table as the processing queue uses it."""
+
+    def claim_next(
+        self,
+        now: datetime,
+        *,
+        lease: timedelta,
+        max_attempts: int,
+    ) -> ClaimedAction | None:
+        """Start the run of the next due pending action: lease it for ``lease`` (one run,
+        not a batch), count the attempt now, and return it; None when nothing is due.
+
+        A due action whose attempts already reached ``max_attempts`` goes to dead letter
+        instead: its last run started and never finished (the worker died or hung), and
+        the handler must not take the process down forever.
+        """
+        lock = self._d.claim_lock
+        pick = (
+            "SELECT action_id, attempts FROM webhook_actions"
+            " WHERE state = 'pending' AND next_attempt_at <= ?"
+            f" AND (lease_until IS NULL OR lease_until <= ?) ORDER BY next_attempt_at LIMIT 1{lock}"
+        )
+        ts_now = self._ts(now)
+        with self._errors("claim an action"), self._transaction(durable=False):
+            while True:
+                row = self._execute(pick, (ts_now, ts_now)).fetchone()
+                if row is None:
+                    return None
+                action_id, attempts = str(row[0]), int(row[1])
+                if attempts < max_attempts:
+                    break
+                self._execute(
+                    "UPDATE webhook_actions SET state = 'dead', lease_until = NULL,"
+                    " lease_owner = NULL, last_error = ? WHERE action_id = ?",
+                    (
+                        f"{attempts} runs started and the last one never finished (its worker "
+                        f"died, hung or ran past its lease); error before that: "
+                        f"{self._last_error(action_id)}",
+                        action_id,
+                    ),
+                )
+                logger.error(
+                    "action %s dead-lettered: its last of %d runs never finished",
+                    action_id,
+                    attempts,
+                )
+            owner = uuid.uuid4().hex
+            body, attempts = self._execute(
+                "UPDATE webhook_actions SET attempts = attempts + 1, lease_until = ?,"
+                " lease_owner = ? WHERE action_id = ? RETURNING body, attempts",
+                (self._ts(now + lease), owner, action_id),
+            ).fetchone()
+        return ClaimedAction(action_id, str(body), int(attempts), owner)
+
+    def _last_error(self, action_id: str) -> str | None:
+        row = self._execute(
+            "SELECT last_error FROM webhook_actions WHERE action_id = ?", (action_id,)
+        ).fetchone()
+        return None if row is None else row[0]
+
+    def finish(
+        self,
+        action_id: str,
+        state: ActionState,
+        *,
+        owner: str,
+        error: str | None = None,
+        retry_at: datetime | None = None,
+    ) -> bool:
+        """Record a run's outcome: ``done``, ``dead``, or ``pending`` again at ``retry_at``.
+
+        Only the holder of the run's lease (``owner``, from :meth:`claim_next`) may: when
+        the lease ran out and another run took the action, this returns False and changes
+        nothing.
+        """
+        if state == "pending" and retry_at is None:
+            raise ValueError("a pending action needs retry_at")
+        with self._errors("record a handler run"), self._transaction():
+            if state == "pending":
+                assert retry_at is not None
+                cur = self._execute(
+                    "UPDATE webhook_actions SET state = 'pending', lease_until = NULL,"
+                    " lease_owner = NULL, last_error = ?, next_attempt_at = ?"
+                    " WHERE action_id = ? AND lease_owner = ? AND state = 'pending'",
+                    (error, self._ts(retry_at), action_id, owner),
+                )
+            else:
+                cur = self._execute(
+                    "UPDATE webhook_actions SET state = ?, lease_until = NULL,"
+                    " lease_owner = NULL, last_error = ?"
+                    " WHERE action_id = ? AND lease_owner = ? AND state = 'pending'",
+                    (state, error, action_id, owner),
+                )
+            return int(cur.rowcount) == 1
+
+    def queue_counts(self) -> QueueCounts:
+        """How many actions are pending, done and dead."""
+        with self._errors("count the queue"):
+            rows = self._execute(
+                "SELECT state, COUNT(*) FROM webhook_actions GROUP BY state"
+            ).fetchall()
+        counts = {str(r[0]): int(r[1]) for r in rows}
+        return QueueCounts(counts.get("pending", 0), counts.get("done", 0), counts.get("dead", 0))
+
+    def dead_letters(self) -> list[DeadLetter]:
+        """Every dead-lettered action, oldest first."""
+        with self._errors("list the dead letters"):
+            rows = self._execute(
+                "SELECT action_id, first_received_at, attempts, last_error FROM webhook_actions"
+                " WHERE state = 'dead' ORDER BY first_received_at, action_id"
+            ).fetchall()
+        return [DeadLetter(str(r[0]), self._d.from_ts(r[1]), int(r[2]), r[3]) for r in rows]
+
+    def retry_dead(self, now: datetime, action_ids: Sequence[str] | None = None) -> int:
+        """Put dead-lettered actions (all, or those of ``action_ids``) back in the queue,
+        due at ``now`` with their attempts counted from zero; returns how many."""
+        sql = (
+            "UPDATE webhook_actions SET state = 'pending', attempts = 0, lease_until = NULL,"
+            " lease_owner = NULL, next_attempt_at = ? WHERE state = 'dead'"
+        )
+        with self._errors("retry the dead letters"), self._transaction():
+            if action_ids is None:
+                return int(self._execute(sql, (self._ts(now),)).rowcount)
+            count = 0
+            for action_id in action_ids:
+                count += int(
+                    self._execute(sql + " AND action_id = ?", (self._ts(now), action_id)).rowcount
+                )
+            return count

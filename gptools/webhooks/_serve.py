@@ -1,0 +1,326 @@
+"""Serving the receiver: :func:`serve` checks the settings once, hands them to uvicorn's
+worker processes and runs until Ctrl-C or SIGTERM (``gptools webhooks serve`` is a thin
+front end over it).
+
+What it does before uvicorn starts, so that a mistake is one clear error here and not a
+traceback from every worker: the auth secrets, the store URL and the handler are checked,
+the TLS certificate and key are loaded once, the file-descriptor limit is raised (or the
+connection limit lowered) to fit, and the store's tables are created once (so the workers
+do not race to create them). The settings reach each worker through ``GP_WEBHOOK_*``
+variables (``_environment.py``); every process counts its metrics into a fresh
+``PROMETHEUS_MULTIPROC_DIR``, removed (and the variable restored) when it returns.
+"""
+
+from __future__ import annotations
+
+import logging
+import logging.config
+import os
+import shutil
+import signal
+import socket
+import ssl
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from typing import Any, Literal
+
+from gptools import spec
+from gptools.errors import ConfigurationError, GptoolsError, MissingExtraError
+from gptools.webhooks._auth import ReceiverAuth
+from gptools.webhooks._constants import (
+    DEFAULT_STORE_URL,
+    GRACEFUL_SHUTDOWN_S,
+    WORKER_HEALTHCHECK_S,
+)
+from gptools.webhooks._environment import load_handler, receiver_environment
+from gptools.webhooks._logs import log_config
+from gptools.webhooks._metrics import ENV_MULTIPROC_DIR, METRICS_PATH, serve_metrics
+from gptools.webhooks._server_limits import (
+    ServerLimits,
+    descriptors_needed,
+    fit_to_descriptor_limit,
+    uvicorn_settings,
+)
+from gptools.webhooks._store import open_store
+
+#: Where an encrypted TLS key's password is read from (never an argument: arguments show
+#: up in ``ps`` and in shell history).
+ENV_SSL_KEY_PASSWORD = "GP_WEBHOOK_SSL_KEYFILE_PASSWORD"  # noqa: S105 (a variable name)
+#: What uvicorn imports in each worker to build its receiver.
+RECEIVER_FACTORY = "gptools.webhooks._environment:receiver_from_env"
+
+
+class ServeError(GptoolsError):
+    """The receiver cannot start on this machine (the file-descriptor limit leaves no room
+    for connections); its settings themselves are fine."""
+
+
+class ListenError(ServeError):
+    """The receiver cannot listen on ``host:port`` (taken, or not this machine's);
+    ``reason`` is the system's word for it."""
+
+    def __init__(self, host: str, port: int, reason: str) -> None:
+        super().__init__(
+            f"cannot listen on {host}:{port}: {reason}; choose another port (0 picks a free one)"
+        )
+        self.host = host
+        self.port = port
+        self.reason = reason
+
+
+def serve(
+    store: str = DEFAULT_STORE_URL,
+    *,
+    auth: str,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    workers: int = 1,
+    path: str = spec.DEFAULT_WEBHOOK_PATH,
+    max_body_bytes: int = spec.WEBHOOK_MAX_BODY_BYTES,
+    refused_rows_per_second: int = spec.WEBHOOK_REFUSED_ROWS_PER_SECOND,
+    handler: str | None = None,
+    ssl_certfile: str | None = None,
+    ssl_keyfile: str | None = None,
+    metrics_port: int | None = None,
+    log_format: Literal["text", "json"] = "text",
+    limits: ServerLimits | None = None,
+    announce: Callable[[str], object] | None = None,
+) -> None:
+    """Receive game-event webhooks until Ctrl-C or SIGTERM (in-flight requests are drained).
+
+    ``store`` is a store URL (:func:`~gptools.webhooks.open_store`); ``auth`` the kind of
+    authentication (``bearer``, ``basic`` or ``none``), whose secrets each worker reads from
+    ``GP_WEBHOOK_API_KEY`` or ``GP_WEBHOOK_USERNAME`` and ``GP_WEBHOOK_PASSWORD``;
+    ``handler`` a ``module:function`` run for every new action after the acknowledgement.
+    ``ssl_certfile`` with ``ssl_keyfile`` serve HTTPS (an encrypted key's password from
+    ``GP_WEBHOOK_SSL_KEYFILE_PASSWORD``). ``metrics_port`` serves ``/metrics`` and
+    ``/openapi.json`` on a port of their own instead of on the delivery listener;
+    ``log_format`` ``json`` writes one JSON object a line. ``limits`` bounds each worker's
+    connections (default :class:`~gptools.webhooks.ServerLimits`); ``max_connections`` is
+    lowered to fit the file-descriptor limit. ``announce`` gets the start-up line (with
+    ``log_format`` ``text``; default: the log).
+
+    Raises :class:`~gptools.errors.ConfigurationError` for settings that cannot work (auth
+    secrets, store URL, handler, path, TLS files), :class:`ListenError` when an address is
+    not free, :class:`ServeError` when no connection fits the descriptor limit,
+    :class:`~gptools.webhooks.StoreError` when the store cannot be opened and
+    :class:`~gptools.errors.MissingExtraError` for a store whose extra is missing. When
+    SIGTERM stopped it, the process ends by SIGTERM once everything is cleaned up, as a
+    service manager expects.
+    """
+    limits = limits or ServerLimits()
+    try:
+        ReceiverAuth.from_env(auth)
+        opened = open_store(store)
+        if handler:
+            load_handler(handler)
+    except MissingExtraError:  # an ImportError too, but not the caller's settings
+        raise
+    except (ValueError, ImportError) as exc:  # AuthConfigError is a ValueError too
+        raise ConfigurationError(str(exc)) from exc
+    if not path.startswith("/"):
+        raise ConfigurationError(f"path must start with '/', got {path!r}")
+    key_password = os.environ.get(ENV_SSL_KEY_PASSWORD)
+    _check_tls(ssl_certfile, ssl_keyfile, key_password)
+    fitted, descriptors = fit_to_descriptor_limit(limits.max_connections)
+    if fitted < 1:
+        raise ServeError(
+            f"the file-descriptor limit ({descriptors}) leaves no room for connections: "
+            "raise it (ulimit -n, LimitNOFILE) to at least "
+            f"{descriptors_needed(limits.max_connections)}"
+        )
+    asked = limits.max_connections
+    limits = replace(limits, max_connections=fitted)
+    # Create the tables once here, so the workers do not race to create them.
+    opened.connect().close()
+    # Bind once before the start-up line, so it never announces an address that is taken;
+    # uvicorn binds again right after, with SO_REUSEADDR as here.
+    port = _free_port(host, port)
+    settings = (
+        receiver_environment(
+            store,
+            auth,
+            path=path,
+            max_body_bytes=max_body_bytes,
+            refused_rows_per_second=refused_rows_per_second,
+            handler=handler,
+            metrics_public=metrics_port is None,
+        )
+        | limits.environment()
+    )
+    with _environment(settings), _metrics_directory():
+        metrics_server = None
+        metrics_line = f"; metrics: {'https' if ssl_certfile else 'http'}://{host}:{port}"
+        metrics_line += METRICS_PATH
+        if metrics_port is not None:
+            from gptools.openapi import receiver_openapi, to_json
+
+            metrics_port = _free_port(host, metrics_port)
+            contract = receiver_openapi(path=path, auth_kind=auth, max_body_bytes=max_body_bytes)
+            metrics_server = serve_metrics(host, metrics_port, opened, openapi=to_json(contract))
+            metrics_line = f"; metrics: http://{host}:{metrics_port}{METRICS_PATH}"
+        base = f"{'https' if ssl_certfile else 'http'}://{host}:{port}"
+        listening = (
+            f"receiving webhooks on {base}{path} (auth {auth.upper()}, "
+            f"store {opened.url}, {workers} worker{'s' if workers > 1 else ''}); "
+            f"health: {base}/healthz, readiness: {base}/readyz"
+            + metrics_line
+            + (
+                f"; at most {fitted} connections per worker (file-descriptor limit "
+                f"{descriptors}, below the {asked} asked)"
+                if fitted < asked
+                else ""
+            )
+        )
+        logging_config = log_config(log_format)
+        if logging_config is not None:
+            # Every line JSON, the start-up line too.
+            logging.config.dictConfig(logging_config)
+            logging.getLogger("gptools.webhooks").info(listening, extra={"event": "listening"})
+        elif announce is not None:
+            announce(listening)
+        else:
+            logging.getLogger("gptools.webhooks").info(listening)
+        try:
+            stopped_by_sigterm = _run_uvicorn(
+                host=host,
+                port=port,
+                workers=workers,
+                ssl_certfile=ssl_certfile,
+                ssl_keyfile=ssl_keyfile,
+                ssl_keyfile_password=key_password,
+                logging_config=logging_config,
+                limits=limits,
+            )
+        finally:
+            if metrics_server is not None:
+                metrics_server.shutdown()
+    if stopped_by_sigterm:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.raise_signal(signal.SIGTERM)
+
+
+def _check_tls(certfile: str | None, keyfile: str | None, password: str | None) -> None:
+    """Load the certificate and key once, so a wrong file or password is one error here,
+    not a traceback from every worker."""
+    if (certfile is None) != (keyfile is None):
+        raise ConfigurationError("ssl_certfile and ssl_keyfile go together (HTTPS needs both)")
+    if certfile is None:
+        return
+    try:
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(
+            certfile, keyfile, password
+        )
+    except (ssl.SSLError, OSError) as exc:
+        raise ConfigurationError(
+            f"cannot use the TLS certificate {certfile} with key {keyfile}: {exc}"
+        ) from exc
+
+
+def _free_port(host: str, port: int) -> int:
+    """Bind ``host:port`` once (port 0: a free one) and return the port bound."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+        bound: int = sock.getsockname()[1]
+    except (UnicodeError, TypeError):  # a host name IDNA cannot encode
+        raise ConfigurationError(f"host {host!r} is not a host name or address") from None
+    except OSError as exc:
+        raise ListenError(host, port, exc.strerror or str(exc)) from None
+    finally:
+        sock.close()
+    return bound
+
+
+@contextmanager
+def _environment(variables: dict[str, str]) -> Iterator[None]:
+    """Set ``variables`` for the workers (they inherit this process's environment; with
+    one worker, uvicorn builds the receiver in this process), and restore the caller's
+    values afterwards: a Python caller goes on with the environment it had."""
+    previous = {name: os.environ.get(name) for name in variables}
+    os.environ.update(variables)
+    try:
+        yield
+    finally:
+        for name, value in previous.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+@contextmanager
+def _metrics_directory() -> Iterator[str]:
+    """A fresh ``PROMETHEUS_MULTIPROC_DIR`` for this run: every process (this one too,
+    with one worker) counts into it, so that a scrape sums all workers and never last
+    run's counts. Set before anything imports prometheus_client, which reads it at import;
+    removed afterwards, and the variable restored: this process may go on (a test, a
+    Python caller) and must not keep pointing at a directory that no longer exists."""
+    directory = tempfile.mkdtemp(prefix="gptools-metrics-")
+    previous = os.environ.get(ENV_MULTIPROC_DIR)
+    os.environ[ENV_MULTIPROC_DIR] = directory
+    try:
+        yield directory
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+        if previous is None:
+            os.environ.pop(ENV_MULTIPROC_DIR, None)
+        else:
+            os.environ[ENV_MULTIPROC_DIR] = previous
+
+
+def _run_uvicorn(
+    *,
+    host: str,
+    port: int,
+    workers: int,
+    ssl_certfile: str | None,
+    ssl_keyfile: str | None,
+    ssl_keyfile_password: str | None,
+    logging_config: dict[str, Any] | None,
+    limits: ServerLimits,
+) -> bool:
+    """Run uvicorn until it stops; True when SIGTERM stopped it.
+
+    With one worker, uvicorn ends a SIGTERM (systemd's stop) by raising the signal again
+    under the handler it found, the default one, which kills the process before the
+    clean-up. This handler turns it into an exception instead; :func:`serve` raises the
+    signal again once it has cleaned up."""
+    import uvicorn
+    from uvicorn.config import LOGGING_CONFIG
+
+    previous = signal.signal(signal.SIGTERM, _terminated)
+    try:
+        uvicorn.run(
+            RECEIVER_FACTORY,
+            factory=True,
+            host=host,
+            port=port,
+            workers=workers,
+            lifespan="on",
+            access_log=False,
+            log_level="info",
+            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+            timeout_worker_healthcheck=WORKER_HEALTHCHECK_S,
+            ssl_certfile=ssl_certfile,
+            ssl_keyfile=ssl_keyfile,
+            ssl_keyfile_password=ssl_keyfile_password,
+            log_config=logging_config if logging_config is not None else LOGGING_CONFIG,
+            **uvicorn_settings(limits),
+        )
+    except _Terminated:
+        return True
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    return False
+
+
+class _Terminated(BaseException):
+    """SIGTERM reached the main process (see :func:`_run_uvicorn`)."""
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise _Terminated
