@@ -165,3 +165,15 @@ def html_table(
         for row in zip(*(cells for _, _, cells in columns), strict=True)
     )
     return f"<table class='dataframe'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+__all__ = [
+    "MISSING",
+    "UNBROKEN_RUN_MAX_CHARS",
+    "UNIT_DECIMALS",
+    "ReadableTable",
+    "cell_text",
+    "column_decimals",
+    "html_table",
+    "readable",
+]

@@ -355,6 +355,7 @@ def error_class(
 
 
 __all__ = [
+    "EXTRAS",
     "ApiError",
     "BadRequestError",
     "BrandNotAllowedError",
@@ -368,6 +369,7 @@ __all__ = [
     "GptoolsError",
     "IdempotencyConflictError",
     "InvalidRequestError",
+    "MissingExtraError",
     "NotAuthorizedError",
     "NotFoundError",
     "RateLimitedError",
@@ -376,5 +378,7 @@ __all__ = [
     "TransportError",
     "UnknownServerError",
     "error_class",
+    "import_extra",
     "is_rate_limited",
+    "require_extra",
 ]

@@ -168,3 +168,20 @@ def write_html(
     html = out_dir / f"{name}.html"
     html.write_text(body, encoding="utf-8")
     return html
+
+
+__all__ = [
+    "DEFAULT_REGISTRY",
+    "ENV_WIDGETS_DIR",
+    "HTML_MANAGER_INTEGRITY",
+    "HTML_MANAGER_SCRIPT",
+    "HTML_MANAGER_VERSION",
+    "STATIC_DIR",
+    "WidgetManagerUnavailable",
+    "default_widgets_dir",
+    "offline_exporter",
+    "tarball_url",
+    "unpack_widget_manager",
+    "widget_manager",
+    "write_html",
+]

@@ -343,3 +343,16 @@ def build_ui(
         c[name].observe(refresh, names="value")
     update_choices()
     return ui
+
+
+__all__ = [
+    "DATE_FORMAT",
+    "PLANNER_COLUMNS",
+    "PlannerInputs",
+    "PlannerResult",
+    "PlannerUI",
+    "build_ui",
+    "feature_types",
+    "levels",
+    "planner_result",
+]
