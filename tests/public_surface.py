@@ -164,7 +164,7 @@ def _describe(name: str, obj: Any) -> list[str]:
         return [f"{prefix} {name}{signature(obj)}"]
     if isinstance(obj, ModuleType):
         return [f"module {name}"]
-    if isinstance(obj, _SCALARS) or isinstance(obj, enum.Enum):
+    if isinstance(obj, (*_SCALARS, enum.Enum)):
         return [f"{name}: {type(obj).__name__} = {stable_repr(obj)}"]
     if callable(obj) and not hasattr(obj, "__len__"):
         return [f"{name}{signature(obj)}  # {type(obj).__name__}"]
