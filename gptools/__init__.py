@@ -14,6 +14,7 @@ errors and the models load at once, so that an ``except gptools.ApiError`` costs
 """
 
 import ast as _ast
+import functools as _functools
 import typing as _typing
 from importlib import import_module as _import_module
 from pathlib import Path as _Path
@@ -52,16 +53,19 @@ _SOURCES: tuple[str, ...] = (
 )
 
 
-def _declared(module: str) -> list[str]:
+@_functools.cache
+def _declared(module: str) -> tuple[str, ...]:
     """The ``__all__`` of ``module``, read from its source without importing it."""
     path = _Path(__file__).parent.joinpath(*module.split(".")[1:])
     source = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
     for node in _ast.parse(source.read_text(encoding="utf-8")).body:
-        if isinstance(node, _ast.Assign) and any(
-            isinstance(t, _ast.Name) and t.id == "__all__" for t in node.targets
-        ):
-            return list(_ast.literal_eval(node.value))
-    return []
+        targets = node.targets if isinstance(node, _ast.Assign) else []
+        if isinstance(node, _ast.AnnAssign):
+            targets = [node.target]
+        value = getattr(node, "value", None)
+        if value is not None and any(getattr(t, "id", "") == "__all__" for t in targets):
+            return tuple(_ast.literal_eval(value))
+    return ()
 
 
 def _home(name: str) -> str | None:
