@@ -23,6 +23,8 @@ from gptools.sandbox._accounts import (
 from gptools.sandbox._catalogue import (
     CATALOGUE,
     CURRENCIES,
+    CatalogueBuyFeature,
+    CatalogueGame,
 )
 from gptools.sandbox._config import SandboxConfig
 from gptools.sandbox._dispatcher import (
@@ -55,6 +57,8 @@ __all__ = [
     "DEMO_ACCOUNTS",
     "STATE_FILE",
     "CampaignPlay",
+    "CatalogueBuyFeature",
+    "CatalogueGame",
     "DeliveryTarget",
     "EventGenerator",
     "FaultRule",
