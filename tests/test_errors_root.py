@@ -27,7 +27,8 @@ OUTSIDE_THE_ROOT = {"LoadInterrupted", "_Terminated"}
 #: Public-named exception classes no public module exports, because none reaches a caller:
 #: the sandbox turns Refusal and CampaignNotPlayableError into HTTP answers, the command
 #: line turns its four classes into exit codes, and the receiver's queue catches
-#: CommitUncertain (it asks the store what happened) and HandlerTimeout (it retries).
+#: CommitUncertain (it asks the store what happened) and HandlerTimeout (it records the
+#: failure, then retries the action or dead-letters it).
 STAYS_INSIDE = {
     "Refusal",
     "CampaignNotPlayableError",
