@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 UV_VERSION := $(shell sed -n 's/^uv==//p' requirements.lock)
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck unit notebooks docs docs-serve services lab bench lock clean
+.PHONY: run test lint typecheck unit notebooks docs docs-serve services lab bench lock clean public-api
 
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -59,6 +59,10 @@ lab: $(STAMP)
 bench: $(STAMP)
 	@command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk) || echo "no wrk: benchmarks fall back to httpx"
 	@for b in tests/benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+## Rewrite tests/public_api.txt after an intended change to the public surface (review its diff).
+public-api: $(STAMP)
+	$(PY) -m tests.public_surface --write
 
 ## Re-resolve requirements.lock after changing pyproject.toml: the base, every extra and dev.
 lock:

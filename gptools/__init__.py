@@ -1,213 +1,92 @@
 """gptools: a toolkit for integrators of the game provider's public API.
 
-The public names are re-exported here; implementation modules may change. See the README
-for the capabilities and :mod:`gptools.spec` for every published rule and assumption.
+``__all__`` below is the one list of the public names; implementation modules may change.
+See the README for the capabilities and :mod:`gptools.spec` for every published rule and
+assumption.
 
-Errors and models are imported at once; the capabilities (client, costs, campaigns,
-participants, webhooks, sandbox, widgets) load on first use, so ``import gptools`` stays
-light for a webhook worker or a CLI call that needs none of pandas, DuckDB or matplotlib.
+Each name is written once, in ``__all__``. Type checkers and IDEs read where it comes from
+through the star imports under ``TYPE_CHECKING`` (each module's own ``__all__``); at run
+time :func:`__getattr__` finds the module whose ``__all__`` declares the name, read from its
+source without importing it, and imports it on first use. So ``import gptools`` stays light
+for a webhook worker or a CLI call that needs none of pandas, DuckDB or matplotlib: only the
+errors and the models load at once, so that an ``except gptools.ApiError`` costs nothing.
+``tests/test_public_api.py`` checks that every name is declared by exactly one of the modules.
 """
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+import ast as _ast
+import functools as _functools
+import typing as _typing
+from importlib import import_module as _import_module
+from pathlib import Path as _Path
 
-from gptools.errors import (
-    ApiError,
-    BadRequestError,
-    BrandNotAllowedError,
-    BrandRequiredError,
-    CampaignValidationError,
-    ConfigurationError,
-    ConflictError,
-    ForbiddenError,
-    GameNotFoundError,
-    GatewayTimeoutError,
-    GptoolsError,
-    IdempotencyConflictError,
-    InvalidRequestError,
-    MissingExtraError,
-    NotAuthorizedError,
-    NotFoundError,
-    RateLimitedError,
-    ResponseTooLargeError,
-    ServerError,
-    TransportError,
-    UnknownServerError,
-)
-from gptools.models import (
-    AwardedFeatureConfiguration,
-    AwardedFeatureConfigurations,
-    Brand,
-    BuyFeature,
-    CampaignCreated,
-    CampaignRequest,
-    DisplayOptions,
-    ErrorBody,
-    Game,
-    GameEventNotification,
-    ParticipantsAdded,
-    PrincipalType,
-    SelfInfo,
-    WebhookSubscription,
-    WebhookSubscriptionInfo,
-)
+from gptools import errors as _errors  # noqa: F401  (eager: see the docstring)
+from gptools import models as _models  # noqa: F401
 
-if TYPE_CHECKING:
-    from gptools.campaigns import (
-        ApplyResult,
-        Budget,
-        CurrencyLine,
-        Plan,
-        PlanFileError,
-        PlanInvalidError,
-        Problem,
-        Validation,
-        apply_plan,
-        budget,
-        campaign_requests,
-        load_plan,
-        review,
-        validate_plan,
-    )
-    from gptools.client import (
-        AsyncClient,
-        Client,
-        ClientStats,
-    )
-    from gptools.costs import (
-        CostBook,
-        CrossCheck,
-        StoredTableError,
-        UnknownCurrencyError,
-        cost_chart,
-        cross_check,
-        currency_exponent,
-        feature_cost,
-        preview,
-        read_stored_table,
-        table_from_configurations,
-        table_from_game,
-        write_stored_table,
-    )
-    from gptools.deliverylog import (
-        ColumnMapping,
-        DeliveryAnalysis,
-        DeliveryLog,
-        DeliveryLogError,
-        DeliveryReport,
-        analyze,
-        read_delivery_log,
-    )
-    from gptools.participants import (
-        JournalMismatchError,
-        LoadInterrupted,
-        LoadSummary,
-        PlayerListError,
-        load_participants,
-    )
-    from gptools.sandbox import (
-        FaultRule,
-        RunningSandbox,
-        SandboxAccount,
-        SandboxConfig,
-        run_sandbox,
-    )
-    from gptools.session import (
-        connect,
-        connect_async,
-    )
-    from gptools.webhooks import (
-        ExportResult,
-        PostgresStore,
-        ProcessingQueue,
-        ReceiverAuth,
-        SQLiteStore,
-        StoreError,
-        WebhookReceiver,
-        export_log,
-        open_store,
-    )
-    from gptools.widgets import (
-        build_ui,
-    )
+if _typing.TYPE_CHECKING:
+    from gptools.campaigns import *  # noqa: F403
+    from gptools.client import *  # noqa: F403
+    from gptools.costs import *  # noqa: F403
+    from gptools.deliverylog import *  # noqa: F403
+    from gptools.errors import *  # noqa: F403
+    from gptools.models import *  # noqa: F403
+    from gptools.participants import *  # noqa: F403
+    from gptools.sandbox import *  # noqa: F403
+    from gptools.session import *  # noqa: F403
+    from gptools.webhooks import *  # noqa: F403
+    from gptools.widgets import *  # noqa: F403
 
 __version__ = "0.1.0"
 
-# name -> module that defines it, imported on first attribute access
-_LAZY: dict[str, str] = {
-    "AsyncClient": "gptools.client",
-    "Client": "gptools.client",
-    "ClientStats": "gptools.client",
-    "connect": "gptools.session",
-    "connect_async": "gptools.session",
-    "CostBook": "gptools.costs",
-    "CrossCheck": "gptools.costs",
-    "StoredTableError": "gptools.costs",
-    "UnknownCurrencyError": "gptools.costs",
-    "cost_chart": "gptools.costs",
-    "cross_check": "gptools.costs",
-    "currency_exponent": "gptools.costs",
-    "feature_cost": "gptools.costs",
-    "preview": "gptools.costs",
-    "read_stored_table": "gptools.costs",
-    "table_from_configurations": "gptools.costs",
-    "table_from_game": "gptools.costs",
-    "write_stored_table": "gptools.costs",
-    "ApplyResult": "gptools.campaigns",
-    "Budget": "gptools.campaigns",
-    "CurrencyLine": "gptools.campaigns",
-    "Plan": "gptools.campaigns",
-    "PlanFileError": "gptools.campaigns",
-    "PlanInvalidError": "gptools.campaigns",
-    "Problem": "gptools.campaigns",
-    "Validation": "gptools.campaigns",
-    "apply_plan": "gptools.campaigns",
-    "budget": "gptools.campaigns",
-    "campaign_requests": "gptools.campaigns",
-    "load_plan": "gptools.campaigns",
-    "review": "gptools.campaigns",
-    "validate_plan": "gptools.campaigns",
-    "JournalMismatchError": "gptools.participants",
-    "LoadInterrupted": "gptools.participants",
-    "LoadSummary": "gptools.participants",
-    "PlayerListError": "gptools.participants",
-    "load_participants": "gptools.participants",
-    "ExportResult": "gptools.webhooks",
-    "PostgresStore": "gptools.webhooks",
-    "ProcessingQueue": "gptools.webhooks",
-    "ReceiverAuth": "gptools.webhooks",
-    "SQLiteStore": "gptools.webhooks",
-    "StoreError": "gptools.webhooks",
-    "WebhookReceiver": "gptools.webhooks",
-    "export_log": "gptools.webhooks",
-    "open_store": "gptools.webhooks",
-    "ColumnMapping": "gptools.deliverylog",
-    "DeliveryAnalysis": "gptools.deliverylog",
-    "DeliveryLog": "gptools.deliverylog",
-    "DeliveryLogError": "gptools.deliverylog",
-    "DeliveryReport": "gptools.deliverylog",
-    "analyze": "gptools.deliverylog",
-    "read_delivery_log": "gptools.deliverylog",
-    "FaultRule": "gptools.sandbox",
-    "RunningSandbox": "gptools.sandbox",
-    "SandboxAccount": "gptools.sandbox",
-    "SandboxConfig": "gptools.sandbox",
-    "run_sandbox": "gptools.sandbox",
-    "build_ui": "gptools.widgets",
-}
+#: The modules the names of ``__all__`` come from (the same as the star imports above).
+_SOURCES: tuple[str, ...] = (
+    "gptools.errors",
+    "gptools.models",
+    "gptools.campaigns",
+    "gptools.client",
+    "gptools.costs",
+    "gptools.participants",
+    "gptools.sandbox",
+    "gptools.session",
+    "gptools.webhooks",
+    "gptools.deliverylog",
+    "gptools.widgets",
+)
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
+@_functools.cache
+def _declared(module: str) -> tuple[str, ...]:
+    """The ``__all__`` of ``module``, read from its source without importing it."""
+    path = _Path(__file__).parent.joinpath(*module.split(".")[1:])
+    source = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+    for node in _ast.parse(source.read_text(encoding="utf-8")).body:
+        targets = node.targets if isinstance(node, _ast.Assign) else []
+        if isinstance(node, _ast.AnnAssign):
+            targets = [node.target]
+        value = getattr(node, "value", None)
+        if value is not None and any(getattr(t, "id", "") == "__all__" for t in targets):
+            return tuple(_ast.literal_eval(value))
+    return ()
+
+
+def _home(name: str) -> str | None:
+    """The module whose ``__all__`` declares ``name`` (the first of :data:`_SOURCES`)."""
+    for module in _SOURCES:
+        if name in _declared(module):
+            return module
+    return None
+
+
+def __getattr__(name: str) -> _typing.Any:
+    module = _home(name) if name in __all__ else None
     if module is None:
         raise AttributeError(f"module 'gptools' has no attribute {name!r}")
-    value = getattr(import_module(module), name)
+    value = getattr(_import_module(module), name)
     globals()[name] = value
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+    return sorted(set(globals()) | set(__all__))
 
 
 __all__ = [
@@ -249,8 +128,10 @@ __all__ = [
     "GptoolsError",
     "IdempotencyConflictError",
     "InvalidRequestError",
+    "JournalBusyError",
     "JournalMismatchError",
     "LoadInterrupted",
+    "LoadStopped",
     "LoadSummary",
     "MissingExtraError",
     "NotAuthorizedError",
@@ -263,7 +144,6 @@ __all__ = [
     "PostgresStore",
     "PrincipalType",
     "Problem",
-    "ProcessingQueue",
     "RateLimitedError",
     "ReceiverAuth",
     "ResponseTooLargeError",

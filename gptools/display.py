@@ -23,7 +23,7 @@ import pandas as pd
 MISSING = "–"
 
 #: Decimals shown by the unit a column name ends with: milliseconds to 0.1, seconds to 0.001.
-UNIT_DECIMALS: Mapping[str, int] = {"_ms": 1, "_s": 3, "seconds": 3}
+_UNIT_DECIMALS: Mapping[str, int] = {"_ms": 1, "_s": 3, "seconds": 3}
 
 
 def _missing(value: Any) -> bool:
@@ -38,12 +38,12 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, Number) and not isinstance(value, bool)
 
 
-def column_decimals(name: str, decimals: Mapping[str, int] | None = None) -> int | None:
+def _column_decimals(name: str, decimals: Mapping[str, int] | None = None) -> int | None:
     """The decimals a float column is shown with: ``decimals[name]``, else by its unit
-    suffix (:data:`UNIT_DECIMALS`), else ``None`` (shown as Python prints it)."""
+    suffix (:data:`_UNIT_DECIMALS`), else ``None`` (shown as Python prints it)."""
     if decimals and name in decimals:
         return decimals[name]
-    for suffix, places in UNIT_DECIMALS.items():
+    for suffix, places in _UNIT_DECIMALS.items():
         if name.endswith(suffix):
             return places
     return None
@@ -92,7 +92,7 @@ class ReadableTable:
         out = []
         for name in frame.columns:
             values = list(frame[name])
-            places = column_decimals(str(name), self.decimals)
+            places = _column_decimals(str(name), self.decimals)
             out.append((str(name), _numeric(values), [cell_text(v, places) for v in values]))
         return out
 
@@ -131,8 +131,8 @@ def readable(
 
 
 #: A run of text without a space longer than this may break anywhere in an HTML table.
-UNBROKEN_RUN_MAX_CHARS = 64
-_UNBROKEN = re.compile(rf"\S{{{UNBROKEN_RUN_MAX_CHARS + 1},}}")
+_UNBROKEN_RUN_MAX_CHARS = 64
+_UNBROKEN = re.compile(rf"\S{{{_UNBROKEN_RUN_MAX_CHARS + 1},}}")
 
 
 def html_table(
@@ -165,3 +165,12 @@ def html_table(
         for row in zip(*(cells for _, _, cells in columns), strict=True)
     )
     return f"<table class='dataframe'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+__all__ = [
+    "MISSING",
+    "ReadableTable",
+    "cell_text",
+    "html_table",
+    "readable",
+]

@@ -1,36 +1,65 @@
-"""The exception tree of gptools.
+"""The exception tree of gptools: every exception class the package defines with a public
+name, drawn once, here.
 
 ::
 
     GptoolsError
     ├── ConfigurationError              bad or missing settings (no base URL, no password)
+    │   └── AuthConfigError                 webhooks: the receiver's auth settings (a ValueError)
     ├── MissingExtraError               a capability whose optional extra is not installed
     ├── TransportError                  no HTTP answer: connection refused/dropped, time-out
     ├── ResponseTooLargeError           an answer larger than the client reads (refused mid-stream)
-    └── ApiError                        the server answered with an error status
-        ├── BadRequestError             400
-        │   ├── BrandRequiredError          BRAND_REQUIRED (also raised locally, unsent)
-        │   └── CampaignValidationError     VALIDATION_ERROR (assumed code)
-        ├── NotAuthorizedError          401 NOT_AUTHORIZED
-        ├── ForbiddenError              403
-        │   ├── BrandNotAllowedError        BRAND_NOT_ALLOWED (also raised locally, unsent)
-        │   └── InvalidRequestError         INVALID_REQUEST (unknown campaign id)
-        ├── NotFoundError               404
-        │   └── GameNotFoundError           GAME_NOT_FOUND (assumed code)
-        ├── ConflictError               409
-        │   └── IdempotencyConflictError    IDEMPOTENCY_CONFLICT (assumed code)
-        ├── RateLimitedError            the rate-limit answer (see is_rate_limited)
-        └── ServerError                 5xx
-            ├── UnknownServerError          500 UNKNOWN_ERROR
-            └── GatewayTimeoutError         504 TIMEOUT
+    ├── ApiError                        the server answered with an error status
+    │   ├── BadRequestError             400
+    │   │   ├── BrandRequiredError          BRAND_REQUIRED (also raised locally, unsent)
+    │   │   └── CampaignValidationError     VALIDATION_ERROR (assumed code)
+    │   ├── NotAuthorizedError          401 NOT_AUTHORIZED
+    │   ├── ForbiddenError              403
+    │   │   ├── BrandNotAllowedError        BRAND_NOT_ALLOWED (also raised locally, unsent)
+    │   │   └── InvalidRequestError         INVALID_REQUEST (unknown campaign id)
+    │   ├── NotFoundError               404
+    │   │   └── GameNotFoundError           GAME_NOT_FOUND (assumed code)
+    │   ├── ConflictError               409
+    │   │   └── IdempotencyConflictError    IDEMPOTENCY_CONFLICT (assumed code)
+    │   ├── RateLimitedError            the rate-limit answer (see is_rate_limited)
+    │   └── ServerError                 5xx
+    │       ├── UnknownServerError          500 UNKNOWN_ERROR
+    │       └── GatewayTimeoutError         504 TIMEOUT
+    ├── UnknownCurrencyError            costs: a currency code ISO 4217 does not know (a ValueError)
+    ├── StoredTableError                costs: a malformed stored cost file (a ValueError)
+    ├── PlanFileError                   campaigns: a plan file that cannot be read (a ValueError)
+    ├── PlanInvalidError                campaigns: applying a plan with errors (a ValueError)
+    ├── RegisterError                   campaigns: the register cannot answer (a LookupError)
+    ├── PlayerListError                 participants: an unreadable player list (a ValueError)
+    │   ├── JournalMismatchError            the journal belongs to another load
+    │   └── JournalBusyError                another run of the same load holds the journal
+    ├── LoadStopped                     participants: the server refused the load itself
+    ├── StoreError                      webhooks: the store cannot be opened, read or written
+    │   └── CommitUncertain                 the connection broke during COMMIT
+    ├── HandlerTimeout                  webhooks: a handler run past the queue's time-out
+    ├── ServeError                      webhooks: the receiver cannot start on this machine
+    │   └── ListenError                     it cannot listen on host:port (taken, not this machine's)
+    ├── DeliveryLogError                delivery-log analyser: an unreadable log (a ValueError)
+    ├── SandboxStateError               sandbox: an unreadable state file (a ValueError)
+    ├── CampaignNotPlayableError        sandbox: a campaign it cannot play (a ValueError)
+    ├── Refusal                         sandbox: a documented error answer (stays inside)
+    ├── WidgetManagerUnavailable        notebook_html: no widget manager bundle (a RuntimeError)
+    ├── BadInput                        cli: exit code 2 (a ClickException, as the 3 below)
+    ├── Failure                         cli: exit code 1
+    ├── AddressInUse                    cli: exit code 3
+    └── Interrupted                     cli: exit code 130
 
-Every other exception gptools defines derives from :class:`GptoolsError` too (settings
-errors from :class:`ConfigurationError`, for example ``webhooks.AuthConfigError``), so
+    KeyboardInterrupt
+    └── LoadInterrupted                 participants: Ctrl-C stopped a load; ``summary`` says where
+
 ``except GptoolsError`` catches whatever the package raises on purpose; classes that were a
-``ValueError`` or ``RuntimeError`` remain one as well. The one exception is
-``participants.LoadInterrupted``: it is a ``KeyboardInterrupt``, and deriving it from
-``Exception`` would let an ``except Exception`` swallow a Ctrl-C.
-``tests/test_errors_root.py`` imports every module of the package and checks all of this.
+``ValueError`` (or ``LookupError``, ``RuntimeError``, ``ImportError``) remain one as well.
+The one exception is ``participants.LoadInterrupted``: it is a ``KeyboardInterrupt``, and
+deriving it from ``Exception`` would let an ``except Exception`` swallow a Ctrl-C. Each
+package exports the classes its public functions raise (``gptools.participants.LoadStopped``);
+the commonest are exported by ``gptools`` too. Private control-flow exceptions (underscore
+names) never reach a caller and are not drawn. ``tests/test_errors_root.py`` imports every
+module of the package and checks all of this, the drawing included.
 
 :func:`error_class` picks the class: the rate-limit answer first (:func:`is_rate_limited`,
 the one definition the client's retries and rate limiter use too), then the documented code,
@@ -355,6 +384,7 @@ def error_class(
 
 
 __all__ = [
+    "EXTRAS",
     "ApiError",
     "BadRequestError",
     "BrandNotAllowedError",
@@ -368,6 +398,7 @@ __all__ = [
     "GptoolsError",
     "IdempotencyConflictError",
     "InvalidRequestError",
+    "MissingExtraError",
     "NotAuthorizedError",
     "NotFoundError",
     "RateLimitedError",
@@ -376,5 +407,7 @@ __all__ = [
     "TransportError",
     "UnknownServerError",
     "error_class",
+    "import_extra",
     "is_rate_limited",
+    "require_extra",
 ]

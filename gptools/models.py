@@ -590,3 +590,28 @@ class DisplayOptions(BaseModel):
             if getattr(self, field):
                 out.append(label)
         return out
+
+
+__all__ = [
+    "ApiModel",
+    "AwardedFeatureConfiguration",
+    "AwardedFeatureConfigurations",
+    "Brand",
+    "BuyFeature",
+    "CampaignCreated",
+    "CampaignRequest",
+    "DisplayOptions",
+    "ErrorBody",
+    "Game",
+    "GameEventNotification",
+    "ParticipantsAdded",
+    "PrincipalType",
+    "SelfInfo",
+    "WebhookAuthType",
+    "WebhookSubscription",
+    "WebhookSubscriptionInfo",
+    "dumps_wire",
+    "loads_wire",
+    "parse_event_timestamp",
+    "sane_bet",
+]

@@ -28,16 +28,16 @@ from nbconvert import HTMLExporter
 
 from gptools.errors import GptoolsError
 
-HTML_MANAGER_VERSION = "1.0.15"
+_HTML_MANAGER_VERSION = "1.0.15"
 # npm's ``dist.integrity`` of that version: the tarball is refused if it differs.
-HTML_MANAGER_INTEGRITY = (
+_HTML_MANAGER_INTEGRITY = (
     "sha512-5thBIV6ymNgmPVOHvzx+gGy8ZSKmSazhtGw4/c4xJDVzRhG9PTeQsRjF3FUTopvFi//"
     "SABeNz1yp47bCrJ3CQA=="
 )
-HTML_MANAGER_SCRIPT = "embed.js"
-DEFAULT_REGISTRY = "https://registry.npmjs.org"
+_HTML_MANAGER_SCRIPT = "embed.js"
+_DEFAULT_REGISTRY = "https://registry.npmjs.org"
 ENV_WIDGETS_DIR = "GPTOOLS_WIDGETS_DIR"
-STATIC_DIR = f"_static/html-manager-{HTML_MANAGER_VERSION}"
+_STATIC_DIR = f"_static/html-manager-{_HTML_MANAGER_VERSION}"
 
 # Only what the page loads: the bundle, its licence and the icon fonts it refers to
 # (source maps and the require.js variant are left in the tarball).
@@ -64,26 +64,26 @@ def default_widgets_dir() -> Path:
     return Path(cache) / "gptools" / "widgets"
 
 
-def tarball_url(registry: str | None = None) -> str:
+def _tarball_url(registry: str | None = None) -> str:
     """The npm registry address of the pinned html-manager tarball (``$NPM_CONFIG_REGISTRY``
     names a mirror, as for npm itself)."""
-    base = (registry or os.environ.get("NPM_CONFIG_REGISTRY") or DEFAULT_REGISTRY).rstrip("/")
-    return f"{base}/@jupyter-widgets/html-manager/-/html-manager-{HTML_MANAGER_VERSION}.tgz"
+    base = (registry or os.environ.get("NPM_CONFIG_REGISTRY") or _DEFAULT_REGISTRY).rstrip("/")
+    return f"{base}/@jupyter-widgets/html-manager/-/html-manager-{_HTML_MANAGER_VERSION}.tgz"
 
 
 def _integrity(data: bytes) -> str:
     return "sha512-" + base64.b64encode(hashlib.sha512(data).digest()).decode("ascii")
 
 
-def unpack_widget_manager(
-    tarball: bytes, dest: Path, *, integrity: str = HTML_MANAGER_INTEGRITY
+def _unpack_widget_manager(
+    tarball: bytes, dest: Path, *, integrity: str = _HTML_MANAGER_INTEGRITY
 ) -> Path:
     """Check ``tarball`` against ``integrity`` (npm's ``sha512-...``; the pinned one by
     default) and unpack the page's files into
     ``dest`` (renamed into place when complete, so a half-written folder is never used)."""
     if _integrity(tarball) != integrity:
         raise WidgetManagerUnavailable(
-            f"html-manager {HTML_MANAGER_VERSION}: the downloaded tarball does not match its "
+            f"html-manager {_HTML_MANAGER_VERSION}: the downloaded tarball does not match its "
             f"pinned integrity"
         )
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -101,16 +101,17 @@ def unpack_widget_manager(
                     source = tar.extractfile(member)
                     assert source is not None  # a regular file always has content
                     (work / path.name).write_bytes(source.read())
-        if not (work / HTML_MANAGER_SCRIPT).is_file():
+        if not (work / _HTML_MANAGER_SCRIPT).is_file():
             raise WidgetManagerUnavailable(
-                f"html-manager {HTML_MANAGER_VERSION}: no dist/{HTML_MANAGER_SCRIPT} in the tarball"
+                f"html-manager {_HTML_MANAGER_VERSION}: "
+                f"no dist/{_HTML_MANAGER_SCRIPT} in the tarball"
             )
         work.chmod(0o755)  # mkdtemp's 0700 would follow the copy into build/
         try:
             work.rename(dest)
         except OSError:
             # Another build unpacked it first (folders only ever appear complete).
-            if not (dest / HTML_MANAGER_SCRIPT).is_file():
+            if not (dest / _HTML_MANAGER_SCRIPT).is_file():
                 raise
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -124,24 +125,24 @@ def widget_manager(
 
     Raises :class:`WidgetManagerUnavailable` when it is not cached and cannot be fetched.
     """
-    dest = (cache_dir or default_widgets_dir()) / f"html-manager-{HTML_MANAGER_VERSION}"
-    if (dest / HTML_MANAGER_SCRIPT).is_file():
+    dest = (cache_dir or default_widgets_dir()) / f"html-manager-{_HTML_MANAGER_VERSION}"
+    if (dest / _HTML_MANAGER_SCRIPT).is_file():
         return dest
-    url = tarball_url(registry)
+    url = _tarball_url(registry)
     try:
         answer = httpx.get(url, timeout=timeout_s, follow_redirects=True)
         answer.raise_for_status()
     except httpx.HTTPError as exc:
         raise WidgetManagerUnavailable(f"cannot download {url}: {exc}") from None
-    return unpack_widget_manager(answer.content, dest)
+    return _unpack_widget_manager(answer.content, dest)
 
 
-def offline_exporter() -> HTMLExporter:
+def _offline_exporter() -> HTMLExporter:
     """nbconvert's lab page, loading the widget manager from ``_static/`` beside it."""
     return HTMLExporter(
         extra_loaders=[DictLoader({"gptools_offline.html.j2": _OFFLINE_TEMPLATE})],
         template_file="gptools_offline.html.j2",
-        widget_renderer_url=f"{STATIC_DIR}/{HTML_MANAGER_SCRIPT}",
+        widget_renderer_url=f"{_STATIC_DIR}/{_HTML_MANAGER_SCRIPT}",
     )
 
 
@@ -162,9 +163,18 @@ def write_html(
         except WidgetManagerUnavailable as exc:
             print(f"{name}: widgets will load from the internet ({exc})", file=sys.stderr)
         else:
-            shutil.copytree(bundle, out_dir / STATIC_DIR, dirs_exist_ok=True)
-            exporter = offline_exporter()
+            shutil.copytree(bundle, out_dir / _STATIC_DIR, dirs_exist_ok=True)
+            exporter = _offline_exporter()
     body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": name}})
     html = out_dir / f"{name}.html"
     html.write_text(body, encoding="utf-8")
     return html
+
+
+__all__ = [
+    "ENV_WIDGETS_DIR",
+    "WidgetManagerUnavailable",
+    "default_widgets_dir",
+    "widget_manager",
+    "write_html",
+]

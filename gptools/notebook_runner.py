@@ -83,3 +83,10 @@ def _set_env(values: dict[str, str | None]) -> None:
             os.environ.pop(name, None)
         else:
             os.environ[name] = value
+
+
+__all__ = [
+    "NotebookRun",
+    "find_notebooks",
+    "run_notebook",
+]

@@ -745,3 +745,18 @@ def receiver_openapi(
 def to_json(document: dict[str, Any]) -> bytes:
     """A description as the UTF-8 JSON the servers answer."""
     return json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+__all__ = [
+    "ASSUMED",
+    "OPENAPI_PATH",
+    "OPENAPI_VERSION",
+    "TIMESTAMP_PATTERN",
+    "Acknowledgement",
+    "FieldProblem",
+    "Health",
+    "ReceiverError",
+    "provider_openapi",
+    "receiver_openapi",
+    "to_json",
+]

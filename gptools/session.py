@@ -31,7 +31,7 @@ from gptools.sandbox._remote import RemoteSandbox, served_sandbox_identity
 #: Names the address of a sandbox that another process serves (set by run-notebooks).
 SANDBOX_URL_ENV = "GPTOOLS_SANDBOX_URL"
 
-C = TypeVar("C", Client, AsyncClient)
+_C = TypeVar("_C", Client, AsyncClient)
 
 _lock = threading.Lock()
 _stack: ExitStack | None = None
@@ -122,7 +122,7 @@ def _sandbox_credentials(account: str) -> dict[str, Any]:
     }
 
 
-def _with_identity(client: C, given: bool) -> C:
+def _with_identity(client: _C, given: bool) -> _C:
     """``client`` named by the identity of the sandbox serving at its address, when one
     does (``gptools sandbox serve``, on this machine) and no identity was given."""
     if given:
@@ -153,3 +153,14 @@ def connect_async(account: str = "partner", **client_options: Any) -> AsyncClien
     if real_service_configured():
         return _with_identity(AsyncClient(**client_options), "server_identity" in client_options)
     return AsyncClient(**{**_sandbox_credentials(account), **client_options})
+
+
+__all__ = [
+    "SANDBOX_URL_ENV",
+    "connect",
+    "connect_async",
+    "embedded_sandbox",
+    "real_service_configured",
+    "start_embedded_sandbox",
+    "stop_embedded_sandbox",
+]

@@ -34,9 +34,9 @@ if TYPE_CHECKING:
 else:  # the [notebooks] extra: one line naming it when missing
     widgets = import_extra("ipywidgets", "notebooks", "The campaign planner widgets")
 
-DATE_FORMAT = "%Y-%m-%d %H:%M"
+_DATE_FORMAT = "%Y-%m-%d %H:%M"
 
-PLANNER_COLUMNS: tuple[str, ...] = (
+_PLANNER_COLUMNS: tuple[str, ...] = (
     "currency",
     "base_bet",
     "feature_cost",
@@ -93,7 +93,7 @@ class PlannerResult:
         return "".join(parts)
 
 
-def feature_types(costs: pd.DataFrame, game_id: str) -> list[str]:
+def _feature_types(costs: pd.DataFrame, game_id: str) -> list[str]:
     """The buy feature types of ``game_id`` in a cost table with the breakdown."""
     return sorted(
         {
@@ -159,10 +159,10 @@ def planner_result(
             ]
         )
     try:
-        start = datetime.strptime(inputs.start.strip(), DATE_FORMAT)
-        end = datetime.strptime(inputs.end.strip(), DATE_FORMAT)
+        start = datetime.strptime(inputs.start.strip(), _DATE_FORMAT)
+        end = datetime.strptime(inputs.end.strip(), _DATE_FORMAT)
     except ValueError:
-        table = pd.DataFrame(table_rows, columns=list(PLANNER_COLUMNS), dtype=object)
+        table = pd.DataFrame(table_rows, columns=list(_PLANNER_COLUMNS), dtype=object)
         return PlannerResult(
             table,
             None,
@@ -201,7 +201,7 @@ def planner_result(
                 ),
             )
         )
-    table = pd.DataFrame(table_rows, columns=list(PLANNER_COLUMNS), dtype=object)
+    table = pd.DataFrame(table_rows, columns=list(_PLANNER_COLUMNS), dtype=object)
     return PlannerResult(table, plan, validation, review=planned)
 
 
@@ -309,7 +309,7 @@ def build_ui(
         busy = True
         try:
             game = c["games"].value[0] if c["games"].value else games[0]
-            types = feature_types(costs, game)
+            types = _feature_types(costs, game)
             if tuple(c["feature"].options) != tuple(types):
                 c["feature"].options = types
             if c["feature"].value not in types:
@@ -343,3 +343,13 @@ def build_ui(
         c[name].observe(refresh, names="value")
     update_choices()
     return ui
+
+
+__all__ = [
+    "PlannerInputs",
+    "PlannerResult",
+    "PlannerUI",
+    "build_ui",
+    "levels",
+    "planner_result",
+]

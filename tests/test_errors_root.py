@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import ast
+import builtins
 import importlib
 import pkgutil
+import re
 from pathlib import Path
 
 import pytest
@@ -14,15 +16,32 @@ from gptools.errors import ConfigurationError, GptoolsError
 
 PACKAGE = Path(gptools.__file__).resolve().parent
 
-#: Exception classes that stay outside the root, each for a reason written here.
-#: LoadInterrupted reports a Ctrl-C: it is a KeyboardInterrupt, and deriving it from
-#: Exception (as GptoolsError is) would let every ``except Exception`` swallow it.
-#: _Terminated carries a SIGTERM out of uvicorn to the receiver's clean-up, for the same
-#: reason a BaseException; it never leaves ``gptools.webhooks.serve``.
-OUTSIDE_THE_ROOT = {
-    "gptools.participants._loader.LoadInterrupted",
-    "gptools.webhooks._serve._Terminated",
+#: Exception classes that stay outside the root, by class name (wherever they live), each for
+#: a reason written here. LoadInterrupted reports a Ctrl-C: it is a KeyboardInterrupt, and
+#: deriving it from Exception (as GptoolsError is) would let every ``except Exception``
+#: swallow it; it is the documented one (errors.py draws it). _Terminated carries a SIGTERM
+#: out of uvicorn to the receiver's clean-up, for the same reason a BaseException; it is
+#: private and never leaves ``gptools webhooks serve``.
+OUTSIDE_THE_ROOT = {"LoadInterrupted", "_Terminated"}
+
+#: Public-named exception classes no public module exports, because none reaches a caller:
+#: the sandbox turns Refusal and CampaignNotPlayableError into HTTP answers, the command
+#: line turns its four classes into exit codes, and the receiver's queue catches
+#: CommitUncertain (it asks the store what happened) and HandlerTimeout (it records the
+#: failure, then retries the action or dead-letters it).
+STAYS_INSIDE = {
+    "Refusal",
+    "CampaignNotPlayableError",
+    "BadInput",
+    "Failure",
+    "AddressInUse",
+    "Interrupted",
+    "CommitUncertain",
+    "HandlerTimeout",
 }
+
+#: A line of the drawing: the tree's lines, then a class name (its column gives its depth).
+_NODE = re.compile(r"^[ │├└─]*(?P<name>[A-Z]\w+)(?:\s|$)")
 
 
 def _every_module() -> list[str]:
@@ -70,7 +89,7 @@ def test_every_exception_class_of_the_package_derives_from_gptools_error() -> No
         "gptools.notebook_html.WidgetManagerUnavailable",
     ):
         assert name in ours
-    outside = sorted(n for n, k in ours.items() if not issubclass(k, GptoolsError))
+    outside = sorted(k.__name__ for k in ours.values() if not issubclass(k, GptoolsError))
     assert outside == sorted(OUTSIDE_THE_ROOT), (
         f"exception classes that do not derive from gptools.errors.GptoolsError: {outside}"
     )
@@ -159,3 +178,78 @@ def test_the_sandbox_takes_only_the_root_class_from_errors() -> None:
             elif isinstance(node, ast.Import):
                 assert "gptools.errors" not in {a.name for a in node.names}, path
     assert taken == {"GptoolsError"}
+
+
+def _drawing() -> list[tuple[str, str | None]]:
+    """The tree drawn in errors.py's docstring as (class name, drawn parent) pairs."""
+    from gptools import errors
+
+    doc = errors.__doc__ or ""
+    block = []  # the literal block after "::": indented lines, up to the next paragraph
+    for line in doc.split("::", 1)[1].splitlines()[1:]:
+        if line and not line.startswith("    "):
+            break
+        if line.strip():
+            block.append(line)
+    pairs: list[tuple[str, str | None]] = []
+    stack: list[tuple[int, str]] = []
+    for line in block:
+        body = line[4:]  # the literal block's own indent
+        match = _NODE.match(body)
+        assert match, f"a line of the drawing that names no class: {line!r}"
+        depth = match.start("name") // 4
+        while stack and stack[-1][0] >= depth:
+            stack.pop()
+        pairs.append((match.group("name"), stack[-1][1] if stack else None))
+        stack.append((depth, match.group("name")))
+    return pairs
+
+
+def test_the_drawing_in_errors_py_is_the_tree() -> None:
+    """Every public exception class is drawn once, under a class it derives from; every
+    drawn name is a class that exists (private control-flow classes are not drawn)."""
+    by_name = {k.__name__: k for k in _ours().values()}
+    assert len(by_name) == len(_ours()), "two exception classes share a name"
+    drawn = _drawing()
+    names = [name for name, _ in drawn]
+    assert len(names) == len(set(names)), f"drawn twice: {names}"
+    public = {n for n in by_name if not n.startswith("_")}
+    assert public - set(names) == set(), (
+        f"exception classes errors.py's tree does not draw: {sorted(public - set(names))}"
+    )
+    for name, parent in drawn:
+        klass = by_name.get(name) or getattr(builtins, name, None)
+        assert klass is not None, f"errors.py draws {name}, which no module defines"
+        if parent is None:
+            assert name in ("GptoolsError", "KeyboardInterrupt"), f"{name} drawn as a root"
+        else:
+            base = by_name.get(parent) or getattr(builtins, parent)
+            assert issubclass(klass, base), f"{name} is drawn under {parent} but is not one"
+    assert ("LoadInterrupted", "KeyboardInterrupt") in drawn
+
+
+def test_every_exception_a_caller_can_meet_is_exported() -> None:
+    """A public-named exception class is in the ``__all__`` of a public module (so a caller
+    can catch it by name), unless it is one of STAYS_INSIDE."""
+    from tests.public_surface import public_modules
+
+    exported = {
+        getattr(importlib.import_module(m), n)
+        for m in public_modules()
+        for n in importlib.import_module(m).__all__
+        if isinstance(getattr(importlib.import_module(m), n), type)
+    }
+    unexported = sorted(
+        k.__name__
+        for k in _ours().values()
+        if not k.__name__.startswith("_") and k not in exported and k.__name__ not in STAYS_INSIDE
+    )
+    assert not unexported, f"exception classes no public module exports: {unexported}"
+    assert {k.__name__ for k in _ours().values()} >= STAYS_INSIDE, "STAYS_INSIDE is stale"
+
+
+def test_what_load_participants_raises_is_exported_at_the_top() -> None:
+    from gptools.participants import JournalBusyError, LoadStopped
+
+    assert gptools.LoadStopped is LoadStopped
+    assert gptools.JournalBusyError is JournalBusyError

@@ -12,7 +12,7 @@ from typing import Any
 import nbformat
 import pytest
 
-from gptools.display import MISSING, column_decimals
+from gptools.display import MISSING, _column_decimals
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("[0-9]*.ipynb"))
 NUMBER = re.compile(r"^[-+]?[\d,]*\.?\d+(e[-+]?\d+)?$")
@@ -99,6 +99,6 @@ def test_tables_align_text_left_show_no_nan_and_round_by_unit(path: Path) -> Non
             assert text not in MISSING_SHOWN, where
             if text and text != MISSING and not NUMBER.match(text):
                 assert "text-align:left" in style.replace(" ", ""), where
-            places = column_decimals(header)
+            places = _column_decimals(header)
             if places is not None and NUMBER.match(text) and "." in text:
                 assert len(text.split(".")[1]) <= places, where

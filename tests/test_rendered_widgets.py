@@ -19,10 +19,10 @@ import nbformat
 import pytest
 
 from gptools.notebook_html import (
-    HTML_MANAGER_SCRIPT,
-    STATIC_DIR,
+    _HTML_MANAGER_SCRIPT,
+    _STATIC_DIR,
     WidgetManagerUnavailable,
-    unpack_widget_manager,
+    _unpack_widget_manager,
     write_html,
 )
 from gptools.notebook_runner import run_notebook
@@ -76,7 +76,7 @@ def offline_dom(browser: str, page: Path, profile: Path) -> str:
 def test_planner_of_notebook_01_renders_offline(chromium: str, tmp_path: Path) -> None:
     run = run_notebook(NOTEBOOKS / "01_plan_campaign.ipynb", tmp_path / "build")
     assert run.ok, run.error
-    assert (tmp_path / "build" / STATIC_DIR / HTML_MANAGER_SCRIPT).is_file()
+    assert (tmp_path / "build" / _STATIC_DIR / _HTML_MANAGER_SCRIPT).is_file()
     page = run.html.read_text(encoding="utf-8")
     assert "unpkg.com" not in page and "require.min.js" not in page
     dom = offline_dom(chromium, run.html, tmp_path / "profile")
@@ -102,11 +102,11 @@ def test_a_tampered_bundle_is_refused(tmp_path: Path) -> None:
     data = io.BytesIO()
     with tarfile.open(fileobj=data, mode="w:gz") as tar:
         body = b"alert('not the widget manager')"
-        info = tarfile.TarInfo(f"package/dist/{HTML_MANAGER_SCRIPT}")
+        info = tarfile.TarInfo(f"package/dist/{_HTML_MANAGER_SCRIPT}")
         info.size = len(body)
         tar.addfile(info, io.BytesIO(body))
     with pytest.raises(WidgetManagerUnavailable, match="integrity"):
-        unpack_widget_manager(data.getvalue(), tmp_path / "bundle")
+        _unpack_widget_manager(data.getvalue(), tmp_path / "bundle")
     assert not (tmp_path / "bundle").exists()
 
 
@@ -124,7 +124,7 @@ def _tarball(files: dict[str, bytes]) -> tuple[bytes, str]:
 def test_only_the_page_files_are_unpacked_readable_and_once(tmp_path: Path) -> None:
     raw, integrity = _tarball(
         {
-            f"package/dist/{HTML_MANAGER_SCRIPT}": b"// the bundle",
+            f"package/dist/{_HTML_MANAGER_SCRIPT}": b"// the bundle",
             "package/dist/embed.js.map": b"{}",
             "package/dist/embed-amd.js": b"define()",
             "package/dist/a.woff2": b"font",
@@ -132,14 +132,14 @@ def test_only_the_page_files_are_unpacked_readable_and_once(tmp_path: Path) -> N
             "package/dist/../../escape.js": b"no",
         }
     )
-    dest = unpack_widget_manager(raw, tmp_path / "cache" / "bundle", integrity=integrity)
-    assert sorted(p.name for p in dest.iterdir()) == ["a.woff2", HTML_MANAGER_SCRIPT]
+    dest = _unpack_widget_manager(raw, tmp_path / "cache" / "bundle", integrity=integrity)
+    assert sorted(p.name for p in dest.iterdir()) == ["a.woff2", _HTML_MANAGER_SCRIPT]
     assert not (tmp_path / "escape.js").exists() and not (tmp_path / "cache" / "escape.js").exists()
     assert dest.stat().st_mode & 0o755 == 0o755  # readable when build/ is served
     # Another build finished first: its complete folder is kept, ours dropped.
-    other, other_integrity = _tarball({f"package/dist/{HTML_MANAGER_SCRIPT}": b"// later"})
-    assert unpack_widget_manager(other, dest, integrity=other_integrity) == dest
-    assert (dest / HTML_MANAGER_SCRIPT).read_bytes() == b"// the bundle"
+    other, other_integrity = _tarball({f"package/dist/{_HTML_MANAGER_SCRIPT}": b"// later"})
+    assert _unpack_widget_manager(other, dest, integrity=other_integrity) == dest
+    assert (dest / _HTML_MANAGER_SCRIPT).read_bytes() == b"// the bundle"
     assert [p.name for p in dest.parent.iterdir()] == ["bundle"]  # no temporary left
 
 

@@ -13,10 +13,12 @@ from gptools.campaigns._apply import (
     ApplyResult,
     CampaignClient,
     add_participants_to,
-    add_players,
     apply_plan,
 )
-from gptools.campaigns._budget import BUDGET_COLUMNS, Budget, budget
+from gptools.campaigns._budget import (
+    Budget,
+    budget,
+)
 from gptools.campaigns._plan import (
     AWARDED_FEATURE,
     CAMPAIGN_TYPES,
@@ -26,23 +28,15 @@ from gptools.campaigns._plan import (
     PlanFileError,
     load_plan,
     plan_from_dict,
-    plan_html,
-    player_view,
 )
 from gptools.campaigns._register import (
-    ENV_REGISTER,
     CampaignRecord,
     CampaignRegister,
     ParticipantCounts,
     RegisterError,
-    default_register_path,
-    participants_of,
-    plan_hash,
     server_identity,
 )
 from gptools.campaigns._requests import (
-    REQUEST_ID_NAMESPACE,
-    campaign_request,
     campaign_requests,
     request_id,
 )
@@ -51,18 +45,13 @@ from gptools.campaigns._validate import (
     PlanInvalidError,
     Problem,
     Validation,
-    instant,
-    local_time_kind,
     validate_plan,
 )
 
 __all__ = [
     "AWARDED_FEATURE",
-    "BUDGET_COLUMNS",
     "CAMPAIGN_TYPES",
-    "ENV_REGISTER",
     "FREE_ROUNDS",
-    "REQUEST_ID_NAMESPACE",
     "AppliedCampaign",
     "ApplyResult",
     "Budget",
@@ -79,20 +68,11 @@ __all__ = [
     "Review",
     "Validation",
     "add_participants_to",
-    "add_players",
     "apply_plan",
     "budget",
-    "campaign_request",
     "campaign_requests",
-    "default_register_path",
-    "instant",
     "load_plan",
-    "local_time_kind",
-    "participants_of",
     "plan_from_dict",
-    "plan_hash",
-    "plan_html",
-    "player_view",
     "request_id",
     "review",
     "server_identity",

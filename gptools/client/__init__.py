@@ -21,12 +21,12 @@ from gptools.client._base import (
     NOT_GIVEN,
     ClientStats,
     NotGiven,
-    parse_retry_after,
-    server_date,
-    should_retry,
 )
-from gptools.client._ratelimit import RateLimiter, Ticket
-from gptools.client._settings import DEFAULT_TIMEOUT, ClientSettings, TimeoutTypes, as_timeout
+from gptools.client._settings import (
+    DEFAULT_TIMEOUT,
+    ClientSettings,
+    TimeoutTypes,
+)
 from gptools.client._sync import Client
 
 __all__ = [
@@ -37,12 +37,6 @@ __all__ = [
     "ClientSettings",
     "ClientStats",
     "NotGiven",
-    "RateLimiter",
-    "Ticket",
     "TimeoutTypes",
-    "as_timeout",
     "backoff_delay",
-    "parse_retry_after",
-    "server_date",
-    "should_retry",
 ]

@@ -15,7 +15,6 @@ run the same load again and only what the server has not acknowledged is sent.
 from gptools.participants._constants import DEFAULT_CONCURRENCY, DEFAULT_MAX_ATTEMPTS
 from gptools.participants._journal import JournalBusyError, JournalMismatchError
 from gptools.participants._journals import (
-    JOURNAL_STATES,
     JournalSummary,
     journal_summaries,
     journal_summary,
@@ -25,25 +24,21 @@ from gptools.participants._loaded import loaded_players
 from gptools.participants._loader import (
     LoadInterrupted,
     LoadStopped,
-    default_journal_dir,
-    default_journal_path,
     load_participants,
 )
 from gptools.participants._sources import (
     PLAYER_ID_HEADERS,
     REJECTS_COLUMNS,
     PlayerListError,
-    PlayerRow,
-    Source,
-    open_source,
 )
 from gptools.participants._summary import OUTCOMES, LoadSummary
-from gptools.participants._validate import REASON_CODES, Rejection, check_player_id
+from gptools.participants._validate import (
+    REASON_CODES,
+)
 
 __all__ = [
     "DEFAULT_CONCURRENCY",
     "DEFAULT_MAX_ATTEMPTS",
-    "JOURNAL_STATES",
     "OUTCOMES",
     "PLAYER_ID_HEADERS",
     "REASON_CODES",
@@ -55,16 +50,9 @@ __all__ = [
     "LoadStopped",
     "LoadSummary",
     "PlayerListError",
-    "PlayerRow",
-    "Rejection",
-    "Source",
-    "check_player_id",
-    "default_journal_dir",
-    "default_journal_path",
     "journal_summaries",
     "journal_summary",
     "load_participants",
     "loaded_players",
-    "open_source",
     "prune_journals",
 ]

@@ -16,18 +16,18 @@ retries on a simulated clock) is :class:`WebhookDispatcher`; inspection paths ar
 :mod:`gptools.sandbox._inspect`.
 """
 
-from gptools.sandbox._accounts import BRANDS, DEMO_ACCOUNTS, UNCOVERED_BRAND_IDS, SandboxAccount
-from gptools.sandbox._app import SandboxApp, create_app
+from gptools.sandbox._accounts import (
+    DEMO_ACCOUNTS,
+    SandboxAccount,
+)
 from gptools.sandbox._catalogue import (
     CATALOGUE,
     CURRENCIES,
     CatalogueBuyFeature,
     CatalogueGame,
-    feature_cost,
 )
 from gptools.sandbox._config import SandboxConfig
 from gptools.sandbox._dispatcher import (
-    SIMULATED_TIME_HEADER,
     DeliveryTarget,
     ScaledClock,
     SimClock,
@@ -37,59 +37,42 @@ from gptools.sandbox._dispatcher import (
     attach_dispatcher,
 )
 from gptools.sandbox._events import CampaignPlay, EventGenerator, events_before
-from gptools.sandbox._faults import FaultRule, Faults
+from gptools.sandbox._faults import FaultRule
 from gptools.sandbox._persist import (
     STATE_FILE,
     SandboxStateError,
     default_state_dir,
     reset_state,
 )
-from gptools.sandbox._players import (
-    CampaignNotPlayableError,
-    CampaignPlayed,
-    PlayerModel,
-    play_campaign,
-)
 from gptools.sandbox._server import RunningSandbox, run_sandbox, serve_forever
-from gptools.sandbox._state import RecordedRequest, SandboxState, StoredCampaign
+from gptools.sandbox._state import (
+    RecordedRequest,
+)
 
 __all__ = [
-    "BRANDS",
     "CATALOGUE",
     "CURRENCIES",
     "DEMO_ACCOUNTS",
-    "SIMULATED_TIME_HEADER",
     "STATE_FILE",
-    "UNCOVERED_BRAND_IDS",
-    "CampaignNotPlayableError",
     "CampaignPlay",
-    "CampaignPlayed",
     "CatalogueBuyFeature",
     "CatalogueGame",
     "DeliveryTarget",
     "EventGenerator",
     "FaultRule",
-    "Faults",
-    "PlayerModel",
     "RecordedRequest",
     "RunningSandbox",
     "SandboxAccount",
-    "SandboxApp",
     "SandboxConfig",
-    "SandboxState",
     "SandboxStateError",
     "ScaledClock",
     "SimClock",
-    "StoredCampaign",
     "VirtualClock",
     "WalletCredentials",
     "WebhookDispatcher",
     "attach_dispatcher",
-    "create_app",
     "default_state_dir",
     "events_before",
-    "feature_cost",
-    "play_campaign",
     "reset_state",
     "run_sandbox",
     "serve_forever",

@@ -6,13 +6,8 @@ from decimal import Decimal
 
 import pytest
 
-from gptools.campaigns import (
-    CurrencyLine,
-    PlanInvalidError,
-    add_participants_to,
-    add_players,
-    apply_plan,
-)
+from gptools.campaigns import CurrencyLine, PlanInvalidError, add_participants_to, apply_plan
+from gptools.campaigns._apply import add_players
 from gptools.client import Client
 from gptools.sandbox import RunningSandbox
 from tests.campaigns.conftest import NOW, make_plan

@@ -19,9 +19,8 @@ from gptools.campaigns import (
     CampaignRegister,
     RegisterError,
     apply_plan,
-    participants_of,
-    plan_hash,
 )
+from gptools.campaigns._register import participants_of, plan_hash
 from gptools.client import Client
 from tests.campaigns.conftest import NOW, make_plan
 

@@ -13,12 +13,12 @@ from gptools.campaigns import (
     CurrencyLine,
     PlanInvalidError,
     budget,
-    campaign_request,
     campaign_requests,
-    player_view,
     request_id,
     review,
 )
+from gptools.campaigns._plan import player_view
+from gptools.campaigns._requests import campaign_request
 from gptools.models import DisplayOptions, loads_wire
 from tests.campaigns.conftest import NOW, make_plan
 

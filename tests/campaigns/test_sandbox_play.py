@@ -11,7 +11,8 @@ from typing import Any
 
 import httpx
 
-from gptools.campaigns import CampaignRegister, CurrencyLine, add_players, apply_plan
+from gptools.campaigns import CampaignRegister, CurrencyLine, apply_plan
+from gptools.campaigns._apply import add_players
 from gptools.client import Client
 from gptools.deliverylog import campaign_results
 from gptools.models import dumps_wire, loads_wire

@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 
 from gptools import spec
-from gptools.campaigns import CurrencyLine, Plan, instant, local_time_kind, validate_plan
+from gptools.campaigns import CurrencyLine, Plan, validate_plan
+from gptools.campaigns._validate import instant, local_time_kind
 from tests.campaigns.conftest import NOW, make_plan
 
 MALTA = ZoneInfo("Europe/Malta")

@@ -7,7 +7,7 @@ from decimal import Decimal
 import pandas as pd
 import pytest
 
-from gptools.widgets import PlannerInputs, build_ui, feature_types, levels, planner_result
+from gptools.widgets import PlannerInputs, _feature_types, build_ui, levels, planner_result
 from tests.campaigns.conftest import NOW
 
 RATES = {"BRL": Decimal("0.17"), "GBP": Decimal("1.15"), "JPY": Decimal("0.0061")}
@@ -51,7 +51,7 @@ def test_bad_dates_are_an_input_error(costs: pd.DataFrame) -> None:
 
 
 def test_helpers(costs: pd.DataFrame) -> None:
-    assert feature_types(costs, "viking-raid") == ["BONUS_GAME", "FREE_SPINS"]
+    assert _feature_types(costs, "viking-raid") == ["BONUS_GAME", "FREE_SPINS"]
     assert levels(costs, "golden-pharaoh", "FREE_SPINS", ["EUR", "GBP"]) == 5
     assert levels(costs, "golden-pharaoh", "FREE_SPINS", []) == 0
 

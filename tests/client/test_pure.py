@@ -12,16 +12,11 @@ import pytest
 import gptools.client as client_pkg
 from gptools import spec
 from gptools._backoff import BACKOFF_JITTER
-from gptools.client import (
-    RateLimiter,
-    Ticket,
-    as_timeout,
-    backoff_delay,
-    parse_retry_after,
-    server_date,
-    should_retry,
-)
 from gptools.client import _constants as C
+from gptools.client import backoff_delay
+from gptools.client._base import parse_retry_after, server_date, should_retry
+from gptools.client._ratelimit import RateLimiter, Ticket
+from gptools.client._settings import as_timeout
 from gptools.errors import ConfigurationError, RateLimitedError, error_class, is_rate_limited
 
 

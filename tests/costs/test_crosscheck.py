@@ -17,10 +17,10 @@ from gptools.costs import (
     KINDS,
     MULTIPLIER_CHANGED,
     CostRow,
-    cost_table,
     cross_check,
     rows_of,
 )
+from gptools.costs._tables import cost_table
 
 D = Decimal
 

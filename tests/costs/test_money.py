@@ -15,9 +15,9 @@ from gptools.costs import (
     currency_exponent,
     feature_cost,
     minor_unit,
-    parse_decimal,
     round_money,
 )
+from gptools.costs._money import parse_decimal
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,6 @@ from gptools.costs import (
     SOURCE_CONFIGURATIONS,
     SOURCE_GAME,
     CostBook,
-    chart_frame,
     cost_book,
     cost_chart,
     cross_check,
@@ -23,6 +22,7 @@ from gptools.costs import (
     read_stored_table,
     write_stored_table,
 )
+from gptools.costs._preview import chart_frame
 from gptools.sandbox import CATALOGUE, CURRENCIES, RunningSandbox
 from tests.costs.conftest import BRAND, no_float
 

@@ -13,15 +13,14 @@ from click.testing import CliRunner
 from gptools.cli import cli
 from gptools.client import Client
 from gptools.participants import (
-    check_player_id,
     journal_summaries,
     journal_summary,
     load_participants,
-    open_source,
     prune_journals,
 )
 from gptools.participants._journal import Identity, Journal
-from gptools.participants._sources import PlayerRow
+from gptools.participants._sources import PlayerRow, open_source
+from gptools.participants._validate import check_player_id
 from gptools.sandbox import RunningSandbox
 from tests.participants.conftest import (
     BRAND,

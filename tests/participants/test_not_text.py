@@ -17,7 +17,8 @@ from click.testing import CliRunner
 
 from gptools.cli import cli
 from gptools.client import Client
-from gptools.participants import PlayerListError, load_participants, open_source
+from gptools.participants import PlayerListError, load_participants
+from gptools.participants._sources import open_source
 from gptools.sandbox import RunningSandbox
 from tests.participants.conftest import BRAND, cli_env, participant_requests
 

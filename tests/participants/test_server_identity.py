@@ -20,9 +20,10 @@ import httpx
 import pytest
 
 from gptools.client import AsyncClient, Client
-from gptools.sandbox import RunningSandbox, SandboxConfig, SandboxState, run_sandbox
+from gptools.sandbox import RunningSandbox, SandboxConfig, run_sandbox
 from gptools.sandbox._persist import STATE_FILE, load_state, persisted
 from gptools.sandbox._remote import RemoteSandbox, served_sandbox_identity
+from gptools.sandbox._state import SandboxState
 from tests.participants.conftest import BRAND, campaign_request, make_client
 from tests.participants.test_kill_resume import _acknowledged, _cli
 

@@ -11,7 +11,8 @@ import openpyxl
 import pandas as pd
 import pytest
 
-from gptools.participants import PlayerListError, PlayerRow, open_source
+from gptools.participants import PlayerListError
+from gptools.participants._sources import PlayerRow, open_source
 
 IDS = ["p-1", "jöhn-7", "€uro-9", "p-4"]
 

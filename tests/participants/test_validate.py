@@ -7,7 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gptools import spec
-from gptools.participants import REASON_CODES, Rejection, check_player_id
+from gptools.participants import REASON_CODES
+from gptools.participants._validate import Rejection, check_player_id
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,8 @@ import pytest
 from click.testing import CliRunner
 
 from gptools.cli import cli
-from gptools.participants import PlayerListError, load_participants, open_source
+from gptools.participants import PlayerListError, load_participants
+from gptools.participants._sources import open_source
 from gptools.sandbox import RunningSandbox
 from tests.participants.conftest import BRAND, make_client, participant_requests
 

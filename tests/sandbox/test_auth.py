@@ -8,7 +8,8 @@ import httpx
 import pytest
 
 from gptools import spec
-from gptools.sandbox import BRANDS, DEMO_ACCOUNTS, UNCOVERED_BRAND_IDS, RunningSandbox
+from gptools.sandbox import DEMO_ACCOUNTS, RunningSandbox
+from gptools.sandbox._accounts import BRANDS, UNCOVERED_BRAND_IDS
 from tests.sandbox.conftest import assert_error, auth, campaign_body, path
 
 KEYS = ["individual", "partner", "third_party", "internal"]

@@ -9,7 +9,8 @@ import pytest
 
 from gptools import spec
 from gptools.models import loads_wire
-from gptools.sandbox import CATALOGUE, CURRENCIES, feature_cost
+from gptools.sandbox import CATALOGUE, CURRENCIES
+from gptools.sandbox._catalogue import feature_cost
 from tests.sandbox.conftest import assert_error, auth, path
 
 

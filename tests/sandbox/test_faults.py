@@ -12,7 +12,8 @@ import httpx
 import pytest
 
 from gptools import spec
-from gptools.sandbox import FaultRule, RunningSandbox, SandboxConfig, SandboxState, run_sandbox
+from gptools.sandbox import FaultRule, RunningSandbox, SandboxConfig, run_sandbox
+from gptools.sandbox._state import SandboxState
 from tests.sandbox.conftest import assert_error, auth, campaign_body, path
 
 

@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 from gptools.models import dumps_wire, loads_wire
-from gptools.sandbox import SandboxState
 from gptools.sandbox._persist import (
     LOCK_FILE,
     STATE_DIR_ENV,
@@ -24,6 +23,7 @@ from gptools.sandbox._persist import (
     default_state_dir,
     persisted,
 )
+from gptools.sandbox._state import SandboxState
 
 ROOT = Path(__file__).resolve().parents[2]
 GPTOOLS = str(Path(sys.executable).parent / "gptools")
