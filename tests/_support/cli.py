@@ -25,12 +25,15 @@ def run_gptools(
     *args: str,
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
-    timeout: float = 300,
+    timeout: float = 120,
     **options: Any,
 ) -> subprocess.CompletedProcess[str]:
     """Run ``gptools ARGS`` to its end and return it, stdout and stderr as text; a failing
     exit status is the test's to check (it is never raised). ``env`` replaces the whole
-    environment (``None`` inherits this one); ``options`` go to :func:`subprocess.run`."""
+    environment (``None`` inherits this one); ``options`` go to :func:`subprocess.run`.
+
+    ``timeout`` is under pytest's own (300 s), so that a command that hangs is killed and
+    named by :class:`subprocess.TimeoutExpired` rather than left running."""
     return subprocess.run(
         [GPTOOLS, *args],
         capture_output=True,
