@@ -230,8 +230,8 @@ def start_receiver_process(
 
 @pytest.fixture
 def receiver_process(tmp_path: Path) -> Iterator[Callable[..., ReceiverProcess]]:
-    """Start ``gptools webhooks serve`` subprocesses (:func:`start_receiver_process`; stopped after
-    the test)."""
+    """Start ``gptools webhooks serve`` subprocesses (:func:`start_receiver_process`;
+    stopped after the test)."""
     started: list[ReceiverProcess] = []
 
     def start(
