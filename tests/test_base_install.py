@@ -18,12 +18,12 @@ import socket
 import sqlite3
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
+
+from tests._support.cli import wait_until_ready
 
 ROOT = Path(__file__).resolve().parents[1]
 UV = Path(sys.executable).parent / "uv"
@@ -129,16 +129,7 @@ def test_base_install_receives_webhooks_on_sqlite(base_env: dict[str, str], tmp_
             start_new_session=True,
         )
     try:
-        deadline = time.monotonic() + _DEADLINE_S
-        while True:
-            assert server.poll() is None, log.read_text()
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "the receiver did not become ready"
-            time.sleep(0.2)  # polling a condition with a deadline
+        wait_until_ready(server, f"http://127.0.0.1:{port}/readyz", log, timeout=_DEADLINE_S)
         done = _run(
             env,
             tmp_path,

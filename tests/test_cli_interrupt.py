@@ -16,17 +16,17 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests._support.cli import start_gptools
+
 ROOT = Path(__file__).resolve().parents[1]
 PLAN = ROOT / "data" / "example_plan.yaml"
 PLAYERS = ROOT / "data" / "players_messy.csv"
-GPTOOLS = str(Path(sys.executable).parent / "gptools")
 _READY_TIMEOUT_S = 60.0
 
 
@@ -86,14 +86,7 @@ def interrupt_when_at_work(
     args: list[str], tmp_path: Path, hole: BlackHole
 ) -> subprocess.CompletedProcess[str]:
     """Run ``gptools ARGS``; once the black hole accepted its connection, send SIGINT."""
-    proc = subprocess.Popen(
-        [GPTOOLS, *args],
-        cwd=tmp_path,
-        env=_env(tmp_path, hole),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = start_gptools(*args, cwd=tmp_path, env=_env(tmp_path, hole))
     try:
         if not hole.accepted.wait(_READY_TIMEOUT_S):
             proc.kill()

@@ -226,10 +226,10 @@ def test_empty_player_file_says_so(
 def test_json_values_carry_no_stray_quotes(
     runner: CliRunner, fresh_sandbox: RunningSandbox, tmp_path: Path
 ) -> None:
-    from tests.participants.conftest import campaign_request, make_client
+    from tests.participants.conftest import make_client, new_campaign
 
     with make_client(fresh_sandbox) as client:
-        campaign = client.create_campaign(campaign_request(), brand=201).campaign_id
+        campaign = new_campaign(client)
     result = _run(
         runner,
         "participants",

@@ -16,8 +16,8 @@ from gptools.deliverylog import analyze
 from gptools.models import Game
 from gptools.participants import LoadSummary
 from gptools.sandbox import CATALOGUE
-from gptools.widgets import PlannerInputs, build_ui, planner_result
-from tests.campaigns.conftest import NOW, make_plan
+from gptools.widgets import build_ui, planner_result
+from tests.campaigns.conftest import NOW, make_plan, planner_inputs
 
 SCRIPT = "<script>alert(1)</script>"
 IMG = '"><img src=x onerror=alert(1)>'
@@ -56,16 +56,7 @@ def assert_inert(html: str, *texts: str) -> None:
 
 @pytest.mark.parametrize("bad", HOSTILE)
 def test_planner_input_error_is_escaped(costs: pd.DataFrame, bad: str) -> None:
-    inputs = PlannerInputs(
-        game_ids=("golden-pharaoh",),
-        currencies=("EUR",),
-        buy_feature_type="FREE_SPINS",
-        level=0,
-        bet_number=5,
-        players=1,
-        start=bad,
-        end=bad,
-    )
+    inputs = planner_inputs(start=bad, end=bad)
     result = planner_result(costs, inputs, now=NOW)
     assert result.error is not None
     assert_inert(result._repr_html_(), bad)

@@ -27,6 +27,7 @@ from gptools.models import (
     dumps_wire,
     loads_wire,
 )
+from tests._support.campaigns import free_rounds
 
 
 def campaign(**changes: Any) -> dict[str, Any]:
@@ -93,22 +94,7 @@ def test_campaign_wire_is_exact_and_camel_case() -> None:
     wire = request.to_wire()
     assert b'"bet":7.55' in wire and b'"betNumber":1' in wire
     assert b'"startDate":"2026-03-01T00:00:00"' in wire and b'"promo":"kept"' in wire
-    assert (
-        CampaignRequest(
-            type="T",
-            name="n",
-            bet_number=3,
-            game_ids=["g"],
-            bet=Decimal("2.10"),
-            currency_code="EUR",
-            start_date=datetime(2026, 1, 1),
-            end_date=datetime(2026, 1, 2),
-            time_zone="UTC",
-        )
-        .to_wire()
-        .count(b"2.10")
-        == 1
-    )
+    assert free_rounds(bet=Decimal("2.10")).to_wire().count(b"2.10") == 1
 
 
 @pytest.mark.parametrize("kind", ["INDIVIDUAL", "PARTNER", "THIRD_PARTY", "INTERNAL"])

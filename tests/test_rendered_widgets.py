@@ -10,7 +10,6 @@ import base64
 import hashlib
 import io
 import re
-import shutil
 import subprocess
 import tarfile
 from pathlib import Path
@@ -26,6 +25,7 @@ from gptools.notebook_html import (
     write_html,
 )
 from gptools.notebook_runner import run_notebook
+from tests._support.tools import installed
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
@@ -38,11 +38,7 @@ OFFLINE = ("--proxy-server=http://127.0.0.1:9", "--host-resolver-rules=MAP * ~NO
 @pytest.fixture(scope="module")
 def chromium() -> str:
     """The browser's path, installed by the project's own script when missing."""
-    if shutil.which("chromium") is None:
-        subprocess.run(["bash", str(ROOT / "scripts" / "ensure-browser")], check=True)
-    path = shutil.which("chromium")
-    assert path, "no chromium: run scripts/ensure-browser"
-    return path
+    return installed("chromium", "ensure-browser")
 
 
 def offline_dom(browser: str, page: Path, profile: Path) -> str:

@@ -8,11 +8,11 @@ import html
 import json
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import nbformat
+
+from tests._support.cli import run_gptools
 
 NOTEBOOK_CODE = """\
 from datetime import datetime
@@ -54,22 +54,11 @@ def test_one_sandbox_serves_every_notebook(tmp_path: Path) -> None:
     out = tmp_path / "build"
     env = {**os.environ, "GP_BASE_URL": "https://must-not-be-used.invalid"}
     env.pop("GPTOOLS_SANDBOX_URL", None)
-    done = subprocess.run(
-        [
-            str(Path(sys.executable).parent / "gptools"),
-            "run-notebooks",
-            "--notebooks",
-            str(folder),
-            "--out",
-            str(out),
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
+    done = run_gptools(
+        *("run-notebooks", "--notebooks", str(folder), "--out", str(out), "--json"),
         env=env,
         cwd=tmp_path,
         timeout=600,
-        check=False,
     )
     assert done.returncode == 0, done.stderr
     assert all(n["ok"] for n in json.loads(done.stdout)["notebooks"])

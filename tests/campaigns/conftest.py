@@ -15,6 +15,7 @@ from gptools.client import Client
 from gptools.costs import combine, table_from_game
 from gptools.models import Game
 from gptools.sandbox import CATALOGUE, RunningSandbox
+from gptools.widgets import PlannerInputs
 
 NOW = datetime(2029, 12, 1, 12, 0, tzinfo=UTC)
 
@@ -42,6 +43,22 @@ def make_plan(**changes: Any) -> Plan:
     }
     fields.update(changes)
     return Plan(**fields)
+
+
+def planner_inputs(**changes: Any) -> PlannerInputs:
+    """The planner's inputs for one player on golden-pharaoh's FREE_SPINS (level 0, 5
+    rounds, EUR) in March 2030, with ``changes``."""
+    fields: dict[str, Any] = {
+        "game_ids": ("golden-pharaoh",),
+        "currencies": ("EUR",),
+        "buy_feature_type": "FREE_SPINS",
+        "level": 0,
+        "bet_number": 5,
+        "players": 1,
+        "start": "2030-03-01 10:00",
+        "end": "2030-03-31 22:00",
+    }
+    return PlannerInputs(**{**fields, **changes})
 
 
 @pytest.fixture(scope="session")

@@ -7,22 +7,20 @@ from decimal import Decimal
 import pandas as pd
 import pytest
 
-from gptools.widgets import PlannerInputs, _feature_types, build_ui, levels, planner_result
-from tests.campaigns.conftest import NOW
+from gptools.widgets import (
+    _feature_types,
+    build_ui,
+    levels,
+    planner_result,
+)
+from tests.campaigns.conftest import NOW, planner_inputs
 
 RATES = {"BRL": Decimal("0.17"), "GBP": Decimal("1.15"), "JPY": Decimal("0.0061")}
 
 
 def test_pure_result_for_inputs(costs: pd.DataFrame) -> None:
-    inputs = PlannerInputs(
-        game_ids=("golden-pharaoh",),
-        currencies=("EUR", "JPY"),
-        buy_feature_type="SUPER_FREE_SPINS",
-        level=1,
-        bet_number=5,
-        players=20,
-        start="2030-03-01 10:00",
-        end="2030-03-31 22:00",
+    inputs = planner_inputs(
+        currencies=("EUR", "JPY"), buy_feature_type="SUPER_FREE_SPINS", level=1, players=20
     )
     result = planner_result(costs, inputs, now=NOW, rates=RATES, reporting_currency="EUR")
     assert result.validation is not None and result.validation.ok
@@ -36,16 +34,7 @@ def test_pure_result_for_inputs(costs: pd.DataFrame) -> None:
 
 
 def test_bad_dates_are_an_input_error(costs: pd.DataFrame) -> None:
-    inputs = PlannerInputs(
-        game_ids=("golden-pharaoh",),
-        currencies=("EUR",),
-        buy_feature_type="FREE_SPINS",
-        level=0,
-        bet_number=5,
-        players=1,
-        start="tomorrow",
-        end="2030-03-31 22:00",
-    )
+    inputs = planner_inputs(start="tomorrow")
     result = planner_result(costs, inputs, now=NOW)
     assert result.plan is None and result.error is not None and "2030-03-01 10:00" in result.error
 

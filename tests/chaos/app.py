@@ -12,24 +12,11 @@ from __future__ import annotations
 
 import os
 import signal
-import sqlite3
 from datetime import timedelta
 
 from gptools.models import GameEventNotification
-from gptools.webhooks import ReceiverAuth, SQLiteStore, Store, WebhookReceiver, open_store
-
-
-class CappedSQLiteStore(SQLiteStore):
-    """A SQLite store whose file cannot grow past ``max_pages`` pages."""
-
-    def __init__(self, path: str, max_pages: int) -> None:
-        super().__init__(path)
-        self.max_pages = max_pages
-
-    def _raw_connect(self) -> sqlite3.Connection:
-        raw = super()._raw_connect()
-        raw.execute(f"PRAGMA max_page_count = {self.max_pages}")
-        return raw
+from gptools.webhooks import ReceiverAuth, Store, WebhookReceiver, open_store
+from tests._support.stores import CappedSQLiteStore
 
 
 def _handler(event: GameEventNotification) -> None:

@@ -8,7 +8,6 @@ import json
 import threading
 import uuid
 from collections.abc import Callable, Iterator
-from datetime import datetime
 from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -22,26 +21,17 @@ from gptools.client import AsyncClient, Client
 from gptools.models import CampaignRequest, WebhookSubscription
 from gptools.sandbox import CATALOGUE, FaultRule, RunningSandbox
 from gptools.sandbox._catalogue import feature_costs
+from tests._support import campaigns
 from tests.client.conftest import FAST_BACKOFF, MakeClient, async_options
 
 GAME = next(g for g in CATALOGUE if g.buy_features and "KWD" in g.bet_sizes)
 
 
 def free_rounds(**overrides: Any) -> CampaignRequest:
-    """A valid FREE_ROUNDS campaign on the sandbox's catalogue."""
-    fields: dict[str, Any] = {
-        "type": spec.FREE_ROUNDS_CAMPAIGN_TYPE,
-        "name": "Spring spins",
-        "bet_number": 10,
-        "game_ids": [GAME.game_id],
-        "bet": GAME.bet_sizes["EUR"][0],
-        "currency_code": "EUR",
-        "start_date": datetime(2026, 3, 1, 10),
-        "end_date": datetime(2026, 3, 8, 10),
-        "time_zone": "Europe/Malta",
-    }
-    fields.update(overrides)
-    return CampaignRequest(**fields)
+    """A valid FREE_ROUNDS campaign on :data:`GAME` (with ``overrides``)."""
+    return campaigns.free_rounds(
+        **{"game_ids": [GAME.game_id], "bet": GAME.bet_sizes["EUR"][0], **overrides}
+    )
 
 
 def paths(sb: RunningSandbox) -> list[str]:
@@ -500,4 +490,4 @@ def test_campaign_field_names_rename_the_assumed_fields_on_the_wire(
     assert spec.CAMPAIGN_START_FIELD in info.value.message
     sent = json.loads(sb.state.requests[-1].body)
     assert "validFrom" in sent and spec.CAMPAIGN_START_FIELD not in sent
-    assert sent[spec.CAMPAIGN_END_FIELD] == "2026-03-08T10:00:00"
+    assert sent[spec.CAMPAIGN_END_FIELD] == "2026-03-08T00:00:00"

@@ -13,7 +13,6 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -28,11 +27,10 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from gptools import spec
 from gptools.client import Client
-from gptools.models import CampaignRequest
 from gptools.sandbox import DEMO_ACCOUNTS, SandboxConfig, run_sandbox
 from gptools.webhooks import ReceiverAuth, WebhookReceiver
+from tests._support.campaigns import free_rounds
 from tests.webhooks.conftest import receiver_process, serve_in_thread
 
 __all__ = ["receiver_process"]  # the fixture, for the serve command's test
@@ -50,6 +48,15 @@ CHECKS = [
 MAX_EXAMPLES = 12
 MODES = [GenerationMode.POSITIVE, GenerationMode.NEGATIVE]
 RECEIVER_KEY = "contract-key"
+#: The campaign the contract tests create (in their own sandbox, and to see the paths the
+#: client calls): one round of neon-fruits in 2030.
+CONTRACT_CAMPAIGN = free_rounds(
+    name="contract",
+    bet_number=1,
+    game_ids=["neon-fruits"],
+    start_date=datetime(2030, 1, 1),
+    end_date=datetime(2030, 1, 8),
+)
 #: The contract receiver's body limit: a valid notification fits, many generated ones not.
 RECEIVER_MAX_BODY = 512
 
@@ -119,19 +126,7 @@ def contract_sandbox() -> Iterator[ContractSandbox]:
         (brand,) = account.brand_ids
         headers = {"Authorization": account.authorization}
         with Client(running.base_url, account.username, account.password, env_file=None) as c:
-            campaign = c.create_campaign(
-                CampaignRequest(
-                    type=spec.FREE_ROUNDS_CAMPAIGN_TYPE,
-                    name="contract",
-                    bet_number=1,
-                    game_ids=["neon-fruits"],
-                    bet=Decimal("0.10"),
-                    currency_code="EUR",
-                    start_date=datetime(2030, 1, 1),
-                    end_date=datetime(2030, 1, 8),
-                    time_zone="Europe/Malta",
-                )
-            )
+            campaign = c.create_campaign(CONTRACT_CAMPAIGN)
         yield ContractSandbox(
             running.base_url, headers, {"brandId": brand, "campaignId": campaign.campaign_id}
         )

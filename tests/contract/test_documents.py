@@ -31,6 +31,7 @@ from gptools.openapi import (
 )
 from gptools.sandbox import DEMO_ACCOUNTS, RunningSandbox
 from gptools.webhooks import ReceiverAuth, WebhookReceiver, open_store, serve_metrics
+from tests.contract.conftest import CONTRACT_CAMPAIGN
 from tests.webhooks.conftest import ReceiverProcess, event, serve_in_thread, wire
 
 _METHODS = ("get", "put", "post", "delete", "patch")
@@ -113,17 +114,6 @@ def _operation_of(document: dict[str, Any], method: str, path: str) -> str | Non
 def test_every_path_the_client_calls_is_described(fresh_sandbox: RunningSandbox) -> None:
     document = provider_openapi()
     individual, partner = DEMO_ACCOUNTS["individual"], DEMO_ACCOUNTS["partner"]
-    request = models.CampaignRequest(
-        type=spec.FREE_ROUNDS_CAMPAIGN_TYPE,
-        name="contract",
-        bet_number=1,
-        game_ids=["neon-fruits"],
-        bet=Decimal("0.10"),
-        currency_code="EUR",
-        start_date="2030-01-01T00:00:00",
-        end_date="2030-01-08T00:00:00",
-        time_zone="Europe/Malta",
-    )
     subscription = models.WebhookSubscription(
         callback_url="https://example.invalid/hook", authentication_type="BEARER", api_key="k"
     )
@@ -140,7 +130,7 @@ def test_every_path_the_client_calls_is_described(fresh_sandbox: RunningSandbox)
                 client.self()
                 client.game("neon-fruits")
                 client.awarded_feature_configurations(game_id="neon-fruits", currency_code="EUR")
-                campaign = client.create_campaign(request).campaign_id
+                campaign = client.create_campaign(CONTRACT_CAMPAIGN).campaign_id
                 client.add_participants(campaign, ["p-1"])
                 client.add_participants_batch(campaign, ["p-2"])
                 if not legacy:

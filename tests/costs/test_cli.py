@@ -13,46 +13,16 @@ from gptools.sandbox import FaultRule, RunningSandbox
 
 
 def test_preview_json_is_one_document_with_exact_costs(cli_runner: CliRunner) -> None:
-    result = cli_runner.invoke(
-        cli,
-        [
-            "costs",
-            "preview",
-            "--game",
-            "neon-fruits",
-            "--currency",
-            "EUR",
-            "--currency",
-            "KWD",
-            "--brand",
-            "201",
-            "--json",
-        ],
-    )
+    preview = ["costs", "preview", "--game", "neon-fruits", "--currency", "EUR", "--currency",
+               "KWD", "--brand", "201", "--json"]  # fmt: skip
+    result = cli_runner.invoke(cli, preview)
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     # The document's recommended source is the default: costs only, exact digits.
     assert doc["source"] == "awarded-feature-configurations"
     costs = {(r["currency"], r["feature_cost"]) for r in doc["rows"]}
     assert {("EUR", "11.33"), ("KWD", "3.775")} <= costs
-    result = cli_runner.invoke(
-        cli,
-        [
-            "costs",
-            "preview",
-            "--game",
-            "neon-fruits",
-            "--currency",
-            "EUR",
-            "--currency",
-            "KWD",
-            "--brand",
-            "201",
-            "--source",
-            "game",
-            "--json",
-        ],
-    )
+    result = cli_runner.invoke(cli, [*preview, "--source", "game"])
     doc = json.loads(result.stdout)
     assert doc["source"] == "game"
     breakdown = {(r["currency"], r["base_bet"]): r["feature_cost"] for r in doc["rows"]}

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests._support.cli import run_gptools
 from tests.deliverylog.conftest import random_log, write_records
 from tests.deliverylog.test_engines import _close
 
@@ -108,11 +109,7 @@ def cluster(tmp_path: Path) -> Iterator[str]:
 
 
 def _report(path: Path, env: dict[str, str], *engine: str) -> dict[str, object]:
-    done = subprocess.run(
-        [str(Path(sys.executable).parent / "gptools"), "webhooks", "analyze", str(path), "--json",
-         *engine],
-        capture_output=True, text=True, env=env, timeout=600,
-    )  # fmt: skip
+    done = run_gptools("webhooks", "analyze", str(path), "--json", *engine, env=env, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     doc: dict[str, object] = json.loads(done.stdout)
     return doc

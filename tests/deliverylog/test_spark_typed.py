@@ -15,18 +15,10 @@ import pytest
 
 from gptools.deliverylog import analyze
 from tests.deliverylog.test_engines import _close, _rows
+from tests.deliverylog.test_validity import GOOD as VALID
 
 ACTION = "a8098c1a-f86e-11da-bd1a-00112444be1e"
-GOOD: dict[str, Any] = {
-    "actionId": ACTION,
-    "roundId": "R-1",
-    "gameId": "vs20olympgate",
-    "playerId": "p-1",
-    "timestamp": "2026-11-21T10:15:30.123456",
-    "bet": 2.5,
-    "currencyCode": "EUR",
-    "events": ["COIN", "FEATURE"],
-}
+GOOD: dict[str, Any] = {"actionId": ACTION, **VALID}
 
 
 def _raw(**fields: str) -> str:

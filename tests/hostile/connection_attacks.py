@@ -7,13 +7,10 @@ Loopback only; every loop is bounded by a count or a deadline.
 
 from __future__ import annotations
 
-import os
 import resource
 import selectors
 import socket
 import sqlite3
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -25,7 +22,7 @@ from pathlib import Path
 import httpx
 
 from gptools import spec
-from tests.webhooks.conftest import ReceiverProcess, event, free_port, wire
+from tests.webhooks.conftest import ReceiverProcess, event, free_port, start_receiver_process, wire
 
 API_KEY = "hostile-test-key"
 PATH = spec.DEFAULT_WEBHOOK_PATH.encode()
@@ -42,42 +39,21 @@ def receiver(
     """``gptools webhooks serve`` on a fresh SQLite store in ``tmp_path`` with ``args``,
     optionally under ``ulimit -n nofile`` (soft and hard), stopped after the block."""
     port = free_port()
-    log = tmp_path / f"receiver-{port}.log"
-    scratch = tmp_path / "receiver-tmp"
-    scratch.mkdir(exist_ok=True)
-    env = {**os.environ, "GP_WEBHOOK_API_KEY": API_KEY, "TMPDIR": str(scratch)}
 
     def lower_nofile() -> None:
         if nofile is not None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
 
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-c",
-                "from gptools.cli import main; main()",
-                "webhooks",
-                "serve",
-                "--auth",
-                "bearer",
-                "--store",
-                f"sqlite:///{tmp_path / f'store-{port}.sqlite3'}",
-                "--port",
-                str(port),
-                "--workers",
-                str(workers),
-                *args,
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,
-            preexec_fn=lower_nofile if nofile is not None else None,
-        )
-    rp = ReceiverProcess(proc, port, log)
+    rp = start_receiver_process(
+        tmp_path,
+        f"sqlite:///{tmp_path / f'store-{port}.sqlite3'}",
+        *args,
+        port=port,
+        workers=workers,
+        env={"GP_WEBHOOK_API_KEY": API_KEY},
+        preexec_fn=lower_nofile if nofile is not None else None,
+    )
     try:
-        rp.wait_ready()
         yield rp
     finally:
         rp.terminate()

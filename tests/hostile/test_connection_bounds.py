@@ -11,8 +11,6 @@ from __future__ import annotations
 import os
 import resource
 import socket
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -21,6 +19,7 @@ import httpx
 import pytest
 
 from gptools.webhooks import ServerLimits
+from tests._support.cli import run_gptools
 from tests.hostile.connection_attacks import (
     MB,
     Deliveries,
@@ -241,26 +240,12 @@ def test_a_descriptor_limit_with_no_room_for_connections_is_one_clear_line(
     def lower() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
 
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "from gptools.cli import main; main()",
-            "webhooks",
-            "serve",
-            "--auth",
-            "bearer",
-            "--store",
-            f"sqlite:///{tmp_path / 's.sqlite3'}",
-            "--port",
-            "0",
-        ],
+    done = run_gptools(
+        *("webhooks", "serve", "--auth", "bearer", "--port", "0"),
+        *("--store", f"sqlite:///{tmp_path / 's.sqlite3'}"),
         env={**os.environ, "GP_WEBHOOK_API_KEY": "k", "TMPDIR": str(tmp_path)},
-        capture_output=True,
-        text=True,
         timeout=60,
         preexec_fn=lower,
-        check=False,
     )
     assert done.returncode == 1
     assert "the file-descriptor limit (64) leaves no room for connections" in done.stderr

@@ -4,33 +4,16 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
-from datetime import datetime
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from gptools.client import Client
-from gptools.models import CampaignRequest
 from gptools.sandbox import RecordedRequest, RunningSandbox
+from tests._support.campaigns import free_rounds
 
 BRAND = 201
-
-
-def campaign_request(name: str = "participants test") -> CampaignRequest:
-    """A campaign the sandbox accepts (free rounds at a bet size of golden-pharaoh)."""
-    return CampaignRequest(
-        type="FREE_ROUNDS",
-        name=name,
-        bet_number=10,
-        game_ids=["golden-pharaoh"],
-        bet=Decimal("0.10"),
-        currency_code="EUR",
-        start_date=datetime(2026, 3, 1),
-        end_date=datetime(2026, 3, 8),
-        time_zone="Europe/Malta",
-    )
 
 
 def make_client(sb: RunningSandbox, **options: Any) -> Client:
@@ -88,7 +71,13 @@ def client(fresh_sandbox: RunningSandbox) -> Iterator[Client]:
 @pytest.fixture
 def campaign(client: Client) -> str:
     """A new campaign on brand 201 of the session sandbox."""
-    return client.create_campaign(campaign_request(), brand=BRAND).campaign_id
+    return new_campaign(client)
+
+
+def new_campaign(client: Client) -> str:
+    """The id of a new campaign (:func:`tests._support.campaigns.free_rounds`) on brand
+    :data:`BRAND` of ``client``'s sandbox."""
+    return client.create_campaign(free_rounds(), brand=BRAND).campaign_id
 
 
 def participant_requests(sb: RunningSandbox) -> list[RecordedRequest]:

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -19,12 +17,13 @@ from gptools.participants import JournalBusyError, load_participants
 from gptools.participants._journal import Identity, Journal
 from gptools.participants._sources import PlayerRow
 from gptools.sandbox import FaultRule, RunningSandbox
+from tests._support.cli import start_gptools
 from tests.participants.conftest import (
     BRAND,
-    campaign_request,
     cli_env,
     load_args,
     make_client,
+    new_campaign,
     participant_requests,
 )
 
@@ -64,7 +63,7 @@ def test_a_second_run_of_the_same_load_exits_2_while_the_first_runs(
     fresh_sandbox: RunningSandbox, tmp_path: Path
 ) -> None:
     with make_client(fresh_sandbox) as client:
-        campaign = client.create_campaign(campaign_request(), brand=BRAND).campaign_id
+        campaign = new_campaign(client)
     ids = [f"l-{i:03d}" for i in range(60)]
     players = tmp_path / "players.csv"
     players.write_text("playerId\n" + "\n".join(ids) + "\n", encoding="utf-8")
@@ -73,14 +72,7 @@ def test_a_second_run_of_the_same_load_exits_2_while_the_first_runs(
     args = load_args(players, campaign, tmp_path, "--chunk-size", "10")
     # Slow answers keep the first run busy for a few seconds.
     fresh_sandbox.faults.add(FaultRule("POST /campaign/*/participant", latency_s=1.0))
-    code = "import sys; from gptools.cli import main; main(sys.argv[1:])"
-    first = subprocess.Popen(
-        [sys.executable, "-c", code, *args],
-        env=env,
-        text=True,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    first = start_gptools(*args, env=env)
     try:
         lock = journal.with_name(journal.name + ".lock")
         deadline = time.monotonic() + 60

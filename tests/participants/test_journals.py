@@ -24,9 +24,9 @@ from gptools.participants._validate import check_player_id
 from gptools.sandbox import RunningSandbox
 from tests.participants.conftest import (
     BRAND,
-    campaign_request,
     cli_env,
     make_client,
+    new_campaign,
     participant_requests,
 )
 
@@ -42,7 +42,7 @@ def players(tmp_path: Path) -> Path:
 
 def _campaign(sb: RunningSandbox) -> str:
     with make_client(sb) as client:
-        return client.create_campaign(campaign_request(), brand=BRAND).campaign_id
+        return new_campaign(client)
 
 
 @pytest.mark.parametrize("explicit_journal", [False, True])

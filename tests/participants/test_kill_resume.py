@@ -8,37 +8,24 @@ import os
 import random
 import signal
 import sqlite3
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from gptools.sandbox import RunningSandbox
+from tests._support.cli import start_gptools
 from tests.participants.conftest import (
-    BRAND,
-    campaign_request,
     cli_env,
     load_args,
     make_client,
+    new_campaign,
     participant_requests,
 )
 
 CHUNK = 50
 IDS = 10_000
 SEED = 20260321
-
-
-def _cli(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
-    code = "import sys; from gptools.cli import main; main(sys.argv[1:])"
-    return subprocess.Popen(
-        [sys.executable, "-c", code, *args],
-        env=env,
-        text=True,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
 
 
 def _acknowledged(journal: Path) -> int:
@@ -59,7 +46,7 @@ def _acknowledged(journal: Path) -> int:
 @pytest.mark.slow
 def test_sigkill_then_resume(fresh_sandbox: RunningSandbox, tmp_path: Path) -> None:
     with make_client(fresh_sandbox) as client:
-        campaign = client.create_campaign(campaign_request(), brand=BRAND).campaign_id
+        campaign = new_campaign(client)
     ids = [f"k-{i:05d}" for i in range(IDS)]
     players = tmp_path / "players.csv"
     players.write_text("playerId\n" + "\n".join(ids) + "\n", encoding="utf-8")
@@ -69,7 +56,7 @@ def test_sigkill_then_resume(fresh_sandbox: RunningSandbox, tmp_path: Path) -> N
     total_chunks = IDS // CHUNK
     threshold = random.Random(SEED).randint(20, total_chunks - 60)
 
-    proc = _cli(args, env)
+    proc = start_gptools(*args, env=env)
     deadline = time.monotonic() + 120
     try:
         while _acknowledged(journal) < threshold:
@@ -94,7 +81,7 @@ def test_sigkill_then_resume(fresh_sandbox: RunningSandbox, tmp_path: Path) -> N
     assert threshold <= acked < total_chunks
     before = len(participant_requests(fresh_sandbox))
 
-    resumed = _cli(args, env)
+    resumed = start_gptools(*args, env=env)
     out, err = resumed.communicate(timeout=180)
     assert resumed.returncode == 0, err
     summary = json.loads(out)

@@ -28,7 +28,7 @@ from gptools.participants import (
 )
 from gptools.participants._loader import verdict
 from gptools.sandbox import FaultRule, RunningSandbox, SandboxConfig, run_sandbox
-from tests.participants.conftest import BRAND, campaign_request, make_client, participant_requests
+from tests.participants.conftest import BRAND, make_client, new_campaign, participant_requests
 
 MESSY = Path(__file__).resolve().parents[2] / "data" / "players_messy.csv"
 MESSY_VALID = {
@@ -65,6 +65,14 @@ MESSY_REJECTED = {  # line -> reason code
 MESSY_DUPLICATES = {9: 4, 15: 3, 26: 6}  # line -> line of the first occurrence
 
 
+def _load(client: Client, campaign: str, source: Any, journal: Path, **options: Any) -> LoadSummary:
+    """``load_participants`` as these tests run it (brand :data:`BRAND`, no progress bar,
+    the journal named), with ``options`` for what a test sets on top."""
+    return load_participants(
+        client, campaign, source, brand=BRAND, journal=journal, progress=False, **options
+    )
+
+
 def _assert_adds_up(summary: LoadSummary) -> pd.DataFrame:
     frame = summary.to_frame()
     counts = frame["outcome"].value_counts().to_dict()
@@ -82,15 +90,7 @@ def test_messy_file_every_row_accounted(
     fresh_sandbox: RunningSandbox, client: Client, campaign: str, tmp_path: Path
 ) -> None:
     rejects = tmp_path / "rejects.csv"
-    summary = load_participants(
-        client,
-        campaign,
-        MESSY,
-        brand=BRAND,
-        journal=tmp_path / "j.sqlite",
-        rejects=rejects,
-        progress=False,
-    )
+    summary = _load(client, campaign, MESSY, tmp_path / "j.sqlite", rejects=rejects)
     frame = _assert_adds_up(summary)
     assert (
         summary.rows,
@@ -131,9 +131,9 @@ def test_second_run_loads_nothing_new(
     fresh_sandbox: RunningSandbox, client: Client, campaign: str, tmp_path: Path
 ) -> None:
     journal = tmp_path / "j.sqlite"
-    load_participants(client, campaign, MESSY, brand=BRAND, journal=journal, progress=False)
+    _load(client, campaign, MESSY, journal)
     sent = len(participant_requests(fresh_sandbox))
-    again = load_participants(client, campaign, MESSY, brand=BRAND, journal=journal, progress=False)
+    again = _load(client, campaign, MESSY, journal)
     assert len(participant_requests(fresh_sandbox)) == sent == 1
     assert again.resumed and again.requests == 0 and again.loaded_this_run == 0
     assert (again.loaded, again.rejected, again.duplicate) == (20, 7, 3)
@@ -144,21 +144,11 @@ def test_fixed_rejects_fed_back_load_the_rest(
     fresh_sandbox: RunningSandbox, client: Client, campaign: str, tmp_path: Path
 ) -> None:
     rejects = tmp_path / "rejects.csv"
-    load_participants(
-        client,
-        campaign,
-        MESSY,
-        brand=BRAND,
-        journal=tmp_path / "a.sqlite",
-        rejects=rejects,
-        progress=False,
-    )
+    _load(client, campaign, MESSY, tmp_path / "a.sqlite", rejects=rejects)
     text = rejects.read_text(encoding="utf-8").replace("p-10\x0710", "p-101010")
     fixed = tmp_path / "fixed.csv"
     fixed.write_text(text, encoding="utf-8")
-    summary = load_participants(
-        client, campaign, fixed, brand=BRAND, journal=tmp_path / "b.sqlite", progress=False
-    )
+    summary = _load(client, campaign, fixed, tmp_path / "b.sqlite")
     assert summary.loaded == 1
     assert summary.rejected == 6
     assert fresh_sandbox.state.participants(campaign)["p-101010"] == 1
@@ -168,15 +158,7 @@ def test_chunks_several_in_flight_and_deterministic(
     fresh_sandbox: RunningSandbox, client: Client, campaign: str, tmp_path: Path
 ) -> None:
     ids = [f"c-{i:05d}" for i in range(1_000)]
-    summary = load_participants(
-        client,
-        campaign,
-        ids,
-        brand=BRAND,
-        chunk_size=37,
-        journal=tmp_path / "j.sqlite",
-        progress=False,
-    )
+    summary = _load(client, campaign, ids, tmp_path / "j.sqlite", chunk_size=37)
     assert summary.loaded == 1_000 and summary.chunks == 28 and summary.requests == 28
     bodies = [json.loads(r.body)["playerIds"] for r in participant_requests(fresh_sandbox)]
     assert sorted(len(b) for b in bodies) == [1_000 - 27 * 37] + [37] * 27
@@ -192,15 +174,7 @@ def test_unknown_campaign_stops_at_the_first_request(
 ) -> None:
     ids = [f"u-{i}" for i in range(500)]
     with pytest.raises(InvalidRequestError, match="'CMP-404' is invalid or does not exist"):
-        load_participants(
-            client,
-            "CMP-404",
-            ids,
-            brand=BRAND,
-            chunk_size=10,
-            journal=tmp_path / "j.sqlite",
-            progress=False,
-        )
+        _load(client, "CMP-404", ids, tmp_path / "j.sqlite", chunk_size=10)
     assert len(participant_requests(fresh_sandbox)) == 1
 
 
@@ -210,20 +184,12 @@ def test_bisection_isolates_the_ids_the_server_refuses(tmp_path: Path) -> None:
         run_sandbox(SandboxConfig(seed=0, player_id_max_length=16)) as sb,
         make_client(sb) as client,
     ):
-        campaign = client.create_campaign(campaign_request(), brand=BRAND).campaign_id
+        campaign = new_campaign(client)
         ids = [f"b-{i:03d}" for i in range(200)]
         bad = {17: "x" * 20, 90: "y" * 17, 91: "z" * 30, 199: "w" * 64}
         for index, value in bad.items():
             ids[index] = value
-        summary = load_participants(
-            client,
-            campaign,
-            ids,
-            brand=BRAND,
-            chunk_size=50,
-            journal=tmp_path / "j.sqlite",
-            progress=False,
-        )
+        summary = _load(client, campaign, ids, tmp_path / "j.sqlite", chunk_size=50)
         assert summary.complete
         assert (summary.loaded, summary.rejected) == (196, 4)
         assert summary.bisections > 0
@@ -254,23 +220,14 @@ def test_batch_endpoint_same_journal_bisection_and_tiers(tmp_path: Path) -> None
         run_sandbox(SandboxConfig(seed=0, player_id_max_length=16)) as sb,
         make_client(sb) as client,
     ):
-        campaign = client.create_campaign(campaign_request(), brand=BRAND).campaign_id
+        campaign = new_campaign(client)
         ids = [f"b-{i:03d}" for i in range(200)]
         bad = {17: "x" * 20, 150: "y" * 17}
         for index, value in bad.items():
             ids[index] = value
         sb.faults.add(FaultRule(endpoint=spec.ENDPOINT_CLASS_PARTICIPANT, status=503, count=2))
         journal = tmp_path / "j.sqlite"
-        summary = load_participants(
-            client,
-            campaign,
-            ids,
-            brand=BRAND,
-            chunk_size=50,
-            endpoint="batch",
-            journal=journal,
-            progress=False,
-        )
+        summary = _load(client, campaign, ids, journal, chunk_size=50, endpoint="batch")
         assert summary.complete and summary.endpoint == "batch"
         assert (summary.loaded, summary.rejected) == (198, 2) and summary.bisections > 0
         frame = _assert_adds_up(summary)
@@ -283,9 +240,7 @@ def test_batch_endpoint_same_journal_bisection_and_tiers(tmp_path: Path) -> None
             spec.ENDPOINT_CLASS_PARTICIPANT
         }
         # Resumed (same journal) without naming the endpoint: it keeps the batch endpoint.
-        again = load_participants(
-            client, campaign, ids, brand=BRAND, chunk_size=50, journal=journal, progress=False
-        )
+        again = _load(client, campaign, ids, journal, chunk_size=50)
         assert again.endpoint == "batch" and again.requests == 0
 
 
@@ -296,29 +251,13 @@ def test_batch_endpoint_default_chunk_goes_beyond_the_back_office_import(
     back office's CSV import (spec.BACK_OFFICE_CSV_IMPORT_MAX_ROWS) needs no splitting."""
     n = spec.BACK_OFFICE_CSV_IMPORT_MAX_ROWS + 1
     ids = [f"bo-{i}" for i in range(n)]
-    summary = load_participants(
-        client,
-        campaign,
-        ids,
-        brand=BRAND,
-        endpoint="batch",
-        journal=tmp_path / "j.sqlite",
-        progress=False,
-    )
+    summary = _load(client, campaign, ids, tmp_path / "j.sqlite", endpoint="batch")
     assert summary.complete and summary.loaded == n
     assert summary.chunk_size == spec.BATCH_PARTICIPANT_MAX_IDS
     assert summary.requests == -(-n // spec.BATCH_PARTICIPANT_MAX_IDS)
     assert len(fresh_sandbox.state.participants(campaign)) == n
     with pytest.raises(ValueError, match="endpoint must be one of"):
-        load_participants(
-            client,
-            campaign,
-            ids[:1],
-            brand=BRAND,
-            endpoint="bulk",  # type: ignore[arg-type]
-            journal=tmp_path / "k.sqlite",
-            progress=False,
-        )
+        _load(client, campaign, ids[:1], tmp_path / "k.sqlite", endpoint="bulk")
 
 
 @pytest.mark.parametrize(
@@ -336,16 +275,7 @@ def test_faults_still_load_every_id_exactly_once(
 ) -> None:
     fresh_sandbox.faults.add(rule)
     ids = [f"f-{i:04d}" for i in range(600)]
-    summary = load_participants(
-        client,
-        campaign,
-        ids,
-        brand=BRAND,
-        chunk_size=20,
-        journal=tmp_path / "j.sqlite",
-        progress=False,
-        seed=1,
-    )
+    summary = _load(client, campaign, ids, tmp_path / "j.sqlite", chunk_size=20, seed=1)
     fresh_sandbox.faults.clear()
     assert summary.complete and summary.loaded == 600 and summary.failed_chunks == 0
     assert fresh_sandbox.state.participants(campaign) == dict.fromkeys(ids, 1)
@@ -363,21 +293,12 @@ def test_rate_limit_answers_reaching_the_loader_are_counted_once(
     # No client retries: every rate-limit answer is raised to the loader, which used to
     # count it a second time on top of the client's count.
     with make_client(fresh_sandbox, max_retries=0) as client:
-        campaign = client.create_campaign(campaign_request(), brand=BRAND).campaign_id
+        campaign = new_campaign(client)
         fresh_sandbox.faults.add(
             FaultRule(endpoint="POST /campaign/*/participant", status=429, rate=0.5, count=6)
         )
         ids = [f"q-{i:04d}" for i in range(120)]
-        summary = load_participants(
-            client,
-            campaign,
-            ids,
-            brand=BRAND,
-            chunk_size=20,
-            journal=tmp_path / "j.sqlite",
-            progress=False,
-            seed=1,
-        )
+        summary = _load(client, campaign, ids, tmp_path / "j.sqlite", chunk_size=20, seed=1)
         client_count = client.stats.rate_limited
     refused = [r for r in participant_requests(fresh_sandbox) if r.status == 429]
     assert len(refused) >= 3
@@ -390,23 +311,14 @@ def test_overridden_rate_limit_status_is_a_rate_limit_for_the_loader(
     fresh_sandbox: RunningSandbox, tmp_path: Path
 ) -> None:
     with make_client(fresh_sandbox, max_retries=0, rate_limit_status=503) as client:
-        campaign = client.create_campaign(campaign_request(), brand=BRAND).campaign_id
+        campaign = new_campaign(client)
         fresh_sandbox.faults.add(
             FaultRule(
                 endpoint="POST /campaign/*/participant", status=503, code="SLOW_DOWN", count=3
             )
         )
         ids = [f"o-{i:04d}" for i in range(80)]
-        summary = load_participants(
-            client,
-            campaign,
-            ids,
-            brand=BRAND,
-            chunk_size=20,
-            journal=tmp_path / "j.sqlite",
-            progress=False,
-            seed=1,
-        )
+        summary = _load(client, campaign, ids, tmp_path / "j.sqlite", chunk_size=20, seed=1)
     refused = [r for r in participant_requests(fresh_sandbox) if r.status == 503]
     assert len(refused) == 3 and summary.rate_limited == 3
     assert summary.complete and summary.loaded == 80 and summary.rejected == 0
@@ -426,16 +338,7 @@ def test_a_proxys_408_is_sent_again_not_bisected(
         )
     )
     ids = [f"x-{i:04d}" for i in range(100)]
-    summary = load_participants(
-        client,
-        campaign,
-        ids,
-        brand=BRAND,
-        chunk_size=20,
-        journal=tmp_path / "j.sqlite",
-        progress=False,
-        seed=1,
-    )
+    summary = _load(client, campaign, ids, tmp_path / "j.sqlite", chunk_size=20, seed=1)
     assert summary.complete and (summary.loaded, summary.rejected) == (100, 0)
     assert summary.bisections == 0
     assert [r.status for r in participant_requests(fresh_sandbox)].count(408) == 3
@@ -458,16 +361,7 @@ def test_a_refusal_not_about_the_ids_stops_the_load_and_rejects_nothing(
     ids = [f"n-{i:04d}" for i in range(100)]
     journal = tmp_path / "j.sqlite"
     with pytest.raises(LoadStopped, match=r"not about its player ids.*run the same load") as caught:
-        load_participants(
-            client,
-            campaign,
-            ids,
-            brand=BRAND,
-            chunk_size=20,
-            journal=journal,
-            progress=False,
-            seed=1,
-        )
+        _load(client, campaign, ids, journal, chunk_size=20, seed=1)
     stopped = caught.value.summary
     assert caught.value.error.status == rule.status
     assert (stopped.rejected, stopped.loaded, stopped.not_attempted) == (0, 0, 100)
@@ -477,7 +371,7 @@ def test_a_refusal_not_about_the_ids_stops_the_load_and_rejects_nothing(
 
     # Once the cause is gone, the same load sends every id again.
     fresh_sandbox.faults.clear()
-    resumed = load_participants(client, campaign, ids, brand=BRAND, journal=journal, progress=False)
+    resumed = _load(client, campaign, ids, journal)
     assert resumed.resumed and resumed.complete
     assert (resumed.loaded, resumed.rejected) == (100, 0)
     assert fresh_sandbox.state.participants(campaign) == dict.fromkeys(ids, 1)
@@ -492,20 +386,11 @@ def test_a_stop_midway_keeps_what_loaded_and_rejects_nothing(
     ids = [f"m-{i:04d}" for i in range(400)]
     journal = tmp_path / "j.sqlite"
     with pytest.raises(LoadStopped) as caught:
-        load_participants(
-            client,
-            campaign,
-            ids,
-            brand=BRAND,
-            chunk_size=20,
-            journal=journal,
-            progress=False,
-            seed=1,
-        )
+        _load(client, campaign, ids, journal, chunk_size=20, seed=1)
     stopped = caught.value.summary
     assert stopped.rejected == 0 and stopped.loaded + stopped.not_attempted == 400
     fresh_sandbox.faults.clear()
-    resumed = load_participants(client, campaign, ids, brand=BRAND, journal=journal, progress=False)
+    resumed = _load(client, campaign, ids, journal)
     assert resumed.complete and (resumed.loaded, resumed.rejected) == (400, 0)
     assert set(fresh_sandbox.state.participants(campaign)) == set(ids)
 
@@ -550,15 +435,7 @@ def test_commit_then_fail_sends_again_only_what_was_unanswered(
         FaultRule(endpoint="POST /campaign/*/participant", commit_then_fail=True, rate=1.0, count=3)
     )
     ids = [f"t-{i:04d}" for i in range(200)]
-    summary = load_participants(
-        client,
-        campaign,
-        ids,
-        brand=BRAND,
-        chunk_size=20,
-        journal=tmp_path / "j.sqlite",
-        progress=False,
-    )
+    summary = _load(client, campaign, ids, tmp_path / "j.sqlite", chunk_size=20)
     assert summary.complete and summary.loaded == 200
     counts = fresh_sandbox.state.participants(campaign)
     assert set(counts) == set(ids)
@@ -576,28 +453,17 @@ def test_a_request_failing_every_time_is_left_for_the_next_run(
     fresh_sandbox: RunningSandbox, tmp_path: Path
 ) -> None:
     with make_client(fresh_sandbox, max_retries=0) as client:
-        campaign = client.create_campaign(campaign_request(), brand=BRAND).campaign_id
+        campaign = new_campaign(client)
         fresh_sandbox.faults.add(FaultRule(endpoint="POST /campaign/*/participant", status=500))
         ids = [f"r-{i}" for i in range(30)]
         journal = tmp_path / "j.sqlite"
-        first = load_participants(
-            client,
-            campaign,
-            ids,
-            brand=BRAND,
-            chunk_size=10,
-            journal=journal,
-            progress=False,
-            max_attempts=2,
-        )
+        first = _load(client, campaign, ids, journal, chunk_size=10, max_attempts=2)
         assert first.failed_chunks >= 1 and not first.complete
         assert first.not_attempted == 30 - first.loaded
         assert "UNKNOWN_ERROR" in (first.last_error or "")
         _assert_adds_up(first)
         fresh_sandbox.faults.clear()
-        second = load_participants(
-            client, campaign, ids, brand=BRAND, journal=journal, progress=False
-        )
+        second = _load(client, campaign, ids, journal)
         assert second.complete and second.loaded == 30 and second.resumed
         assert second.unknown_resent >= 1
         assert fresh_sandbox.state.participants(campaign) == dict.fromkeys(ids, 1)
@@ -614,15 +480,13 @@ def test_brand_client_dataframe_and_journal_mismatch(
     assert (summary.loaded, summary.duplicate, summary.rejected) == (2, 1, 1)
     assert summary.brand == BRAND
     with pytest.raises(JournalMismatchError, match=r"journal of another load.*fingerprint"):
-        load_participants(client, campaign, ["other"], brand=BRAND, journal=journal, progress=False)
+        _load(client, campaign, ["other"], journal)
     with pytest.raises(ValueError, match="conflicts"):
         load_participants(client.brand(BRAND), campaign, ["a"], brand=202, progress=False)
 
 
 def test_summary_display(client: Client, campaign: str, tmp_path: Path) -> None:
-    summary = load_participants(
-        client, campaign, MESSY, brand=BRAND, journal=tmp_path / "j.sqlite", progress=False
-    )
+    summary = _load(client, campaign, MESSY, tmp_path / "j.sqlite")
     html = summary._repr_html_()
     assert "<table>" in html and "adds up" in html and "players_messy.csv" in html
     text = str(summary)

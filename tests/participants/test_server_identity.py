@@ -24,8 +24,9 @@ from gptools.sandbox import RunningSandbox, SandboxConfig, run_sandbox
 from gptools.sandbox._persist import STATE_FILE, load_state, persisted
 from gptools.sandbox._remote import RemoteSandbox, served_sandbox_identity
 from gptools.sandbox._state import SandboxState
-from tests.participants.conftest import BRAND, campaign_request, make_client
-from tests.participants.test_kill_resume import _acknowledged, _cli
+from tests._support.cli import start_gptools
+from tests.participants.conftest import BRAND, make_client, new_campaign
+from tests.participants.test_kill_resume import _acknowledged
 
 IDS = 10_000
 CHUNK = 50
@@ -101,7 +102,7 @@ def test_sigint_then_resume_on_the_embedded_sandbox(tmp_path: Path) -> None:
         persisted(sb.state, state_dir),
         make_client(sb) as client,
     ):
-        campaign = client.create_campaign(campaign_request(), brand=BRAND).campaign_id
+        campaign = new_campaign(client)
     ids = [f"s-{i:05d}" for i in range(IDS)]
     players = tmp_path / "players.csv"
     players.write_text("playerId\n" + "\n".join(ids) + "\n", encoding="utf-8")
@@ -116,7 +117,7 @@ def test_sigint_then_resume_on_the_embedded_sandbox(tmp_path: Path) -> None:
     ]  # fmt: skip
     threshold = random.Random(SEED).randint(10, IDS // CHUNK - 60)
 
-    proc = _cli(args, env)
+    proc = start_gptools(*args, env=env)
     deadline = time.monotonic() + 120
     try:
         while True:
@@ -135,7 +136,7 @@ def test_sigint_then_resume_on_the_embedded_sandbox(tmp_path: Path) -> None:
     counts = _state_counts(state_dir, campaign)
     assert len(counts) == first["loaded"]
 
-    again = _cli(args, env)
+    again = start_gptools(*args, env=env)
     out, err = again.communicate(timeout=180)
     assert again.returncode == 0, err
     summary = json.loads(out)

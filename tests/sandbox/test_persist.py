@@ -24,9 +24,10 @@ from gptools.sandbox._persist import (
     persisted,
 )
 from gptools.sandbox._state import SandboxState
+from tests._support.cli import run_gptools, start_gptools
 
 ROOT = Path(__file__).resolve().parents[2]
-GPTOOLS = str(Path(sys.executable).parent / "gptools")
+PLAN = ROOT / "data" / "example_plan.yaml"
 
 
 def _env(state_dir: Path) -> dict[str, str]:
@@ -38,18 +39,6 @@ def _env(state_dir: Path) -> dict[str, str]:
     }
     env.pop("GPTOOLS_SANDBOX_URL", None)
     return env
-
-
-def _gptools(state_dir: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [GPTOOLS, *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=_env(state_dir),
-        timeout=300,
-        check=False,
-    )
 
 
 def test_snapshot_round_trip_keeps_campaigns_participants_and_idempotency() -> None:
@@ -91,62 +80,29 @@ def test_a_damaged_state_file_is_a_clear_error(tmp_path: Path) -> None:
 
 def test_consecutive_commands_share_one_sandbox(tmp_path: Path) -> None:
     state_dir = tmp_path / "state"
+    env = _env(state_dir)
     (tmp_path / "players.csv").write_text("playerId\np-1\np-2\n", encoding="utf-8")
-    applied = _gptools(
-        state_dir,
-        tmp_path,
-        "campaigns",
-        "apply",
-        str(ROOT / "data" / "example_plan.yaml"),
-        "--json",
-    )
+    apply = ("campaigns", "apply", str(PLAN), "--json")
+    load = ["participants", "load", "players.csv", "--campaign", "CMP-000001", "--brand", "201",
+            "--no-progress"]  # fmt: skip
+    applied = run_gptools(*apply, cwd=tmp_path, env=env)
     assert applied.returncode == 0, applied.stderr
     ids = [c["campaignId"] for c in json.loads(applied.stdout)["campaigns"]]
     assert ids == ["CMP-000001", "CMP-000002", "CMP-000003"]
     notice = [line for line in applied.stderr.splitlines() if "embedded sandbox" in line]
     assert len(notice) == 1 and str(state_dir / STATE_FILE) in notice[0]
 
-    loaded = _gptools(
-        state_dir,
-        tmp_path,
-        "participants",
-        "load",
-        "players.csv",
-        "--campaign",
-        "CMP-000001",
-        "--brand",
-        "201",
-        "--no-progress",
-        "--json",
-    )
+    loaded = run_gptools(*load, "--json", cwd=tmp_path, env=env)
     assert loaded.returncode == 0, loaded.stderr
     assert json.loads(loaded.stdout)["loaded"] == 2
 
-    again = _gptools(
-        state_dir,
-        tmp_path,
-        "campaigns",
-        "apply",
-        str(ROOT / "data" / "example_plan.yaml"),
-        "--json",
-    )
+    again = run_gptools(*apply, cwd=tmp_path, env=env)
     assert [c["campaignId"] for c in json.loads(again.stdout)["campaigns"]] == ids
 
-    reset = _gptools(state_dir, tmp_path, "sandbox", "reset")
+    reset = run_gptools("sandbox", "reset", cwd=tmp_path, env=env)
     assert reset.returncode == 0 and "cleared" in reset.stdout
     assert not (state_dir / STATE_FILE).exists()
-    unknown = _gptools(
-        state_dir,
-        tmp_path,
-        "participants",
-        "load",
-        "players.csv",
-        "--campaign",
-        "CMP-000001",
-        "--brand",
-        "201",
-        "--no-progress",
-    )
+    unknown = run_gptools(*load, cwd=tmp_path, env=env)
     assert unknown.returncode == 2 and "INVALID_REQUEST" in unknown.stderr
 
 
@@ -155,13 +111,8 @@ def test_a_second_command_waits_for_the_first(tmp_path: Path) -> None:
     state_dir.mkdir()
     with (state_dir / LOCK_FILE).open("a") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
-        waiting = subprocess.Popen(
-            [GPTOOLS, "campaigns", "apply", str(ROOT / "data" / "example_plan.yaml"), "--json"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=tmp_path,
-            env=_env(state_dir),
+        waiting = start_gptools(
+            "campaigns", "apply", str(PLAN), "--json", cwd=tmp_path, env=_env(state_dir)
         )
         try:
             assert waiting.stderr is not None

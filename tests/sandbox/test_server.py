@@ -8,7 +8,6 @@ import re
 import signal
 import socket
 import subprocess
-import sys
 import time
 from decimal import Decimal
 from pathlib import Path
@@ -18,6 +17,7 @@ import httpx
 import pytest
 
 from gptools.sandbox import DEMO_ACCOUNTS, RunningSandbox, SandboxConfig, run_sandbox
+from tests._support.cli import start_gptools
 from tests.sandbox.conftest import auth, campaign_body, path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -106,21 +106,9 @@ def test_request_log_is_bounded() -> None:
 
 def test_cli_serve_prints_url_and_credentials_and_stops_on_ctrl_c() -> None:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "from gptools.cli import main; main()",
-            "sandbox",
-            "serve",
-            "--port",
-            "0",
-            "--seed",
-            "3",
-        ],
-        stderr=subprocess.PIPE,
+    proc = start_gptools(
+        *("sandbox", "serve", "--port", "0", "--seed", "3"),
         stdout=subprocess.DEVNULL,
-        text=True,
         env=env,
         cwd=ROOT,
     )

@@ -8,7 +8,6 @@ import random
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -25,6 +24,7 @@ import uvicorn
 
 from gptools import spec
 from gptools.models import dumps_wire
+from tests._support.cli import start_gptools, wait_until_ready
 
 PG_DSN = "postgresql://postgres@127.0.0.1:5432/test"
 READY_TIMEOUT_S = 30.0
@@ -142,7 +142,7 @@ def free_port() -> int:
 class ReceiverProcess:
     """A ``gptools webhooks serve`` subprocess."""
 
-    proc: subprocess.Popen[bytes]
+    proc: subprocess.Popen[str]
     port: int
     log: Path
     scheme: str = "http"
@@ -160,20 +160,10 @@ class ReceiverProcess:
 
     def wait_ready(self) -> None:
         """Poll /healthz until it answers 200 (or fail with the process's output)."""
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"receiver exited: {self.log.read_text()}")
-            try:
-                if (
-                    httpx.get(f"{self.base_url}/healthz", timeout=1, verify=self.verify).status_code
-                    == 200
-                ):
-                    return
-            except httpx.TransportError:
-                pass
-            time.sleep(0.05)
-        raise RuntimeError(f"receiver not ready: {self.log.read_text()}")
+        wait_until_ready(
+            self.proc, f"{self.base_url}/healthz", self.log, timeout=READY_TIMEOUT_S,
+            verify=self.verify,
+        )  # fmt: skip
 
     def kill(self) -> None:
         """SIGKILL the whole process group (uvicorn's workers too)."""
@@ -191,9 +181,57 @@ class ReceiverProcess:
                 self.kill()
 
 
+def start_receiver_process(
+    directory: Path,
+    store: str,
+    *args: str,
+    port: int | None = None,
+    workers: int = 1,
+    auth: str = "bearer",
+    env: dict[str, str] | None = None,
+    scheme: str = "http",
+    verify: Any = True,
+    **options: Any,
+) -> ReceiverProcess:
+    """``gptools webhooks serve`` on ``store`` with ``args``, in a session of its own, once it
+    is ready (the caller stops it). Its output goes to ``directory/receiver-PORT.log``;
+    ``env`` is set on top of this environment and an API key of ``test-key``; ``options``
+    go to :class:`subprocess.Popen`."""
+    port = free_port() if port is None else port
+    log = directory / f"receiver-{port}.log"
+    # Its temporary files (the metrics directory) under the test's own folder: a test
+    # that SIGKILLs the receiver leaves them there, not in the machine's /tmp.
+    scratch = directory / "receiver-tmp"
+    scratch.mkdir(exist_ok=True)
+    environ = {
+        **os.environ,
+        "GP_WEBHOOK_API_KEY": "test-key",
+        "TMPDIR": str(scratch),
+        **(env or {}),
+    }
+    with log.open("wb") as out:
+        proc = start_gptools(
+            *("webhooks", "serve", "--auth", auth, "--store", store, "--port", str(port)),
+            *("--workers", str(workers), *args),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=environ,
+            start_new_session=True,
+            **options,
+        )
+    rp = ReceiverProcess(proc, port, log, scheme, verify)
+    try:
+        rp.wait_ready()
+    except BaseException:
+        rp.kill()
+        raise
+    return rp
+
+
 @pytest.fixture
 def receiver_process(tmp_path: Path) -> Iterator[Callable[..., ReceiverProcess]]:
-    """Start ``gptools webhooks serve`` subprocesses (stopped after the test)."""
+    """Start ``gptools webhooks serve`` subprocesses (:func:`start_receiver_process`;
+    stopped after the test)."""
     started: list[ReceiverProcess] = []
 
     def start(
@@ -206,44 +244,11 @@ def receiver_process(tmp_path: Path) -> Iterator[Callable[..., ReceiverProcess]]
         scheme: str = "http",
         verify: Any = True,
     ) -> ReceiverProcess:
-        port = free_port()
-        log = tmp_path / f"receiver-{port}.log"
-        # Its temporary files (the metrics directory) under the test's own folder: a test
-        # that SIGKILLs the receiver leaves them there, not in the machine's /tmp.
-        scratch = tmp_path / "receiver-tmp"
-        scratch.mkdir(exist_ok=True)
-        env = {
-            **os.environ,
-            "GP_WEBHOOK_API_KEY": "test-key",
-            "TMPDIR": str(scratch),
-            **(extra_env or {}),
-        }
-        with log.open("wb") as out:
-            proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-c",
-                    "from gptools.cli import main; main()",
-                    "webhooks",
-                    "serve",
-                    "--auth",
-                    auth,
-                    "--store",
-                    store,
-                    "--port",
-                    str(port),
-                    "--workers",
-                    str(workers),
-                    *args,
-                ],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=env,
-                start_new_session=True,
-            )
-        rp = ReceiverProcess(proc, port, log, scheme, verify)
+        rp = start_receiver_process(
+            tmp_path, store, *args, workers=workers, auth=auth, env=extra_env, scheme=scheme,
+            verify=verify,
+        )  # fmt: skip
         started.append(rp)
-        rp.wait_ready()
         return rp
 
     yield start

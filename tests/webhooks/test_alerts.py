@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from gptools.webhooks import ALERT_RULES, ReceiverAuth, WebhookReceiver
+from tests._support.tools import installed
 from tests.webhooks.conftest import serve_in_thread
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,11 +26,7 @@ UNIT_TESTS = Path(__file__).with_name("alerts_test.yml")
 @pytest.fixture(scope="module")
 def promtool() -> str:
     """promtool's path, installed from the project's script when missing."""
-    if shutil.which("promtool") is None:
-        subprocess.run(["bash", str(ROOT / "scripts" / "ensure-promtool")], check=True)
-    path = shutil.which("promtool")
-    assert path, "no promtool: run scripts/ensure-promtool"
-    return path
+    return installed("promtool", "ensure-promtool")
 
 
 def test_promtool_checks_the_rules(promtool: str) -> None:

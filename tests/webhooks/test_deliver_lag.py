@@ -8,15 +8,15 @@ from pathlib import Path
 
 from gptools.models import GameEventNotification
 from gptools.webhooks import ReceiverAuth, WebhookReceiver, open_store
+from tests._support.cli import run_gptools
 from tests.webhooks.conftest import serve_in_thread
-from tests.webhooks.test_queue_export import _cli
 
 
 def test_delivered_events_happened_before_they_arrived(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 's.db'}"
     receiver = WebhookReceiver(url, auth=ReceiverAuth.none())
     with serve_in_thread(receiver) as srv:
-        r = _cli(
+        r = run_gptools(
             "sandbox",
             "deliver",
             "--url",
@@ -48,7 +48,9 @@ def test_a_receiver_that_never_answers_fails_the_command() -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     url = f"http://127.0.0.1:{port}/v1/game-action-events"
-    r = _cli("sandbox", "deliver", "--url", url, "-n", "2", "--json", env={"PATH": "/usr/bin:/bin"})
+    r = run_gptools(
+        "sandbox", "deliver", "--url", url, "-n", "2", "--json", env={"PATH": "/usr/bin:/bin"}
+    )
     assert r.returncode == 1, (r.stdout, r.stderr)
     assert json.loads(r.stdout)["expired"] == 2
     assert f"no answer from {url}" in r.stderr and "connection failed" in r.stderr
@@ -61,7 +63,7 @@ def test_nothing_acknowledged_fails_with_the_answers_and_a_hint(tmp_path: Path) 
         f"sqlite:///{tmp_path / 's.db'}", auth=ReceiverAuth.bearer("the-right-key")
     )
     with serve_in_thread(receiver) as srv:
-        wrong_key = _cli(
+        wrong_key = run_gptools(
             "sandbox",
             "deliver",
             "--url",
@@ -73,7 +75,7 @@ def test_nothing_acknowledged_fails_with_the_answers_and_a_hint(tmp_path: Path) 
             "--json",
             env={"PATH": "/usr/bin:/bin", "GP_WEBHOOK_API_KEY": "a-wrong-key"},
         )
-        wrong_path = _cli(
+        wrong_path = run_gptools(
             "sandbox",
             "deliver",
             "--url",
@@ -97,7 +99,7 @@ def test_the_report_counts_duplicates(tmp_path: Path) -> None:
     receiver = WebhookReceiver(f"sqlite:///{tmp_path / 's.db'}", auth=ReceiverAuth.none())
     with serve_in_thread(receiver) as srv:
         runs = [
-            _cli(
+            run_gptools(
                 "sandbox",
                 "deliver",
                 "--url",

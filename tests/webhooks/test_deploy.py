@@ -24,8 +24,9 @@ import sys
 import time
 from pathlib import Path
 
-import httpx
 import pytest
+
+from tests._support.cli import wait_until_ready
 
 ROOT = Path(__file__).resolve().parents[2]
 GUIDE = ROOT / "docs" / "guides" / "receiver.md"
@@ -123,16 +124,8 @@ class Service:
                 stderr=journal,
                 start_new_session=True,
             )
-        deadline = time.monotonic() + _DEADLINE_S
-        while True:
-            assert self.process.poll() is None, self.log.read_text()
-            try:
-                if httpx.get(f"http://127.0.0.1:{self.port}/readyz", timeout=2).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "the receiver did not become ready"
-            time.sleep(0.2)  # polling a condition with a deadline
+        url = f"http://127.0.0.1:{self.port}/readyz"
+        wait_until_ready(self.process, url, self.log, timeout=_DEADLINE_S)
 
     def stop(self) -> int:
         """KillMode=mixed: KillSignal to the main process, SIGKILL to the group after

@@ -17,6 +17,7 @@ import pytest
 from gptools.models import GameEventNotification
 from gptools.webhooks import ProcessingQueue, export_log, open_store
 from gptools.webhooks._records import LogEntry, WriteItem
+from tests._support.cli import run_gptools
 from tests.webhooks.conftest import T0, ManualClock, accept
 
 
@@ -121,16 +122,6 @@ def test_a_handler_that_hangs_times_out_and_is_retried(tmp_path: Path) -> None:
         ProcessingQueue(open_store(url), handler, handler_timeout=timedelta(minutes=5))
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", "from gptools.cli import main; main()", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-
-
 def test_dead_letters_are_kept_listed_and_retried(
     store_url: str,
 ) -> None:
@@ -148,12 +139,12 @@ def test_dead_letters_are_kept_listed_and_retried(
     assert conn.purge(T0 + timedelta(days=30)) == 1
     assert conn.action_ids() == {bad}
     conn.close()
-    listed = _cli("webhooks", "dead-letters", "--store", url, "--json")
+    listed = run_gptools("webhooks", "dead-letters", "--store", url, "--json")
     assert listed.returncode == 0, listed.stderr
     [letter] = json.loads(listed.stdout)["dead_letters"]
     assert letter["action_id"] == bad and letter["attempts"] == 1
     assert letter["last_error"] == "RuntimeError: wallet said no"
-    retried = _cli("webhooks", "dead-letters", "--store", url, "--retry")
+    retried = run_gptools("webhooks", "dead-letters", "--store", url, "--retry")
     assert retried.returncode == 0 and "1 queued again" in retried.stdout
     seen: list[str] = []
     ProcessingQueue(
@@ -162,7 +153,7 @@ def test_dead_letters_are_kept_listed_and_retried(
         clock=ManualClock(datetime.now(UTC) + timedelta(seconds=1)),
     ).drain()
     assert seen == [bad]
-    assert json.loads(_cli("webhooks", "dead-letters", "--store", url, "--json").stdout) == {
+    assert json.loads(run_gptools("webhooks", "dead-letters", "--store", url, "--json").stdout) == {
         "dead_letters": [],
         "retried": 0,
     }
@@ -212,7 +203,7 @@ def test_log_rows_not_yet_exported_are_never_purged(tmp_path: Path) -> None:
     assert second.records == 10 and second.after == first.through
     assert conn.purge_log(far).rows == 10
     conn.close()
-    r = _cli(
+    r = run_gptools(
         "webhooks",
         "export",
         "--store",

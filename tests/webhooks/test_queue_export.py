@@ -4,8 +4,6 @@ the exports and the CLI."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import threading
 import uuid
 from datetime import timedelta
@@ -23,6 +21,7 @@ from gptools.webhooks import (
     export_log,
     open_store,
 )
+from tests._support.cli import run_gptools
 from tests.webhooks.conftest import JSON, T0, ManualClock, accept, event, serve_in_thread, wire
 
 
@@ -159,22 +158,11 @@ def test_exports_follow_the_log_contract(tmp_path: Path) -> None:
     assert str(table.schema.field("received_at").type) == "timestamp[us, tz=UTC]"
 
 
-def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", "from gptools.cli import main; main()", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
-
-
 def test_cli_serve_refuses_missing_secrets_and_bad_store(tmp_path: Path) -> None:
     env = {"PATH": "/usr/bin:/bin"}
-    r = _cli("webhooks", "serve", "--auth", "bearer", env=env)
+    r = run_gptools("webhooks", "serve", "--auth", "bearer", env=env)
     assert r.returncode == 2 and "GP_WEBHOOK_API_KEY" in r.stderr and "Traceback" not in r.stderr
-    r = _cli("webhooks", "serve", "--auth", "none", "--store", "mysql://x", env=env)
+    r = run_gptools("webhooks", "serve", "--auth", "none", "--store", "mysql://x", env=env)
     assert r.returncode == 2 and "sqlite:///PATH" in r.stderr
 
 
@@ -183,7 +171,7 @@ def test_cli_deliver_then_export(tmp_path: Path) -> None:
     receiver = WebhookReceiver(url, auth=ReceiverAuth.bearer("demo-key"))
     env = {"PATH": "/usr/bin:/bin", "GP_WEBHOOK_API_KEY": "demo-key"}
     with serve_in_thread(receiver) as srv:
-        r = _cli(
+        r = run_gptools(
             "sandbox",
             "deliver",
             "--url",
@@ -200,9 +188,9 @@ def test_cli_deliver_then_export(tmp_path: Path) -> None:
     assert report["delivered"] == 50 and report["attempts"] == 50
     assert "demo-key" not in r.stdout + r.stderr
     out = tmp_path / "out.parquet"
-    r = _cli("webhooks", "export", "--store", url, "--format", "parquet", str(out), "--json")
+    r = run_gptools("webhooks", "export", "--store", url, "--format", "parquet", str(out), "--json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["records"] == 50
     assert pq.read_table(out).num_rows == 50
-    r = _cli("webhooks", "export", "--store", "nope://", "--format", "jsonl", str(out))
+    r = run_gptools("webhooks", "export", "--store", "nope://", "--format", "jsonl", str(out))
     assert r.returncode == 2 and "unknown store URL" in r.stderr

@@ -15,9 +15,16 @@ import httpx
 import pytest
 
 from gptools.models import GameEventNotification
-from gptools.webhooks import PostgresStore, ReceiverAuth, SQLiteStore, StoreError, WebhookReceiver
+from gptools.webhooks import (
+    PostgresStore,
+    ReceiverAuth,
+    SQLiteStore,
+    StoreError,
+    WebhookReceiver,
+)
 from gptools.webhooks._connection import WriteLock
 from gptools.webhooks._records import LogEntry, WriteItem
+from tests._support.stores import CappedSQLiteStore
 from tests.webhooks.conftest import (
     JSON,
     PG_DSN,
@@ -168,26 +175,14 @@ def test_a_loop_that_cannot_go_on_fails_the_health_check(tmp_path: Path) -> None
             time.sleep(0.02)
 
 
-class _CappedStore(SQLiteStore):
-    """A SQLite store whose file cannot grow past ``max_pages`` pages: SQLite's own
-    "database or disk is full" error, as on a full disk."""
-
-    def __init__(self, path: Path, max_pages: int) -> None:
-        super().__init__(path)
-        self.max_pages = max_pages
-
-    def _raw_connect(self) -> sqlite3.Connection:
-        raw = super()._raw_connect()
-        raw.execute(f"PRAGMA max_page_count = {self.max_pages}")
-        return raw
-
-
 def test_a_full_disk_gives_503s_and_heals_when_space_is_back(tmp_path: Path) -> None:
     db = tmp_path / "s.db"
     filler = sqlite3.connect(db, isolation_level=None)
     filler.execute("CREATE TABLE filler (blob BLOB)")
     filler.executemany("INSERT INTO filler VALUES (zeroblob(3000))", [()] * 250)
-    store = _CappedStore(db, max_pages=int(filler.execute("PRAGMA page_count").fetchone()[0]) + 60)
+    store = CappedSQLiteStore(
+        db, max_pages=int(filler.execute("PRAGMA page_count").fetchone()[0]) + 60
+    )
     processed: set[str] = set()
 
     def handler(ev: GameEventNotification) -> None:

@@ -8,8 +8,6 @@ from __future__ import annotations
 import json
 import os
 import ssl
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,6 +16,7 @@ import pytest
 import trustme
 
 from gptools.webhooks import open_store
+from tests._support.cli import run_gptools
 from tests.webhooks.conftest import ReceiverProcess, event, wire
 
 KEY = "test-key"  # what the receiver_process fixture sets as GP_WEBHOOK_API_KEY
@@ -34,17 +33,6 @@ def tls(tmp_path: Path) -> tuple[Path, Path, Path]:
     cert.private_key_and_cert_chain_pem.write_to_path(str(paths[1]))
     cert.private_key_pem.write_to_path(str(paths[2]))
     return paths
-
-
-def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", "from gptools.cli import main; main()", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
 
 
 def test_serve_https_from_arguments_and_deliver_verified(
@@ -74,7 +62,7 @@ def test_serve_https_from_arguments_and_deliver_verified(
         httpx.post(rp.url.replace("https://", "http://"), content=wire(event()), headers=HEADERS)
 
     env = {**os.environ, "GP_WEBHOOK_API_KEY": KEY}
-    done = _cli(
+    done = run_gptools(
         "sandbox",
         "deliver",
         "--url",
@@ -93,7 +81,7 @@ def test_serve_https_from_arguments_and_deliver_verified(
     assert report["delivered"] == 20 and report["statuses"] == {"200": 20}
     # Without the bundle the dispatcher verifies against the system's CAs: nothing arrives,
     # and the command says why and fails.
-    refused = _cli(
+    refused = run_gptools(
         "sandbox",
         "deliver",
         "--url",
@@ -142,7 +130,7 @@ def test_serve_refuses_half_or_wrong_tls_configuration(
     ca, cert, key = tls
     env = {**os.environ, "GP_WEBHOOK_API_KEY": KEY}
     store = f"sqlite:///{tmp_path / 's.db'}"
-    half = _cli(
+    half = run_gptools(
         "webhooks",
         "serve",
         "--auth",
@@ -156,7 +144,7 @@ def test_serve_refuses_half_or_wrong_tls_configuration(
     assert half.returncode == 2 and "go together" in half.stderr
     assert "Traceback" not in half.stderr
     # The CA's certificate is not the key's: one line, not a traceback.
-    wrong = _cli(
+    wrong = run_gptools(
         "webhooks",
         "serve",
         "--auth",
