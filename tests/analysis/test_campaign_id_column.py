@@ -33,6 +33,7 @@ from gptools.webhooks.analysis import (
     analyze,
     campaign_results,
 )
+from tests.analysis.conftest import PG_DSN
 from tests.analysis.test_engines import _close, _rows
 
 START = datetime(2030, 3, 1, 10, 0, tzinfo=UTC)
@@ -116,7 +117,9 @@ class ForeignLog:
         type per column); an absent promo is NULL."""
         rows = sorted(self.records, key=lambda r: r["time"])
         df = pd.DataFrame(rows, columns=["time", "code", "took_s", "request", "promo"])
-        df["promo"] = [None if pd.isna(v) else str(v) for v in df["promo"]]
+        # An object Series keeps None (a plain list would give NaN, written as 'NaN').
+        texts = [None if pd.isna(v) else str(v) for v in df["promo"]]
+        df["promo"] = pd.Series(texts, dtype=object, index=df.index)
         return df
 
 
@@ -234,6 +237,24 @@ def test_a_store_table_with_an_integer_id_column(
         ]
         db.executemany("INSERT INTO deliveries VALUES (?, ?, ?, ?, ?)", rows)
     with campaign_results(path, _terms(), mapping=MAPPING, table="deliveries") as results:
+        _check(results.report, log)
+
+
+def test_a_postgresql_table_with_a_text_id_column(
+    foreign: tuple[ForeignLog, Path, Path], pg_conn: Any, pg_schema: str
+) -> None:
+    log, _, _ = foreign
+    pg_conn.execute(f'CREATE SCHEMA "{pg_schema}"')
+    pg_conn.execute(
+        f'CREATE TABLE "{pg_schema}".gateway (time timestamptz, code integer, '
+        "took_s double precision, request text, promo text)"
+    )
+    rows = [(r.time, int(r.code), float(r.took_s), r.request, r.promo)
+            for r in log.frame().itertuples()]  # fmt: skip
+    with pg_conn.cursor() as cur:
+        cur.executemany(f'INSERT INTO "{pg_schema}".gateway VALUES (%s, %s, %s, %s, %s)', rows)
+    source = f"{PG_DSN}?schema={pg_schema}"
+    with campaign_results(source, _terms(), mapping=MAPPING, table="gateway") as results:
         _check(results.report, log)
 
 
