@@ -38,7 +38,7 @@ name, drawn once, here.
     │   └── CommitUncertain                 the connection broke during COMMIT
     ├── HandlerTimeout                  webhooks: a handler run past the queue's time-out
     ├── ServeError                      webhooks: the receiver cannot start on this machine
-    │   └── ListenError                     it cannot listen on host:port (taken, not this machine's)
+    │   └── ListenError                     it cannot listen on host:port (taken, not ours)
     ├── DeliveryLogError                delivery-log analyser: an unreadable log (a ValueError)
     ├── SandboxStateError               sandbox: an unreadable state file (a ValueError)
     ├── CampaignNotPlayableError        sandbox: a campaign it cannot play (a ValueError)

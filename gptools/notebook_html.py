@@ -46,9 +46,22 @@ _SKIP_NAMES = ("embed-amd.js", "libembed-amd.js")
 
 # The lab template without its require.js tag: embed.js does not need it, and offline a
 # CDN script tag only delays the page.
-_OFFLINE_TEMPLATE = """{%- extends 'lab/index.html.j2' -%}
+#: CSS after nbconvert's own: JupyterLab breaks an output line at any character
+#: (``word-break: break-all``), so a long printed sentence is cut mid-word ("real s|ervice");
+#: a reader expects it broken between words, and a long word only where nothing else fits.
+_OUTPUT_CSS = """
+.jp-OutputArea-output pre { word-break: normal; overflow-wrap: anywhere; }
+"""
+#: The page of every notebook: nbconvert's lab page with the rule above.
+_PAGE_TEMPLATE = (
+    "{%- extends 'lab/index.html.j2' -%}\n"
+    "{%- block html_head_css -%}{{ super() }}<style>" + _OUTPUT_CSS + "</style>"
+    "{%- endblock html_head_css -%}\n"
+)
+_OFFLINE_TEMPLATE = """{%- extends 'gptools_page.html.j2' -%}
 {%- block html_head_js_requirejs -%}{%- endblock html_head_js_requirejs -%}
 """
+_TEMPLATES = {"gptools_page.html.j2": _PAGE_TEMPLATE, "gptools_offline.html.j2": _OFFLINE_TEMPLATE}
 
 
 class WidgetManagerUnavailable(GptoolsError, RuntimeError):
@@ -140,7 +153,7 @@ def widget_manager(
 def _offline_exporter() -> HTMLExporter:
     """nbconvert's lab page, loading the widget manager from ``_static/`` beside it."""
     return HTMLExporter(
-        extra_loaders=[DictLoader({"gptools_offline.html.j2": _OFFLINE_TEMPLATE})],
+        extra_loaders=[DictLoader(_TEMPLATES)],
         template_file="gptools_offline.html.j2",
         widget_renderer_url=f"{_STATIC_DIR}/{_HTML_MANAGER_SCRIPT}",
     )
@@ -156,7 +169,9 @@ def write_html(
     one line on stderr says the widgets will need the internet.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
-    exporter = HTMLExporter()
+    exporter = HTMLExporter(
+        extra_loaders=[DictLoader(_TEMPLATES)], template_file="gptools_page.html.j2"
+    )
     if "widgets" in nb.metadata:
         try:
             bundle = widget_manager(widgets_dir)

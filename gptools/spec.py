@@ -866,7 +866,8 @@ ASSUMPTIONS: Final[tuple[Assumption, ...]] = (
         CAMPAIGN_ATTRIBUTION,
         "game events carry no campaign id; an event that matches every term of a campaign "
         "is that campaign's (two campaigns: ambiguous, never counted twice)",
-        "campaign_results(feature_event=None) drops the events term; CampaignTerms set the rest",
+        "campaign_results(feature_event=None) drops the events term; CampaignTerms set the "
+        "rest; a log with a campaign id column replaces the rule (ColumnMapping(campaign_id=...))",
     ),
 )
 

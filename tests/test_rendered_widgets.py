@@ -19,6 +19,7 @@ import pytest
 
 from gptools.notebook_html import (
     _HTML_MANAGER_SCRIPT,
+    _OUTPUT_CSS,
     _STATIC_DIR,
     WidgetManagerUnavailable,
     _unpack_widget_manager,
@@ -92,6 +93,25 @@ def test_progress_bars_of_notebook_03_render_offline(chromium: str, tmp_path: Pa
     bars = re.findall(r'<div class="[^"]*widget-hprogress[^"]*"', dom)
     assert len(bars) >= 2, dom[-3000:]
     assert re.search(r'class="widget-html-content">loading\sinto\sCMP-000001', dom)
+
+
+def test_notebook_05_reads_in_a_browser(chromium: str, tmp_path: Path) -> None:
+    """The committed outputs of notebook 05 as a reader sees them offline: its three
+    charts drawn, the table of players to target again and their list, no warning box, and
+    printed lines that wrap between words (nbconvert's lab CSS breaks them anywhere)."""
+    nb = nbformat.read(NOTEBOOKS / "05_campaign_results.ipynb", as_version=4)
+    html = write_html(nb, tmp_path / "build", "05_campaign_results")
+    page = html.read_text(encoding="utf-8")
+    # Our rule comes after nbconvert's, so it is the one the browser applies.
+    assert page.rindex(_OUTPUT_CSS.strip()) > page.rindex("word-break: break-all")
+    dom = offline_dom(chromium, html, tmp_path / "profile")
+    assert len(re.findall(r'<img [^>]*src="data:image/png;base64,', dom)) == 3, dom[-3000:]
+    assert "to_target_again" in dom and "CMP-000002" in dom
+    tables = re.findall(r"<table.*?</table>", dom, re.DOTALL)
+    last = tables[-1]
+    assert "player_id" in last and len(re.findall(r"<tr", last)) == 11  # header + 10 players
+    # A receiver without authentication logs a warning, shown as a red stderr box.
+    assert "jp-OutputArea-stderr" not in dom and "WITHOUT authentication" not in dom
 
 
 def test_a_tampered_bundle_is_refused(tmp_path: Path) -> None:

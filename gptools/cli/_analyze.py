@@ -11,6 +11,7 @@ import click
 
 from gptools.cli._common import parse_now
 from gptools.cli._main import cli_text, emit, fail, say, webhooks
+from gptools.cli._params import column_mapping_options, mapping_fields
 from gptools.errors import MissingExtraError
 
 #: What a replay request to the provider needs of each lost action.
@@ -119,10 +120,11 @@ def _write_lost(path: Path, lost: list[dict[str, Any]]) -> None:
     default=None,
     help="Write the lost actions (what a replay request needs) to this CSV file.",
 )
+@column_mapping_options
 def analyze_command(
     log: str, as_json: bool, fmt: str, now: str | None, table: str, engine: str,
     spark_master: str | None, strict: bool, force: bool, max_line_bytes: int | None,
-    lost_out: Path | None,
+    lost_out: Path | None, columns: tuple[tuple[str, str], ...], latency_unit: str,
 ) -> None:  # fmt: skip
     """Analyse a webhook delivery log: duplicates, retries, backoff, lost and pending
     actions, latency, silent periods. Lists the lost actions to ask the provider to replay.
@@ -130,9 +132,16 @@ def analyze_command(
     LOG is a JSONL (plain, gzip or zstd) or Parquet file, a glob ('logs/*.jsonl') or a
     directory of them (date=YYYY-MM-DD/ partitions included), a SQLite store (path or
     sqlite:///PATH) or a PostgreSQL URL (postgresql://USER@HOST/DB?schema=NAME).
+    A log written by another system is read through --column FIELD=NAME.
     """
     moment = parse_now(now)
-    from gptools.deliverylog import DEFAULT_MAX_LINE_BYTES, DeliveryLogError, analyze
+    fields = mapping_fields(columns, latency_unit)
+    from gptools.deliverylog import (
+        DEFAULT_MAX_LINE_BYTES,
+        ColumnMapping,
+        DeliveryLogError,
+        analyze,
+    )
 
     if max_line_bytes is None:
         max_line_bytes = DEFAULT_MAX_LINE_BYTES
@@ -141,7 +150,7 @@ def analyze_command(
         with analyze(
             log, format=fmt, table=table, now=moment, strict=strict,  # type: ignore[arg-type]
             engine=engine, spark_master=spark_master, force=force,
-            max_line_bytes=max_line_bytes,
+            max_line_bytes=max_line_bytes, mapping=ColumnMapping(**fields),  # type: ignore[arg-type]
         ) as analysis:  # fmt: skip
             report = analysis.report
             lost = _lost_records(analysis)

@@ -12,7 +12,7 @@ import click
 from gptools import spec
 from gptools.cli._common import NOW_HELP, cli_errors, connect_client, parse_now, resolve_brand
 from gptools.cli._main import EXIT_BAD_INPUT, campaigns, cli_text, emit, fail
-from gptools.cli._params import BRAND_ID
+from gptools.cli._params import BRAND_ID, column_mapping_options, mapping_fields
 from gptools.errors import GameNotFoundError, MissingExtraError
 
 
@@ -287,14 +287,20 @@ def _write_unreached(path: Path, frame: Any) -> None:
     default=None,
     help="Write the players never reached (campaign_id, player_id) to this CSV file.",
 )
+@column_mapping_options
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def results_command(
     source: str, campaign_ids: tuple[str, ...], fmt: str, table: str, engine: str,
-    spark_master: str | None, unreached_out: Path | None, as_json: bool,
+    spark_master: str | None, unreached_out: Path | None, columns: tuple[tuple[str, str], ...],
+    latency_unit: str, as_json: bool,
 ) -> None:  # fmt: skip
     """How the recorded campaigns did, from a webhook delivery log SOURCE (any log
     `webhooks analyze` reads): players reached and completed, rounds and exposure used
-    against the budget, time to first play, and the players never reached."""
+    against the budget, time to first play, and the players never reached.
+
+    Events are attributed by the assumed rule spec.CAMPAIGN_ATTRIBUTION, unless a foreign
+    log carries the campaign id: --column campaign_id=NAME attributes each action by it."""
+    fields = mapping_fields(columns, latency_unit)
     from gptools.campaigns import CampaignRegister, RegisterError
     from gptools.participants import loaded_players
 
@@ -312,11 +318,12 @@ def results_command(
             fail(f"no campaign in the register {register.path}: nothing to report", bad_input=True)
         players = {r.campaign_id: loaded_players(r.campaign_id, server=r.server) for r in records}
     try:
-        from gptools.deliverylog import DeliveryLogError, campaign_results
+        from gptools.deliverylog import ColumnMapping, DeliveryLogError, campaign_results
 
         with campaign_results(
             source, records, players=players, format=fmt, table=table,  # type: ignore[arg-type]
             engine=engine, spark_master=spark_master,
+            mapping=ColumnMapping(**fields),  # type: ignore[arg-type]
         ) as results:  # fmt: skip
             report = results.report
             unreached = results.unreached()
@@ -332,7 +339,8 @@ def results_command(
     def human() -> str:
         lines = [
             f"{report.actions:,} actions: {report.attributed:,} attributed, "
-            f"{report.ambiguous:,} ambiguous, {report.unattributed:,} unattributed"
+            f"{report.ambiguous:,} ambiguous, {report.unattributed:,} unattributed "
+            f"({report.how()})"
         ]
         for c in report.campaigns:
             wait = c["wait_p50_s"]

@@ -104,3 +104,70 @@ class StoreUrl(click.ParamType[str]):
 
 #: The type of every ``--store`` option.
 STORE_URL = StoreUrl()
+
+
+#: The fields of :class:`gptools.deliverylog.ColumnMapping` that name a column, in
+#: its order (written out so that ``--help`` imports no DuckDB; a test keeps them equal).
+MAPPING_FIELDS: tuple[str, ...] = (
+    "received_at", "status", "latency_ms", "payload", "body", "campaign_id",
+)  # fmt: skip
+#: The latency units ``--latency-unit`` takes (``ColumnMapping.latency_unit``).
+LATENCY_UNITS: tuple[str, ...] = ("ms", "s", "us")
+
+
+class ColumnSpec(click.ParamType[tuple[str, str]]):
+    """``FIELD=NAME``: the log's column ``NAME`` holds the mapping's ``FIELD``
+    (:data:`MAPPING_FIELDS`)."""
+
+    name = "FIELD=NAME"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> tuple[str, str]:
+        """The pair, or a usage error naming the fields a mapping has."""
+        if isinstance(value, tuple):
+            return value
+        field, sep, column = str(value).partition("=")
+        field, column = field.strip(), column.strip()
+        if not sep or field not in MAPPING_FIELDS or not column:
+            self.fail(
+                f"{value!r} is not FIELD=NAME with FIELD one of {', '.join(MAPPING_FIELDS)} "
+                "and NAME the log's column",
+                param,
+                ctx,
+            )
+        return field, column
+
+
+def column_mapping_options(command: Any) -> Any:
+    """Add ``--column FIELD=NAME`` (repeatable) and ``--latency-unit`` to a command that
+    reads a delivery log: a foreign log's columns, as a ``ColumnMapping`` names them."""
+    command = click.option(
+        "--latency-unit",
+        type=click.Choice(LATENCY_UNITS),
+        default="ms",
+        show_default=True,
+        help="The unit of the log's latency column (converted to milliseconds).",
+    )(command)
+    return click.option(
+        "--column",
+        "columns",
+        type=ColumnSpec(),
+        multiple=True,
+        help="A foreign log's column: FIELD=NAME, FIELD one of "
+        f"{', '.join(MAPPING_FIELDS)} (repeat; e.g. --column received_at=time "
+        "--column campaign_id=promo_id).",
+    )(command)
+
+
+def mapping_fields(columns: tuple[tuple[str, str], ...], latency_unit: str) -> dict[str, str]:
+    """The keyword arguments of ``ColumnMapping`` for ``--column`` and ``--latency-unit``;
+    a field given twice is a usage error."""
+    out: dict[str, str] = {}
+    for field, column in columns:
+        if field in out and out[field] != column:
+            raise click.BadParameter(
+                f"{field} given twice ({out[field]!r} and {column!r})", param_hint="'--column'"
+            )
+        out[field] = column
+    return {**out, "latency_unit": latency_unit}

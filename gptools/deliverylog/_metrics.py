@@ -60,7 +60,7 @@ import ibis.expr.datatypes as dt
 import ibis.expr.types as ir
 
 from gptools import spec
-from gptools.deliverylog._readers import MALFORMED, PAYLOAD_FIELDS, RAW_COLUMNS
+from gptools.deliverylog._readers import CAMPAIGN_ID, MALFORMED, PAYLOAD_FIELDS, RAW_COLUMNS
 
 #: Percentiles reported for latencies, gaps and lags.
 PERCENTILES: tuple[float, ...] = (0.5, 0.9, 0.99)
@@ -161,7 +161,7 @@ def _unwrap(x: Dialect, raw: ir.Table) -> ir.Table:
     compute."""
     return raw.select(
         *RAW_COLUMNS,
-        *(c for c in raw.columns if c.startswith("known_")),
+        *(c for c in raw.columns if c.startswith("known_") or c == CAMPAIGN_ID),
         action_uuid=_uuid(x, raw.actionId),
         ts_parsed=_naive_time(x, raw.timestamp),
         bet_finite=_sane_bet(x, raw),
@@ -304,6 +304,8 @@ def validate(x: Dialect, raw: ir.Table) -> ir.Table:
         "received_at",
         "status",
         "latency_ms",
+        # The log's own campaign id, passed on when its mapping names one (campaign results).
+        *([CAMPAIGN_ID] if CAMPAIGN_ID in p.columns else []),
         suppressed=ibis.ifelse(is_summary, count.fill_null(0), ibis.null("int64")),
         reason=reason,
         **values,

@@ -85,6 +85,10 @@ RAW_COLUMNS: tuple[str, ...] = (
     "received_at", "status", "latency_ms", "shape", *BODY_FIELDS, "bet_negative_zero",
 )  # fmt: skip
 
+#: The optional column of the normalised relation that holds a delivery's campaign id,
+#: present when the log's :class:`ColumnMapping` names one (text, NULL when empty).
+CAMPAIGN_ID = "campaign_id"
+
 #: The shape (and invalid reason) of a JSONL line that is not a JSON object.
 MALFORMED = "malformed_line"
 
@@ -118,8 +122,17 @@ class ColumnMapping:
     from a record. ``latency_unit`` says what unit the latency column is in (``ms``, ``s``
     or ``us``); it is converted to milliseconds.
 
+    ``campaign_id`` (optional, no default) names a column holding the campaign each
+    delivery belongs to, for a log whose writer knows it: the campaign results then
+    attribute each action by it instead of by the assumed rule
+    (:data:`gptools.spec.CAMPAIGN_ATTRIBUTION`). The readers add it to the normalised
+    relation as the text column :data:`CAMPAIGN_ID` (a number is taken as its text,
+    surrounding whitespace is dropped, an empty or absent value is NULL); the delivery
+    analysis ignores it.
+
     >>> ColumnMapping(received_at="time", status="upstream_status", latency_ms="request_time",
-    ...               body="request_body", latency_unit="s")  # doctest: +ELLIPSIS
+    ...               body="request_body", latency_unit="s",
+    ...               campaign_id="promo_id")  # doctest: +ELLIPSIS
     ColumnMapping(...)
     """
 
@@ -129,12 +142,21 @@ class ColumnMapping:
     payload: str = "payload"
     body: str = "body"
     latency_unit: Literal["ms", "s", "us"] = "ms"
+    campaign_id: str | None = None
 
     def __post_init__(self) -> None:
         if self.latency_unit not in _LATENCY_SCALE:
             raise ValueError(
                 f"latency_unit must be one of {sorted(_LATENCY_SCALE)}, got {self.latency_unit!r}"
             )
+        if self.campaign_id is not None and not self.campaign_id:
+            raise ValueError("campaign_id must name a column (or be None)")
+
+    def source_columns(self) -> list[str]:
+        """The source columns this mapping reads, in the readers' order: the five
+        contract columns, then the campaign id column when it names one."""
+        out = [self.received_at, self.status, self.latency_ms, self.payload, self.body]
+        return out + ([self.campaign_id] if self.campaign_id is not None else [])
 
 
 DEFAULT_MAPPING = ColumnMapping()
@@ -548,8 +570,10 @@ def _normalise(
     body: ir.Value | None,
     malformed: ir.Value | None = None,
     source_file: ir.Value | None = None,
+    campaign_id: ir.Value | None = None,
 ) -> ir.Table:
-    """Map one source relation onto :data:`RAW_COLUMNS` (and ``source_file``).
+    """Map one source relation onto :data:`RAW_COLUMNS` (and ``source_file``, and
+    :data:`CAMPAIGN_ID` when ``campaign_id`` is given).
 
     ``payload`` is a struct of JSON fields (the fast JSONL reading) or any JSON value;
     ``body`` is raw text. A payload wins over a body when a record has both. ``malformed``
@@ -595,7 +619,16 @@ def _normalise(
         **fields,
         bet_negative_zero=negative_zero,
         source_file=source_file if source_file is not None else ibis.null("string"),
+        **({CAMPAIGN_ID: campaign_text(campaign_id)} if campaign_id is not None else {}),
     )
+
+
+def campaign_text(value: ir.Value) -> ir.Value:
+    """A campaign id as the results compare it: text without surrounding whitespace,
+    NULL when empty (:class:`ColumnMapping`'s ``campaign_id``). Both engines' readers
+    apply it, so their ids are equal."""
+    result: ir.Value = value.cast("string").strip().nullif("")
+    return result
 
 
 _BODY_STRUCT = dt.Struct({f: dt.json for f in BODY_FIELDS})
@@ -675,6 +708,9 @@ def _read_jsonl(
         mapping.payload: f"STRUCT({struct})",
         mapping.body: "VARCHAR",
     }
+    if mapping.campaign_id is not None:
+        # A JSON number is read as its text, so 42 and "42" name the same campaign.
+        columns[mapping.campaign_id] = "VARCHAR"
     try:
         src = con.read_json(
             files, columns=columns, format="newline_delimited", filename=True,
@@ -685,6 +721,7 @@ def _read_jsonl(
     fast = _normalise(
         src, mapping, received_at=_timestamp(src[mapping.received_at]),
         payload=src[mapping.payload], body=src[mapping.body], source_file=src.filename,
+        campaign_id=src[mapping.campaign_id] if mapping.campaign_id is not None else None,
     )  # fmt: skip
     return [fast, _jsonl_lines(con, files, mapping, max_line_bytes)]
 
@@ -700,9 +737,11 @@ def _jsonl_lines(
     """JSONL read line by line (DuckDB's ``read_json_objects``, errors kept as NULL): a
     line that does not parse, or parses to something other than an object, is
     ``malformed_line``; the five contract fields of the others are extracted in one pass
-    over each line's JSON."""
-    keys = [mapping.received_at, mapping.status, mapping.latency_ms, mapping.payload,
-            mapping.body]  # fmt: skip
+    over each line's JSON (and the campaign id column's, when the mapping names one)."""
+    keys = mapping.source_columns()
+    campaign = (
+        ", json_extract_string(e[6], '$') AS campaign_id" if mapping.campaign_id is not None else ""
+    )
     paths = ", ".join("'" + _pointer(k).replace("'", "''") + "'" for k in keys)
     file_list = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
     sql = f"""
@@ -712,7 +751,7 @@ def _jsonl_lines(
                TRY_CAST(json_extract_string(e[2], '$') AS BIGINT) AS status,
                TRY_CAST(json_extract_string(e[3], '$') AS DOUBLE) AS latency_ms,
                e[4] AS payload,
-               json_extract_string(e[5], '$') AS body
+               json_extract_string(e[5], '$') AS body{campaign}
         FROM (SELECT json, filename,
                      CASE WHEN json_type(json) = 'OBJECT' THEN json_extract(json, [{paths}])
                      END AS e
@@ -728,6 +767,7 @@ def _jsonl_lines(
         src, ColumnMapping(latency_unit=mapping.latency_unit),
         received_at=_timestamp(src.received_at), payload=src.payload, body=src.body,
         malformed=src.malformed, source_file=src.source_file,
+        campaign_id=src.campaign_id if mapping.campaign_id is not None else None,
     )  # fmt: skip
 
 
@@ -742,9 +782,8 @@ def _read_parquet(con: Any, files: list[str], mapping: ColumnMapping, name: str)
 def _from_table(
     src: ir.Table, mapping: ColumnMapping, name: str, source_file: ir.Value | None = None
 ) -> ir.Table:
-    missing = [
-        c for c in (mapping.received_at, mapping.status, mapping.latency_ms) if c not in src.columns
-    ]
+    wanted = (mapping.received_at, mapping.status, mapping.latency_ms, mapping.campaign_id)
+    missing = [c for c in wanted if c is not None and c not in src.columns]
     if missing:
         raise DeliveryLogError(
             f"{name}: column(s) {', '.join(missing)} not found (columns: "
@@ -766,6 +805,7 @@ def _from_table(
     return _normalise(
         src, mapping, received_at=_timestamp(src[mapping.received_at]), payload=payload,
         body=body, source_file=source_file,
+        campaign_id=src[mapping.campaign_id] if mapping.campaign_id is not None else None,
     )  # fmt: skip
 
 
@@ -800,28 +840,41 @@ def _store_select(mapping: ColumnMapping, table: str, received_at_sql: str) -> s
     parts = table.split(".")
     if len(parts) > 2 or not all(_IDENT.match(p) for p in parts):
         raise DeliveryLogError(f"table name {table!r} must be NAME or SCHEMA.NAME")
-    for col in (mapping.received_at, mapping.status, mapping.latency_ms, mapping.body):
-        if not _IDENT.match(col):
+    for col in mapping.source_columns():
+        if col != mapping.payload and not _IDENT.match(col):
             raise DeliveryLogError(f"column name {col!r} must be letters, digits, underscores")
     quoted = ".".join(f'"{p}"' for p in parts)
+    # Text whatever the column's type (an integer id names the same campaign as its text).
+    campaign = (
+        f', CAST("{mapping.campaign_id}" AS TEXT) AS {CAMPAIGN_ID}'
+        if mapping.campaign_id is not None
+        else ""
+    )
     return (
         f'SELECT {received_at_sql} AS received_at, "{mapping.status}" AS status,'
-        f' "{mapping.latency_ms}" AS latency_ms, "{mapping.body}" AS body FROM {quoted}'
+        f' "{mapping.latency_ms}" AS latency_ms, "{mapping.body}" AS body{campaign} FROM {quoted}'
     )
 
 
-def _batches(cursor: Any) -> Iterator[pa.RecordBatch]:
+def _store_schema(mapping: ColumnMapping) -> pa.Schema:
+    """The Arrow schema of :func:`_store_select`'s rows."""
+    if mapping.campaign_id is None:
+        return _STORE_SCHEMA
+    return _STORE_SCHEMA.append(pa.field(CAMPAIGN_ID, pa.string()))
+
+
+def _batches(cursor: Any, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
     # Column-wise conversion of each fetched block; the rows are never looked at one by one.
     while rows := cursor.fetchmany(_BATCH_ROWS):
         cols = zip(*rows, strict=True)
         yield pa.RecordBatch.from_arrays(
-            [pa.array(c, type=f.type) for c, f in zip(cols, _STORE_SCHEMA, strict=True)],
-            schema=_STORE_SCHEMA,
+            [pa.array(c, type=f.type) for c, f in zip(cols, schema, strict=True)],
+            schema=schema,
         )
 
 
-def _load_store(con: Any, cursor: Any, name: str) -> ir.Table:
-    reader = pa.RecordBatchReader.from_batches(_STORE_SCHEMA, _batches(cursor))
+def _load_store(con: Any, cursor: Any, name: str, schema: pa.Schema) -> ir.Table:
+    reader = pa.RecordBatchReader.from_batches(schema, _batches(cursor, schema))
     name = ibis.util.gen_name("store")
     try:
         # Streamed batch by batch into DuckDB (which spills), never collected in Python.
@@ -847,7 +900,7 @@ def _read_sqlite(con: Any, source: str, mapping: ColumnMapping, table: str) -> t
             cursor = db.execute(sql)
         except sqlite3.Error as exc:
             raise DeliveryLogError(f"{path}: {exc} (table {table!r})") from None
-        src = _load_store(con, cursor, path)
+        src = _load_store(con, cursor, path, _store_schema(mapping))
     return _from_table(src, _store_mapping(mapping), path), path
 
 
@@ -871,7 +924,7 @@ def _read_postgres(con: Any, url: str, mapping: ColumnMapping, table: str) -> tu
         with psycopg.connect(dsn) as db, db.cursor(name="gptools_analysis") as cursor:
             cursor.itersize = _BATCH_ROWS
             cursor.execute(sql)
-            src = _load_store(con, cursor, shown)
+            src = _load_store(con, cursor, shown, _store_schema(mapping))
     except psycopg.Error as exc:
         first = scrub(str(exc).splitlines()[0], url) if str(exc) else type(exc).__name__
         raise DeliveryLogError(f"{shown}: {first} (table {table!r})") from None
@@ -880,4 +933,5 @@ def _read_postgres(con: Any, url: str, mapping: ColumnMapping, table: str) -> tu
 
 def _store_mapping(mapping: ColumnMapping) -> ColumnMapping:
     """The store's columns after :func:`_store_select` renamed them to the contract's names."""
-    return ColumnMapping(latency_unit=mapping.latency_unit)
+    campaign = CAMPAIGN_ID if mapping.campaign_id is not None else None
+    return ColumnMapping(latency_unit=mapping.latency_unit, campaign_id=campaign)

@@ -33,6 +33,7 @@ from gptools.deliverylog import _dialect_spark
 from gptools.deliverylog._files import DEFAULT_MAX_LINE_BYTES
 from gptools.deliverylog._readers import (
     BODY_FIELDS,
+    CAMPAIGN_ID,
     DEFAULT_MAPPING,
     MALFORMED,
     ColumnMapping,
@@ -41,6 +42,7 @@ from gptools.deliverylog._readers import (
     LogFormat,
     Where,
     _latency_scale,
+    campaign_text,
     detect_format,
     readable_jsonl,
     readable_literal,
@@ -334,10 +336,12 @@ _FAST_BET_INTEGER_DIGITS = 9
 
 
 def _top_ddl(mapping: ColumnMapping) -> str:
+    # A campaign id read as STRING: a JSON number gives its text, as on DuckDB.
+    campaign = f", {_q(mapping.campaign_id)} STRING" if mapping.campaign_id is not None else ""
     return (
         f"{_q(mapping.received_at)} STRING, {_q(mapping.status)} BIGINT, "
         f"{_q(mapping.latency_ms)} DOUBLE, {_q(mapping.payload)} STRUCT<{_PAYLOAD_DDL}>, "
-        f"{_q(mapping.body)} STRING"
+        f"{_q(mapping.body)} STRING{campaign}"
     )
 
 
@@ -478,6 +482,13 @@ def _jsonl_source(lines: Any, mapping: ColumnMapping, path: str | None) -> Any:
     lines = lines.select("*", *(c.alias(k) for k, c in known.items()))
     general = F.when(~F.col("known_valid"), F.try_parse_json(value))
     doc = lines.withColumn("doc", general)
+    campaign = []
+    if m.campaign_id is not None:
+        # The general path parses every line the typed pass did not prove valid.
+        campaign.append(
+            f"CASE WHEN known_valid THEN t.{_q(m.campaign_id)} ELSE try_variant_get(doc, "
+            f"'{_path(m.campaign_id)}', 'string') END AS {CAMPAIGN_ID}"
+        )
     return doc.selectExpr(
         "*",
         r"NOT known_valid AND (doc IS NULL OR NOT value RLIKE '^[ \t\r]*[{]') AS malformed",
@@ -492,14 +503,15 @@ def _jsonl_source(lines: Any, mapping: ColumnMapping, path: str | None) -> Any:
         ),
         f"try_variant_get(doc, '{_path(m.payload)}') AS payload",
         f"try_variant_get(doc, '{_path(m.body)}', 'string') AS body",
+        *campaign,
     )
 
 
 def _parquet_source(df: Any, mapping: ColumnMapping, name: str) -> Any:
     from pyspark.sql import functions as F
 
-    missing = [c for c in (mapping.received_at, mapping.status, mapping.latency_ms)
-               if c not in df.columns]  # fmt: skip
+    wanted = (mapping.received_at, mapping.status, mapping.latency_ms, mapping.campaign_id)
+    missing = [c for c in wanted if c is not None and c not in df.columns]
     if missing:
         raise DeliveryLogError(
             f"{name}: column(s) {', '.join(missing)} not found (columns: "
@@ -522,6 +534,11 @@ def _parquet_source(df: Any, mapping: ColumnMapping, name: str) -> Any:
         f"CAST({_q(mapping.latency_ms)} AS DOUBLE) AS latency_ms",
         "CAST(NULL AS VARIANT) AS payload",
         f"coalesce({body}) AS body",
+        *(
+            [f"CAST({_q(mapping.campaign_id)} AS STRING) AS {CAMPAIGN_ID}"]
+            if mapping.campaign_id is not None
+            else []
+        ),
     )
     text = F.col("body")
     p = F.from_json(text, _PAYLOAD_DDL)
@@ -586,12 +603,16 @@ def _normalise(log: SparkDeliveryLog, src: Any, keep: list[str]) -> ir.Table:
             *fields,
             "bet_negative_zero",
             *_KNOWN,
+            *([CAMPAIGN_ID] if log.mapping.campaign_id is not None else []),
         )
     )
     view = f"gp_raw_{log.tag}_{ibis.util.gen_name('src')}"
     df.createOrReplaceTempView(view)
     log._views.append(view)
     table: ir.Table = log.con.table(view)
+    if log.mapping.campaign_id is not None:
+        # The one rule for an id's text, as DuckDB's readers apply it.
+        table = table.mutate(**{CAMPAIGN_ID: campaign_text(table[CAMPAIGN_ID])})
     return table
 
 

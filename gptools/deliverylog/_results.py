@@ -7,6 +7,14 @@ feature cost, with :data:`gptools.spec.FEATURE_EVENT` among the events), its tim
 the campaign's window ``[start, end)``. An event that fits two campaigns is *ambiguous*
 and counted for none; every action is exactly one of attributed, ambiguous, unattributed.
 
+A log whose :class:`ColumnMapping` names a ``campaign_id`` column says which campaign each
+delivery belongs to, and the rule is not used: an action is its first valid delivery's
+campaign id's campaign when that id is one of the campaigns reported (whatever its player,
+game, bet or time), else unattributed, counted apart as ``unknown_campaign_id`` (an id of a
+campaign not reported, or of no campaign gptools knows) or ``without_campaign_id`` (the
+delivery's id empty or absent: the log says it is no campaign's play, so the assumed rule
+does not guess). Nothing is ambiguous then.
+
 Events are the analyser's actions (:mod:`._metrics`: one distinct valid ``actionId``,
 duplicates and retries counted once); an action's fields are those of its first valid
 delivery, and an action with no valid delivery is unattributed (an invalid delivery never
@@ -22,6 +30,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from functools import cached_property
+from html import escape
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +43,7 @@ from gptools import spec
 from gptools.deliverylog import _metrics as m
 from gptools.deliverylog._analysis import ENGINES, _at_exponent
 from gptools.deliverylog._readers import (
+    CAMPAIGN_ID,
     DEFAULT_MAPPING,
     DEFAULT_MEMORY_LIMIT,
     ColumnMapping,
@@ -140,12 +150,13 @@ def plays(x: m.Dialect, raw: ir.Table, feature_event: str | None) -> ir.Table:
     """Per delivery (a narrow table to materialise): what the summary of attempts needs
     (``received_at``, ``status``, ``reason``, ``action_id``, the :func:`order key
     <._metrics.order_key>`) and what attribution reads (player, game, currency, bet, event
-    time in epoch microseconds, whether the feature event is among the events)."""
+    time in epoch microseconds, whether the feature event is among the events), and the
+    log's own campaign id when its mapping names one."""
     v = m.validate(x, raw)
     feature = has_event(x, v.events, feature_event) if feature_event is not None else True
     return v.select(
         "received_at", "status", "reason", "action_id", "player_id", "game_id",
-        "currency_code", "bet",
+        "currency_code", "bet", *([CAMPAIGN_ID] if CAMPAIGN_ID in v.columns else []),
         key=m.order_key(x, v),
         ts_us=x.epoch_us(v.event_ts),
         feature=feature,
@@ -175,6 +186,32 @@ def first_plays(p: ir.Table, a: ir.Table, keys: ir.Table) -> ir.Table:
     j = cand.inner_join(first, [cand.action_id == first.action_id, cand.key == first.first_key])
     return j.select("action_id", "player_id", "game_id", "currency_code", "bet", "ts_us",
                     "feature", valid=ibis.literal(True))  # fmt: skip
+
+
+def first_valid(p: ir.Table, a: ir.Table) -> ir.Table:
+    """The first valid delivery of every action that has one, with the log's campaign id
+    (attribution by the log's campaign id column)."""
+    valid = p.filter(p.reason.isnull() & p.action_id.notnull())
+    first = a.filter(a.valid).select("action_id", "first_key")
+    j = valid.inner_join(first, [valid.action_id == first.action_id, valid.key == first.first_key])
+    return j.select("action_id", "player_id", "ts_us", CAMPAIGN_ID)
+
+
+def id_matches(firsts: ir.Table, c: ir.Table) -> ir.Table:
+    """Per action whose first valid delivery names a campaign reported: that campaign
+    (the same columns as :func:`matches`)."""
+    j = firsts.inner_join(c.select(CAMPAIGN_ID, "start_us"), CAMPAIGN_ID)
+    return j.select("action_id", "campaign_id", "player_id", "ts_us", "start_us")
+
+
+def id_counts(firsts: ir.Table, c: ir.Table) -> ir.Table:
+    """One row: the actions whose first valid delivery has no campaign id
+    (``without_campaign_id``) and those whose id names no campaign reported
+    (``unknown_campaign_id``); both are unattributed."""
+    named = firsts.filter(firsts[CAMPAIGN_ID].notnull())
+    unknown = named.anti_join(c, CAMPAIGN_ID)
+    without = firsts.aggregate(without_campaign_id=firsts[CAMPAIGN_ID].isnull().sum())
+    return without.cross_join(unknown.aggregate(unknown_campaign_id=unknown.count()))
 
 
 def matches(a: ir.Table, g: ir.Table, keys: ir.Table) -> ir.Table:
@@ -276,7 +313,12 @@ def unreached(pl: ir.Table, pp: ir.Table) -> ir.Table:
 @dataclass(frozen=True)
 class CampaignReport:
     """The results: the attribution totals (``check``: attributed + ambiguous +
-    unattributed = actions) and one entry per campaign (:meth:`to_dict`)."""
+    unattributed = actions) and one entry per campaign (:meth:`to_dict`).
+
+    ``campaign_id_column`` is the log's campaign id column when the attribution used it
+    (``None``: the assumed rule); ``unknown_campaign_id`` and ``without_campaign_id`` are
+    then the unattributed actions whose id names no campaign reported, and those without
+    an id (``None`` under the rule)."""
 
     source: str
     actions: int
@@ -285,6 +327,15 @@ class CampaignReport:
     unattributed: int
     without_valid_delivery: int
     campaigns: tuple[dict[str, Any], ...]
+    campaign_id_column: str | None = None
+    unknown_campaign_id: int | None = None
+    without_campaign_id: int | None = None
+
+    @property
+    def attributed_by(self) -> str:
+        """How actions were attributed: ``"campaign_id"`` (the log's column) or
+        ``"assumed_rule"`` (:data:`gptools.spec.CAMPAIGN_ATTRIBUTION`)."""
+        return "assumed_rule" if self.campaign_id_column is None else "campaign_id"
 
     @property
     def identity_holds(self) -> bool:
@@ -326,6 +377,10 @@ class CampaignReport:
             "ambiguous": self.ambiguous,
             "unattributed": self.unattributed,
             "without_valid_delivery": self.without_valid_delivery,
+            "attributed_by": self.attributed_by,
+            "campaign_id_column": self.campaign_id_column,
+            "unknown_campaign_id": self.unknown_campaign_id,
+            "without_campaign_id": self.without_campaign_id,
             "check": {
                 "identity": "attributed + ambiguous + unattributed = actions",
                 "holds": self.identity_holds,
@@ -333,6 +388,16 @@ class CampaignReport:
             "campaigns": [{k: plain(v) for k, v in c.items()} for c in self.campaigns],
             "by_currency": [{k: plain(v) for k, v in r.items()} for r in self.by_currency()],
         }
+
+    def how(self) -> str:
+        """How the actions were attributed, in a sentence."""
+        if self.campaign_id_column is None:
+            return "attributed by the assumed rule spec.CAMPAIGN_ATTRIBUTION"
+        return (
+            f"attributed by the log's campaign id column {self.campaign_id_column!r}: "
+            f"{self.unknown_campaign_id:,} unattributed with the id of no campaign reported, "
+            f"{self.without_campaign_id:,} without an id"
+        )
 
     def frame(self) -> pd.DataFrame:
         """One row per campaign (money as Decimals)."""
@@ -343,7 +408,7 @@ class CampaignReport:
         head = (
             f"<p><b>Campaign results</b> {self.actions} actions: {self.attributed} "
             f"attributed, {self.ambiguous} ambiguous, {self.unattributed} unattributed "
-            f"(identity {ok})</p>"
+            f"(identity {ok}; {escape(self.how())})</p>"
         )
         return head + html_table(self.frame())
 
@@ -384,8 +449,15 @@ class CampaignResults:
         c, g, pl, keys = self._terms_tables()
         self._c, self._pl = c, pl
         self._a = log.materialise("gp_campaign_actions", actions(self._plays))
-        plays_first = first_plays(self._plays, self._a, keys)
-        self._fits = log.materialise("gp_campaign_fits", matches(plays_first, g, keys))
+        #: The log's campaign id column, when attribution is by it instead of the rule.
+        self.campaign_id_column = log.mapping.campaign_id
+        self._firsts: ir.Table | None = None
+        if self.campaign_id_column is not None:
+            self._firsts = log.materialise("gp_campaign_firsts", first_valid(self._plays, self._a))
+            self._fits = log.materialise("gp_campaign_fits", id_matches(self._firsts, c))
+        else:
+            plays_first = first_plays(self._plays, self._a, keys)
+            self._fits = log.materialise("gp_campaign_fits", matches(plays_first, g, keys))
         self._attr = log.materialise("gp_campaign_attr", attribution(self._fits))
         self._pp = log.materialise("gp_campaign_pp", per_player(self._attr))
 
@@ -458,6 +530,10 @@ class CampaignResults:
     def report(self) -> CampaignReport:
         """The summary: attribution totals and one entry per campaign."""
         totals = self._df(attribution_counts(self._a, self._attr)).iloc[0]
+        by_id: dict[str, int | None] = {"unknown_campaign_id": None, "without_campaign_id": None}
+        if self._firsts is not None:
+            ids = self._df(id_counts(self._firsts, self._c)).iloc[0]
+            by_id = {k: int(ids[k] or 0) for k in by_id}
         played = {
             str(r["campaign_id"]): r
             for r in self._df(per_campaign(self._pp, self._c)).to_dict("records")
@@ -504,6 +580,8 @@ class CampaignResults:
             unattributed=int(totals["unattributed"] or 0),
             without_valid_delivery=int(totals["without_valid_delivery"] or 0),
             campaigns=tuple(entries),
+            campaign_id_column=self.campaign_id_column,
+            **by_id,
         )
 
     # ---------------------------------------------------------------- frames

@@ -70,6 +70,20 @@ def plot_budget_used(results: CampaignResults) -> Figure:
     )
     ax.set_yticks(y, [f"{r['campaign_id']} ({r['currency']})" for r in rows])
     ax.invert_yaxis()
-    ax.set_xlim(0, max(100.0, *shares) * 1.35)
+    top = max(100.0, *shares)
+    # Room on the right for the bars' labels, but ticks only up to the largest share: an
+    # axis running to 120 % would suggest a share nobody used.
+    ax.set_xlim(0, top * 1.35)
+    ax.set_xticks(budget_ticks(top))
     ax.xaxis.set_major_formatter(lambda v, _pos: f"{v:.0f} %")
+    ax.axvline(100, color="0.4", linestyle="--", linewidth=1)
+    ax.annotate("budget", (100, 1), xycoords=("data", "axes fraction"), xytext=(0, 3),
+                textcoords="offset points", ha="center", va="bottom", fontsize=8)  # fmt: skip
     return fig
+
+
+def budget_ticks(top: float) -> list[float]:
+    """The budget axis's ticks: every 20 % from 0 to the largest share (at least 100 %),
+    rounded up to the next tick."""
+    step = 20.0
+    return [step * i for i in range(int(-(-top // step)) + 1)]

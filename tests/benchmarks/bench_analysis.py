@@ -2,7 +2,8 @@
 
 In one run, on the same file:
 (a) the full analysis (every metric of the report), in a subprocess whose peak memory
-    (ru_maxrss) is read; the drill-downs (built on first use) are timed after it, apart;
+    (VmHWM: its own, not the parent's) is read; the drill-downs (built on first use) are
+    timed after it, apart;
 (b) DuckDB alone loading the four fields the analysis needs (received_at, status,
     latency_ms, payload.actionId) into a table: the floor any analysis must pay;
 (c) plain pandas (read_json(lines=True) + json_normalize + group by) on a 1,000,000-line
@@ -85,18 +86,23 @@ def run_analysis(path: Path) -> tuple[float, float, dict[str, object]]:
     MB, the report. The drill-downs and chart data, built on first use, are timed after
     it and printed for information."""
     code = f"""
-import json, resource, sys, time
+import json, sys, time
 from gptools.deliverylog import analyze
+def own_peak_mb():
+    # VmHWM: the high-water RSS of this process's own address space since exec;
+    # ru_maxrss would carry over the parent's (Linux keeps it across fork and exec).
+    return next(int(l.split()[1]) for l in open("/proc/self/status")
+                if l.startswith("VmHWM:")) / 1024
 t = time.perf_counter()
 with analyze({str(path)!r}, memory_limit={MEMORY_LIMIT!r}, threads={THREADS}) as a:
     doc = a.report.to_dict()
     elapsed = time.perf_counter() - t
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak = own_peak_mb()
     t = time.perf_counter()
     a.per_hour(); a.per_game(); a.per_currency(); a.lost_actions(); a.pending_actions()
     a.log_histogram("latency_ms"); a.log_histogram("gap_s")
     drill = time.perf_counter() - t
-peak_all = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+peak_all = own_peak_mb()
 print(json.dumps({{"elapsed": elapsed, "peak_mb": peak, "drill_s": drill,
                   "peak_all_mb": peak_all, "report": doc}}))
 """

@@ -135,6 +135,7 @@ def test_charts_draw_every_campaign(built: tuple[Any, list[CampaignTerms], Path]
     import matplotlib.pyplot as plt
 
     from gptools.deliverylog import plot_budget_used, plot_funnel, plot_uptake
+    from gptools.deliverylog._results_charts import budget_ticks
 
     _, terms, path = built
     with campaign_results(path, terms) as results:
@@ -146,5 +147,11 @@ def test_charts_draw_every_campaign(built: tuple[Any, list[CampaignTerms], Path]
     assert len(uptake.axes[0].get_lines()) == 4
     labels = [t.get_text() for t in budget.axes[0].texts]
     assert "220.00 of 1000.00 EUR" in labels and "50 of 120 JPY" in labels
+    # Ticks end at the largest share (every share here is under 100 %): no 120 % on an axis
+    # nobody reached; the budget is a dashed line at 100 %.
+    ax = budget.axes[0]
+    assert max(ax.get_xticks()) == 100 and "budget" in labels
+    assert [line.get_xdata()[0] for line in ax.get_lines()] == [100]
+    assert budget_ticks(130.5)[-1] == 140 and budget_ticks(100) == [0, 20, 40, 60, 80, 100]
     for fig in (funnel, uptake, budget):
         plt.close(fig)
