@@ -19,6 +19,7 @@ import pandas as pd
 from gptools import spec
 from gptools.deliverylog import _metrics as m
 from gptools.deliverylog._files import DEFAULT_MAX_LINE_BYTES
+from gptools.deliverylog._owner import LogOwner
 from gptools.deliverylog._readers import (
     DEFAULT_MAPPING,
     DEFAULT_MEMORY_LIMIT,
@@ -39,7 +40,7 @@ SUMMARY_SILENT_PERIODS = 20
 ENGINES = ("duckdb", "spark")
 
 
-class DeliveryAnalysis:
+class DeliveryAnalysis(LogOwner):
     """Everything the analyser knows about one delivery log.
 
     Opening it scans the log once into two narrow engine tables (:attr:`deliveries` and
@@ -91,28 +92,6 @@ class DeliveryAnalysis:
         )
         last = _datetime(self._counts["last_received_at"])
         self.now: datetime | None = now.astimezone(UTC) if now is not None else last
-
-    # ---------------------------------------------------------------- lifecycle
-
-    def close(self) -> None:
-        """Release the engine (DuckDB's connection and spill directory, Spark's cached
-        tables)."""
-        self.log.close()
-
-    def __enter__(self) -> DeliveryAnalysis:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def _repr_html_(self) -> str:
-        return self.report._repr_html_()
-
-    # ---------------------------------------------------------------- helpers
-
-    def _df(self, expr: ir.Table) -> pd.DataFrame:
-        df: pd.DataFrame = self.log.execute(expr)
-        return df
 
     @cached_property
     def attempts(self) -> ir.Table:

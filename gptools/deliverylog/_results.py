@@ -42,6 +42,7 @@ import pyarrow as pa
 from gptools import spec
 from gptools.deliverylog import _metrics as m
 from gptools.deliverylog._analysis import ENGINES, _at_exponent
+from gptools.deliverylog._owner import LogOwner
 from gptools.deliverylog._readers import (
     CAMPAIGN_ID,
     DEFAULT_MAPPING,
@@ -422,7 +423,7 @@ SUMMARY_COLUMNS: tuple[str, ...] = (
 )  # fmt: skip
 
 
-class CampaignResults:
+class CampaignResults(LogOwner):
     """The results of some campaigns in one delivery log (:func:`campaign_results`).
 
     Opening it scans the log once into a narrow table of deliveries, then builds the
@@ -504,25 +505,6 @@ class CampaignResults:
         # One row per campaign and player with the campaign's terms (see matches()).
         keys = self.log.materialise("gp_campaign_keys", players.inner_join(terms, "campaign_id"))
         return terms, self._upload("gp_campaign_games", g), players, keys
-
-    # ---------------------------------------------------------------- lifecycle
-
-    def close(self) -> None:
-        """Release the engine."""
-        self.log.close()
-
-    def __enter__(self) -> CampaignResults:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def _repr_html_(self) -> str:
-        return self.report._repr_html_()
-
-    def _df(self, expr: ir.Expr) -> pd.DataFrame:
-        df: pd.DataFrame = self.log.execute(expr)
-        return df
 
     # ---------------------------------------------------------------- summary
 
