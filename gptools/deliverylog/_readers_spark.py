@@ -316,12 +316,12 @@ def _path(name: str) -> str:
 # The typed pass: most rows proved valid without JSON texts
 # --------------------------------------------------------------------------------------
 
-#: The payload's fields as Spark reads them in the typed pass. ``bet`` is not among them:
-#: Spark's reader takes ``"1.5"`` (a string) for a decimal, so the bet is read from its own
-#: token in the text instead (:func:`_bet_token`).
+#: The payload's fields as Spark reads them in the typed pass. ``bet`` is read as text only
+#: to know the payload has one: Spark's reader takes ``"1.5"`` (a string) for a decimal, so
+#: its value is read from its own token in the text (:func:`_with_bet_token`).
 _PAYLOAD_DDL = (
     "actionId STRING, roundId STRING, gameId STRING, playerId STRING, `timestamp` STRING, "
-    "currencyCode STRING, events ARRAY<STRING>"
+    "bet STRING, currencyCode STRING, events ARRAY<STRING>"
 )
 _STRING_FIELDS = ("roundId", "gameId", "playerId", "currencyCode")
 #: What the text of a JSON value that is not a string starts with (numbers, NaN and
@@ -346,11 +346,19 @@ def _top_ddl(mapping: ColumnMapping) -> str:
 
 
 def _occurs_once(text: Any, needle: str) -> Any:
-    """Whether ``needle`` occurs exactly once in ``text`` (no regular expression)."""
+    """Whether ``needle`` occurs exactly once in ``text``: ``substring_index`` gives the
+    text whole when it holds fewer than two (a search by bytes, no copy; ``instr`` and
+    ``replace`` count characters and cost several times more on a whole line)."""
     from pyspark.sql import functions as F
 
-    removed = F.length(text) - F.length(F.replace(text, F.lit(needle), F.lit("")))
-    return removed == len(needle)
+    return _has(text, needle) & (F.substring_index(text, needle, 2) == text)
+
+
+def _has(text: Any, needle: str) -> Any:
+    """Whether ``needle`` occurs in ``text`` (a search by bytes)."""
+    from pyspark.sql import functions as F
+
+    return F.contains(text, F.lit(needle))
 
 
 def _is_string_token(field: str, value: Any, text: Any) -> Any:
@@ -361,36 +369,45 @@ def _is_string_token(field: str, value: Any, text: Any) -> Any:
     from pyspark.sql import functions as F
 
     key = f'"{field}"'
-    quoted = (F.instr(text, f'{key}:"') > 0) | (F.instr(text, f'{key}: "') > 0)
-    seen = quoted & (F.instr(text, "\\u") == 0) & _occurs_once(text, key)
+    quoted = _has(text, f'{key}:"') | _has(text, f'{key}: "')
+    seen = quoted & ~_has(text, "\\u") & _occurs_once(text, key)
     return F.when(~F.substring(value, 1, 1).isin(*_NOT_STRING_START), F.lit(True)).otherwise(seen)
 
 
-def _bet_token(text: Any) -> tuple[Any, Any]:
-    """The bet's token in the payload's JSON ``text`` and whether the typed pass may take
-    it: the key once and unescaped, a plain positive decimal number."""
+def _with_bet_token(df: Any, p: Any, text: Any) -> tuple[Any, Any, Any]:
+    """``df`` with the bet's token (from the payload's JSON ``text``) as a column of its
+    own, computed once per row, and the bet's value and whether the typed pass may take
+    it: the payload has a bet (``p.bet``, read as text: present and not null), the key
+    occurs once in the text and unescaped (so that occurrence is the payload's own), and
+    the token is a plain positive decimal number. Byte searches only (no character
+    counting over the whole line)."""
     from pyspark.sql import functions as F
 
-    at = F.instr(text, '"bet":')
-    rest = F.ltrim(F.substring(text, at + 6, 64))
+    once = p["bet"].isNotNull() & _has(text, '"bet":') & _occurs_once(text, '"bet"')
+    once = once & ~_has(text, "\\u")
+    rest = F.ltrim(F.substring_index(text, '"bet":', -1))
     token = F.rtrim(F.substring_index(F.substring_index(rest, ",", 1), "}", 1))
+    # A column of its own: the checks below read the token several times, and a Spark
+    # projection that cannot be compiled as a whole evaluates a repeated expression anew.
+    df = df.withColumn("bet_token", F.when(once, token))
+    token = F.col("bet_token")
     point = F.instr(token, ".")
     integer_digits = F.when(point > 0, point - 1).otherwise(F.length(token))
     plain = (
-        (at > 0)
-        & (F.instr(text, "\\u") == 0)
-        & _occurs_once(text, '"bet"')
+        token.isNotNull()
         & F.substring(token, 1, 1).between("0", "9")
         & (F.instr(F.lower(token), "e") == 0)
         & (integer_digits <= _FAST_BET_INTEGER_DIGITS)
         & ((point == 0) | (F.length(token) - point <= _FAST_BET_DECIMALS))
     )
     value = F.when(plain, token).try_cast("decimal(38,9)")
-    return value, plain & (value > 0)
+    return df, value, plain & (value > 0)
 
 
-def _known(received_at: Any, status: Any, latency: Any, p: Any, text: Any) -> dict[str, Any]:
-    """The typed pass over one row: ``known_valid`` (the row is a valid game event
+def _known(
+    df: Any, received_at: Any, status: Any, latency: Any, p: Any, text: Any
+) -> tuple[Any, dict[str, Any]]:
+    """The typed pass over the rows of ``df``: ``known_valid`` (the row is a valid game event
     notification, proved from typed values and the few text checks that tell a string
     from another JSON value) and the validated values (:data:`._metrics.KNOWN_VALID`).
     Anything it cannot prove is left to the general path, which gives the reason."""
@@ -401,7 +418,7 @@ def _known(received_at: Any, status: Any, latency: Any, p: Any, text: Any) -> di
 
     action_id = p["actionId"]
     ts = p["timestamp"]
-    bet, bet_ok = _bet_token(text)
+    df, bet, bet_ok = _with_bet_token(df, p, text)
     events = p["events"]
     strings_ok = [(F.length(p[f]) > 0) & _is_string_token(f, p[f], text) for f in _STRING_FIELDS]
     event_ts = F.when(ts.rlike(TIMESTAMP_PATTERN) & ~ts.startswith("0000"), ts).try_cast(
@@ -422,7 +439,7 @@ def _known(received_at: Any, status: Any, latency: Any, p: Any, text: Any) -> di
     for ok in strings_ok:
         valid = valid & ok
     valid = F.coalesce(valid, F.lit(False))
-    return {
+    return df, {
         "known_valid": valid,
         "known_action_id": F.lower(action_id),
         "known_round_id": p["roundId"],
@@ -456,9 +473,12 @@ def _jsonl_source(lines: Any, mapping: ColumnMapping, path: str | None) -> Any:
     from pyspark.sql import functions as F
 
     file_col = F.lit(path) if path is not None else F.input_file_name()
-    lines = lines.withColumn("source_file", file_col).filter(~F.col("value").rlike(r"^[ \t\r]*$"))
-    m = mapping
     value = F.col("value")
+    # Nearly every line starts with its brace: only the others need the expression
+    # (which would copy every line into a Java string).
+    blank = ~F.startswith(value, F.lit("{")) & value.rlike(r"^[ \t\r]*$")
+    lines = lines.withColumn("source_file", file_col).filter(~blank)
+    m = mapping
     t = F.when(F.startswith(value, F.lit("{")), F.from_json(value, _top_ddl(m)))
     lines = lines.withColumn("t", t)
     top = F.col("t")
@@ -468,9 +488,8 @@ def _jsonl_source(lines: Any, mapping: ColumnMapping, path: str | None) -> Any:
     # writers that keep every column write it); a payload that is not an object is the
     # general path's to judge.
     key = f'"{m.payload}"'
-    no_payload = (F.instr(value, key) == 0) | (
-        ((F.instr(value, f"{key}:null") > 0) | (F.instr(value, f"{key}: null") > 0))
-        & _occurs_once(value, key)
+    no_payload = ~_has(value, key) | (
+        (_has(value, f"{key}:null") | _has(value, f"{key}: null")) & _occurs_once(value, key)
     )
     use_body = payload.isNull() & body.isNotNull() & no_payload
     body_fields = F.from_json(body, _PAYLOAD_DDL)
@@ -478,7 +497,9 @@ def _jsonl_source(lines: Any, mapping: ColumnMapping, path: str | None) -> Any:
     text = F.when(payload.isNotNull(), value).when(use_body, body)
     received = F.when(_looks_like_time(top[m.received_at]), top[m.received_at])
     lines = lines.withColumn("p", p).withColumn("text", text)
-    known = _known(received, top[m.status], top[m.latency_ms], F.col("p"), F.col("text"))
+    lines, known = _known(
+        lines, received, top[m.status], top[m.latency_ms], F.col("p"), F.col("text")
+    )
     lines = lines.select("*", *(c.alias(k) for k, c in known.items()))
     general = F.when(~F.col("known_valid"), F.try_parse_json(value))
     doc = lines.withColumn("doc", general)
@@ -541,9 +562,11 @@ def _parquet_source(df: Any, mapping: ColumnMapping, name: str) -> Any:
         ),
     )
     text = F.col("body")
-    p = F.from_json(text, _PAYLOAD_DDL)
+    # A column of its own: parsed once, however many fields are read from it.
+    df = df.withColumn("p", F.from_json(text, _PAYLOAD_DDL))
+    p = F.col("p")
     received = F.when(F.col("received_at").isNotNull(), F.col("received_at"))
-    known = _known(received, F.col("status"), F.col("latency_ms"), p, text)
+    df, known = _known(df, received, F.col("status"), F.col("latency_ms"), p, text)
     return df.select("*", *(c.alias(k) for k, c in known.items()))
 
 

@@ -63,6 +63,9 @@ BODIES: list[str] = [
     '"timestamp":"2026-11-21T10:15:30","b\\u0065t":"1","currencyCode":"EUR",'
     '"events":[],"x":{"bet":2}}',
     _raw(extra='{"bet":"x","playerId":5}'),  # the keys again, nested
+    '{"actionId":"' + ACTION + '","roundId":"1","gameId":"g","playerId":"p",'
+    '"timestamp":"2026-11-21T10:15:30","currencyCode":"EUR","events":[],'
+    '"x":{"bet":2}}',  # no bet of its own, one nested: missing
     "{}",
     "[1, 2]",
     "not json",
