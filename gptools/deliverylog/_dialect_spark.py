@@ -21,7 +21,17 @@ ACTION_ID_TYPE = dt.string
 _UTC = dt.Timestamp(timezone="UTC")
 # What DuckDB's UUID cast accepts: 32 hex digits, hyphens anywhere, braces on both sides
 # or neither.
-_UUID_RE = r"^(\{[0-9A-Fa-f-]*\}|[0-9A-Fa-f-]*)$"
+_UUID_RE = r"^(\{[0-9A-Fa-f-]*\}|[0-9A-Fa-f-]*)\z"
+
+
+def java_regex(pattern: str) -> str:
+    """``pattern`` (written for RE2, DuckDB's engine) for Spark's RLIKE. Java's ``$`` also
+    matches before a final line break, RE2's only at the end of the text: an actionId or
+    timestamp ending in ``\\n`` would pass on Spark and fail on DuckDB, so a closing
+    ``$`` becomes ``\\z`` (the very end in Java)."""
+    if pattern.endswith("$") and not pattern.endswith(r"\$"):
+        return pattern[:-1] + r"\z"
+    return pattern
 
 
 def _builtin(name: str, args: tuple[ir.Value, ...], out: dt.DataType) -> ir.Value:

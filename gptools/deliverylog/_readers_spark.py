@@ -421,16 +421,16 @@ def _known(
     df, bet, bet_ok = _with_bet_token(df, p, text)
     events = p["events"]
     strings_ok = [(F.length(p[f]) > 0) & _is_string_token(f, p[f], text) for f in _STRING_FIELDS]
-    event_ts = F.when(ts.rlike(TIMESTAMP_PATTERN) & ~ts.startswith("0000"), ts).try_cast(
-        "timestamp_ntz"
-    )
+    event_ts = F.when(
+        ts.rlike(_dialect_spark.java_regex(TIMESTAMP_PATTERN)) & ~ts.startswith("0000"), ts
+    ).try_cast("timestamp_ntz")
     valid = (
         received_at.isNotNull()
         & status.isNotNull()
         & latency.isNotNull()
         & ~F.isnan(latency)
         & (F.abs(latency) < 1e300)
-        & action_id.rlike(spec.ACTION_ID_PATTERN)
+        & action_id.rlike(_dialect_spark.java_regex(spec.ACTION_ID_PATTERN))
         & event_ts.isNotNull()
         & bet_ok
         & events.isNotNull()
@@ -476,7 +476,7 @@ def _jsonl_source(lines: Any, mapping: ColumnMapping, path: str | None) -> Any:
     value = F.col("value")
     # Nearly every line starts with its brace: only the others need the expression
     # (which would copy every line into a Java string).
-    blank = ~F.startswith(value, F.lit("{")) & value.rlike(r"^[ \t\r]*$")
+    blank = ~F.startswith(value, F.lit("{")) & value.rlike(r"^[ \t\r]*\z")
     lines = lines.withColumn("source_file", file_col).filter(~blank)
     m = mapping
     t = F.when(F.startswith(value, F.lit("{")), F.from_json(value, _top_ddl(m)))

@@ -66,6 +66,11 @@ BODIES: list[str] = [
     '{"actionId":"' + ACTION + '","roundId":"1","gameId":"g","playerId":"p",'
     '"timestamp":"2026-11-21T10:15:30","currencyCode":"EUR","events":[],'
     '"x":{"bet":2}}',  # no bet of its own, one nested: missing
+    # a final newline inside a value: Java's "$" matches before it, RE2's does not
+    _raw(actionId=json.dumps(ACTION + "\n")),
+    _raw(actionId=json.dumps("{" + ACTION + "}\n")),
+    _raw(timestamp=json.dumps("2026-11-21T10:15:30\n")),
+    _raw(currencyCode=json.dumps("EUR\n")),
     "{}",
     "[1, 2]",
     "not json",
