@@ -124,7 +124,7 @@ class DeliveryAnalysis(LogOwner):
     def report(self) -> DeliveryReport:
         """The summary of every metric, with warnings (see :class:`DeliveryReport`)."""
         c = self._counts
-        d, summary, points = self.deliveries, self.action_summary, self._backoff_points
+        summary, points = self.action_summary, self._backoff_points
         acked_after_first, before_ack = m.duplicate_count(summary, self._chains)
         # Every aggregate of the summary in one query (one job on Spark), split again.
         parts = _together(
@@ -135,18 +135,17 @@ class DeliveryAnalysis(LogOwner):
                 "chains": (m.chain_counts(self._chains), []),
                 "dup_n": (acked_after_first, []),
                 "dup_m": (before_ack, []),
-                "invalid": (m.count_by(d, "reason", where=d.reason.notnull()), ["reason"]),
-                "status": (m.count_by(d, "status", where=d.status.notnull()), ["status"]),
+                "answers": (m.answer_counts(self._loaded), []),
                 "attempts": (self._attempts_per_action(), ["attempts"]),
                 "silent": (self._silent_periods(), ["start"]),
                 "fit": (m.backoff_fit(points), []),
                 "by_retry": (m.backoff_by_retry(points), ["n"]),
-                "suppressed": (m.suppressed_count(self._loaded), []),
             },
         )
         a, ooo, chains = (_row(parts[k]) for k in ("a", "ooo", "chains"))
         duplicates = _int(_row(parts["dup_n"])["n"]) - _int(_row(parts["dup_m"])["m"])
-        invalid, status, attempts = parts["invalid"], parts["status"], parts["attempts"]
+        invalid, status, suppressed = _answers(parts["answers"])
+        attempts = parts["attempts"]
         silent = parts["silent"]
         actions = _int(a["actions"])
         events = _int(ooo["events"])
@@ -166,9 +165,9 @@ class DeliveryAnalysis(LogOwner):
             pending_window_closes_first=_datetime(a["pending_window_closes_first"]),
             invalid_deliveries=_int(c["invalid_deliveries"]),
             invalid_deliveries_without_action_id=_int(c["unattributed"]),
-            refusals_suppressed=_int(_row(parts["suppressed"])["refusals_suppressed"]),
-            invalid_by_reason=_counts(invalid, "reason"),
-            status_counts=_counts(status, "status"),
+            refusals_suppressed=suppressed,
+            invalid_by_reason=invalid,
+            status_counts=status,
             first_attempt_success_rate=_ratio(_int(a["first_attempt_successes"]), actions),
             eventual_success_rate=_ratio(_int(a["acknowledged_actions"]), actions),
             attempts_per_action={
@@ -462,10 +461,19 @@ def _missing(value: Any) -> bool:
         return False
 
 
-def _counts(df: pd.DataFrame, key: str) -> dict[str, int]:
-    """A ``key``/``n`` frame as a plain dict (str keys, Python ints, for JSON)."""
-    keys = [str(k) for k in df[key].tolist()]
-    return dict(zip(keys, [int(n) for n in df["n"].tolist()], strict=True))
+def _answers(df: pd.DataFrame) -> tuple[dict[str, int], dict[str, int], int]:
+    """:func:`._metrics.answer_counts`' rows as the invalid deliveries by reason and the
+    deliveries by status (plain dicts ordered by key, str keys and Python ints, for JSON),
+    and the refusals the summary rows stand for."""
+    summary = df["summary"].astype(bool)
+    real = df[~summary]
+
+    def by(key: str) -> dict[str, int]:
+        rows = real[real[key].notna()]
+        sums = rows.groupby(key, sort=True)["n"].sum()
+        return {str(k): int(n) for k, n in sums.items()}
+
+    return by("reason"), by("status"), int(df.loc[summary, "suppressed"].fillna(0).sum())
 
 
 def _int(value: Any) -> int:

@@ -230,10 +230,9 @@ class DeliveryLog:
         return table
 
     def _refuse_unplaced(self, table: ir.Table) -> None:
-        unplaced = (table.received_at.isnull() | table.status.isnull()) & (
-            table.reason.isnull() | (table.reason != MALFORMED)
-        )
-        n_bad = int(self.execute(table.filter(unplaced).count()))
+        self._refuse_unplaced_count(int(self.execute(table.filter(unplaced(table)).count())))
+
+    def _refuse_unplaced_count(self, n_bad: int) -> None:
         if n_bad:
             first = self.places(_unplaced, limit=1)
             raise DeliveryLogError(
@@ -302,6 +301,15 @@ class DeliveryLog:
 
 #: A condition on a normalised relation, given the relation.
 Where = Callable[[ir.Table], ir.Value]
+
+
+def unplaced(table: ir.Table) -> ir.Value:
+    """A loaded row (:meth:`DeliveryLog.load`) without a usable ``received_at`` or
+    ``status``: the load refuses the log (a malformed line apart, which is counted)."""
+    result: ir.Value = (table.received_at.isnull() | table.status.isnull()) & (
+        table.reason.isnull() | (table.reason != MALFORMED)
+    )
+    return result
 
 
 def _unplaced(t: ir.Table) -> ir.Value:

@@ -48,6 +48,7 @@ from gptools.deliverylog._readers import (
     readable_literal,
     refuse_absent_fields,
     resolve_files,
+    unplaced,
 )
 from gptools.errors import import_extra
 
@@ -148,9 +149,27 @@ class SparkDeliveryLog(DeliveryLog):
         of re-planning the whole chain of expressions that built it. A table with an
         ``action_id`` is partitioned by it (the one shuffle by action): every later
         aggregate, join and window per action then runs where its rows already are."""
+        return self._materialise(name, expr)[0]
+
+    def _materialise(
+        self, name: str, expr: ir.Table, count: ir.Value | None = None
+    ) -> tuple[ir.Table, int]:
+        """:meth:`materialise`, and how many rows satisfy ``count`` (a condition on
+        ``expr``'s rows), counted by the same job that computes them (Spark's
+        observed metrics) instead of a query of its own."""
+        from pyspark.sql import Observation
+        from pyspark.sql import functions as F
+
         view = f"{name}_{self.tag}"
+        observed = Observation(f"{view}_count")
         try:
+            if count is not None:
+                # The condition as a column of the query, read by the observation only.
+                expr = expr.mutate(_gp_count=count)
             df = self.session.sql(self.con.compile(expr))
+            if count is not None:
+                flag = F.col("_gp_count")
+                df = df.observe(observed, F.count(F.when(flag, 1)).alias("n")).drop("_gp_count")
             if "action_id" in df.columns:
                 df = df.repartition("action_id")
             df = df.localCheckpoint(eager=True, storageLevel=_MEMORY_AND_DISK())
@@ -160,13 +179,15 @@ class SparkDeliveryLog(DeliveryLog):
         self._views.append(view)
         self._frames.append(df)
         table: ir.Table = self.con.table(view)
-        return table
+        return table, int(observed.get["n"]) if count is not None else 0
 
     def load(self, name: str, build: Any) -> ir.Table:
         """Scan the source once into the cached view ``name`` holding ``build(raw)``;
-        records without a usable ``received_at`` or ``status`` are refused, as on DuckDB."""
-        table = self.materialise(name, build(self.raw))
-        self._refuse_unplaced(table)
+        records without a usable ``received_at`` or ``status`` are refused, as on DuckDB
+        (counted while the rows are computed: no query of its own)."""
+        built = build(self.raw)
+        table, n_bad = self._materialise(name, built, unplaced(built))
+        self._refuse_unplaced_count(n_bad)
         return table
 
     def places(self, where: Where, *, limit: int | None = None) -> list[str]:
@@ -265,6 +286,12 @@ def _open_spark(
     # between them; the analysis's plans are fixed (its tables partitioned by action), so
     # each query runs as one job instead.
     session.conf.set("spark.sql.adaptive.enabled", "false")
+    # HotSpot leaves a method over 8,000 bytes of bytecode to its interpreter; the typed
+    # pass and the checks make whole-stage code far larger than that, which Spark compiles
+    # unless told to split it (its documentation recommends 8000 on HotSpot). The caller's
+    # own choice stands.
+    if _HUGE_METHOD_LIMIT not in parent.conf.getAll:
+        session.conf.set(_HUGE_METHOD_LIMIT, "8000")
     con = ibis.pyspark.connect(session)
     log = SparkDeliveryLog(
         con=con, source=text, format=fmt, candidates=[], files=files, mapping=mapping,
@@ -286,6 +313,9 @@ def _open_spark(
     except Exception as exc:
         raise _spark_error(text, exc) from None
     return log
+
+
+_HUGE_METHOD_LIMIT = "spark.sql.codegen.hugeMethodLimit"
 
 
 def _MEMORY_AND_DISK() -> Any:

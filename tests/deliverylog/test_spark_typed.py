@@ -168,3 +168,32 @@ def test_a_log_of_valid_rows_takes_only_the_typed_pass(tmp_path: Path, spark: An
         raw = sp.log.raw
         assert sp.log.execute(raw.filter(~raw.known_valid).count()) == 0
         assert sp.report.actions == 40 and sp.report.invalid_deliveries == 0
+
+
+def test_the_analysis_session_splits_huge_methods_unless_the_caller_chose(
+    spark: Any, tmp_path: Path
+) -> None:
+    """The log's own session carries the caller's SQL settings over, turns adaptive
+    execution off, and splits whole-stage code at HotSpot's 8,000 bytes (the checks make
+    methods the JVM would otherwise leave to its interpreter) unless the caller chose a
+    limit; the caller's session is left as it was."""
+    from gptools.deliverylog._readers_spark import read_delivery_log_spark
+    from tests.deliverylog.conftest import random_log, write_records
+
+    path = write_records(tmp_path / "log.jsonl", random_log(7, n_actions=20).ordered())
+    limit, partitions = "spark.sql.codegen.hugeMethodLimit", "spark.sql.shuffle.partitions"
+    before = spark.conf.get(partitions)
+    with read_delivery_log_spark(path, spark=spark) as log:
+        assert log.session.conf.get(limit) == "8000"
+        assert log.session.conf.get("spark.sql.adaptive.enabled") == "false"
+        assert log.session.conf.get(partitions) == before
+    assert spark.conf.get(limit) == "65535"
+    spark.conf.set(limit, "20000")
+    spark.conf.set(partitions, "3")
+    try:
+        with read_delivery_log_spark(path, spark=spark) as log:
+            assert log.session.conf.get(limit) == "20000"
+            assert log.session.conf.get(partitions) == "3"
+    finally:
+        spark.conf.unset(limit)
+        spark.conf.set(partitions, before)
