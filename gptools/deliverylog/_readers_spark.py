@@ -161,13 +161,13 @@ class SparkDeliveryLog(DeliveryLog):
         from pyspark.sql import functions as F
 
         view = f"{name}_{self.tag}"
-        observed = Observation(f"{view}_count")
+        observed = Observation(f"{view}_count") if count is not None else None
         try:
             if count is not None:
                 # The condition as a column of the query, read by the observation only.
                 expr = expr.mutate(_gp_count=count)
             df = self.session.sql(self.con.compile(expr))
-            if count is not None:
+            if observed is not None:
                 flag = F.col("_gp_count")
                 df = df.observe(observed, F.count(F.when(flag, 1)).alias("n")).drop("_gp_count")
             if "action_id" in df.columns:
@@ -179,7 +179,7 @@ class SparkDeliveryLog(DeliveryLog):
         self._views.append(view)
         self._frames.append(df)
         table: ir.Table = self.con.table(view)
-        return table, int(observed.get["n"]) if count is not None else 0
+        return table, int(observed.get["n"]) if observed is not None else 0
 
     def load(self, name: str, build: Any) -> ir.Table:
         """Scan the source once into the cached view ``name`` holding ``build(raw)``;
@@ -278,7 +278,8 @@ def _open_spark(
     # A new session starts from the context's settings; the caller's runtime SQL settings
     # (shuffle partitions, broadcast thresholds...) are theirs to choose, so they carry
     # over, adaptive execution apart (below).
-    for key, value in parent.conf.getAll.items():
+    chosen = parent.conf.getAll  # one round trip to the JVM
+    for key, value in chosen.items():
         if key.startswith("spark.sql.") and key != "spark.sql.session.timeZone":
             with contextlib.suppress(Exception):
                 session.conf.set(key, value)
@@ -290,7 +291,7 @@ def _open_spark(
     # pass and the checks make whole-stage code far larger than that, which Spark compiles
     # unless told to split it (its documentation recommends 8000 on HotSpot). The caller's
     # own choice stands.
-    if _HUGE_METHOD_LIMIT not in parent.conf.getAll:
+    if _HUGE_METHOD_LIMIT not in chosen:
         session.conf.set(_HUGE_METHOD_LIMIT, "8000")
     con = ibis.pyspark.connect(session)
     log = SparkDeliveryLog(
