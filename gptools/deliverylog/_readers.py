@@ -758,7 +758,8 @@ def _jsonl_lines(
                json_extract_string(e[1], '$') AS received_at,
                TRY_CAST(json_extract_string(e[2], '$') AS BIGINT) AS status,
                TRY_CAST(json_extract_string(e[3], '$') AS DOUBLE) AS latency_ms,
-               e[4] AS payload,
+               -- JSON null is no payload (its body is read), as in the fast reading.
+               CASE WHEN json_type(e[4]) <> 'NULL' THEN e[4] END AS payload,
                json_extract_string(e[5], '$') AS body{campaign}
         FROM (SELECT json, filename,
                      CASE WHEN json_type(json) = 'OBJECT' THEN json_extract(json, [{paths}])

@@ -76,6 +76,15 @@ BODIES: list[str] = [
     "{}",
     "[1, 2]",
     "not json",
+    # Something after the object: Spark's parsers read the first value and stop there.
+    json.dumps(GOOD) + " x",
+    json.dumps(GOOD) + "}",
+    json.dumps(GOOD) + "]",
+    json.dumps(GOOD) + " ]",
+    json.dumps(GOOD) * 2,
+    json.dumps(GOOD) + ',{"a":1}',
+    json.dumps(GOOD) + " \n",  # whitespace only: valid
+    _raw(extra='[{"a":1}]'),  # an array of objects inside: valid
 ]
 
 
@@ -168,6 +177,27 @@ def test_a_log_of_valid_rows_takes_only_the_typed_pass(tmp_path: Path, spark: An
         raw = sp.log.raw
         assert sp.log.execute(raw.filter(~raw.known_valid).count()) == 0
         assert sp.report.actions == 40 and sp.report.invalid_deliveries == 0
+
+
+def test_a_line_with_anything_after_its_object_is_malformed_on_both_engines(
+    tmp_path: Path, spark: Any
+) -> None:
+    """A line whose object is followed by more than spaces (two records run together, a
+    stray brace, junk) is ``malformed_line`` on both engines, though Spark's parsers read
+    its first object and stop. Such lines send DuckDB to its line-by-line reading, where a
+    ``"payload": null`` beside a body still means the body is read."""
+    head = {"received_at": "2026-11-21T10:00:00.000000Z", "status": 200, "latency_ms": 3}
+    record = json.dumps(head | {"payload": GOOD})
+    torn = [" junk", "}", "]", " ]", "\t]", record[5:], " " + record, ',{"x":1}', ' {"x":1}']
+    body = json.dumps(head | {"payload": None, "body": json.dumps(GOOD)})
+    # Healthy lines first: a file that starts with torn ones is refused as no log at all.
+    lines = [record, body, record + "  "] * 6 + [record + tail for tail in torn]
+    path = tmp_path / "run-together.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    with analyze(path) as duck, analyze(path, engine="spark", spark=spark) as sp:
+        for analysis in (duck, sp):
+            assert analysis.report.invalid_by_reason == {"malformed_line": len(torn)}
+        assert _verdicts(sp) == _verdicts(duck)
 
 
 def test_the_analysis_session_splits_huge_methods_unless_the_caller_chose(
