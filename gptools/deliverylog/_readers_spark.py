@@ -392,26 +392,20 @@ def _java_literal(text: str) -> str:
     return "\\Q" + text.replace("\\E", "\\E\\\\E\\Q") + "\\E"
 
 
-def _one_json_value(text: Any) -> Any:
-    """Whether ``text`` is exactly one JSON value (and whitespace). Spark's parsers
-    (``try_parse_json``, ``from_json``) read the first value and ignore what follows it,
-    so ``{...} junk``, ``{...}}`` and two records run together would pass as the first;
-    DuckDB refuses them. Wrapped in an array and in an object, the text parses both
-    times only when nothing follows its value: anything after it breaks one wrapping or
-    the other (a ``]`` the object, a ``}`` the array, a ``,`` with more values one of the
-    two). Three parses: for the rows the typed pass did not prove only."""
+def _strict_json(text: Any) -> Any:
+    """``try_parse_json(text)``, NULL unless ``text`` is exactly one JSON value (and
+    whitespace), as DuckDB reads it. Spark's parsers read the first value and ignore what
+    follows it, so ``{...} junk``, ``{...}}`` and two records run together would pass as
+    the first. Wrapped in an array and in an object, the text parses both times only when
+    nothing follows its value: anything after it breaks one wrapping or the other (a
+    ``]`` the object, a ``}`` the array, a ``,`` with more values one of the two). The
+    value is read back from the array: two parses, for the rows the typed pass did not
+    prove only."""
     from pyspark.sql import functions as F
 
     as_item = F.try_parse_json(F.concat(F.lit("["), text, F.lit("]")))
     as_member = F.try_parse_json(F.concat(F.lit('{"k":'), text, F.lit("}")))
-    return as_item.isNotNull() & as_member.isNotNull()
-
-
-def _strict_json(text: Any) -> Any:
-    """``try_parse_json(text)``, NULL unless the text is one JSON value (DuckDB's rule)."""
-    from pyspark.sql import functions as F
-
-    return F.when(_one_json_value(text), F.try_parse_json(text))
+    return F.when(as_member.isNotNull(), F.try_variant_get(as_item, "$[0]", "variant"))
 
 
 def _ends_alone(text: Any) -> Any:
