@@ -493,7 +493,10 @@ def retry_chains(d: ir.Table, actions: ir.Table) -> ir.Table:
         (actions.attempts > 1) & (actions.ack_key.isnull() | (actions.first_key < actions.ack_key))
     ).select("action_id", "ack_key")
     # Only what the window needs: DuckDB carries every column through a window's sort.
-    s = d.select("action_id", "key").inner_join(retried, "action_id")
+    # The deliveries on the right: Spark renames the columns of a join's right side when
+    # both come from one table, and keeps the partitioning of the deliveries' cached
+    # table through that renaming but not the action summary's (it shuffles it again).
+    s = retried.inner_join(d.select("action_id", "key"), "action_id")
     s = s.filter(s.ack_key.isnull() | (s.key <= s.ack_key))
     # Deliveries with equal keys are alike: whichever order they take, the chain has the
     # same attempt numbers, gaps and retries, so the key alone orders it.

@@ -227,3 +227,32 @@ def test_the_analysis_session_splits_huge_methods_unless_the_caller_chose(
     finally:
         spark.conf.unset(limit)
         spark.conf.set(partitions, before)
+
+
+def test_the_summary_sorts_and_shuffles_the_deliveries_once(spark: Any, tmp_path: Path) -> None:
+    """The deliveries are partitioned and sorted by action and key when the load caches
+    them, and the cached tables keep both: the action summary neither shuffles nor sorts
+    them, and the retried chains' join shuffles and sorts neither side (only the window
+    orders the retried chains). Broadcast joins are off, as for a log too big for them."""
+    from gptools.deliverylog import _metrics as m
+    from tests.deliverylog.conftest import random_log, write_records
+
+    path = write_records(tmp_path / "log.jsonl", random_log(7, n_actions=200).ordered())
+    setting = "spark.sql.autoBroadcastJoinThreshold"
+    before = spark.conf.get(setting)
+    spark.conf.set(setting, "-1")
+    try:
+        with analyze(path, engine="spark", spark=spark) as analysis:
+            log = analysis.log
+
+            def plan(expr: Any) -> str:
+                df = log.session.sql(log.con.compile(expr))
+                return str(df._jdf.queryExecution().executedPlan().toString())
+
+            summary = plan(m.action_summary(analysis.x, analysis.deliveries))
+            chains = plan(m.retry_chains(analysis.deliveries, analysis.action_summary))
+            assert "Exchange" not in summary and "Sort [" not in summary, summary
+            assert "SortMergeJoin" in chains and "Exchange" not in chains, chains
+            assert chains.count("Sort [") == 1, chains
+    finally:
+        spark.conf.set(setting, before)
