@@ -148,7 +148,9 @@ class SparkDeliveryLog(DeliveryLog):
         by the executors, memory then disk), so later queries start from its rows instead
         of re-planning the whole chain of expressions that built it. A table with an
         ``action_id`` is partitioned by it (the one shuffle by action): every later
-        aggregate, join and window per action then runs where its rows already are."""
+        aggregate, join and window per action then runs where its rows already are. A
+        per-delivery table (one with the order ``key`` too) is also sorted by action and
+        key inside its partitions, once: later queries by action need no sort."""
         return self._materialise(name, expr)[0]
 
     def _materialise(
@@ -172,11 +174,10 @@ class SparkDeliveryLog(DeliveryLog):
                 df = df.observe(observed, F.count(F.when(flag, 1)).alias("n")).drop("_gp_count")
             if "action_id" in df.columns:
                 df = df.repartition("action_id")
-            if "key" in df.columns and "action_id" in df.columns:
-                # Sorted once here, the deliveries need no sort later: the checkpoint
-                # keeps the order, which the action summary's aggregate (a sort
-                # aggregate: it picks strings) and the chains' join ask for.
-                df = df.sortWithinPartitions("action_id", F.col("key").asc_nulls_last())
+                if "key" in df.columns:
+                    # The checkpoint keeps the order, which the per-action aggregates
+                    # (sort aggregates: they pick strings) and joins by action ask for.
+                    df = df.sortWithinPartitions("action_id", F.col("key").asc_nulls_last())
             df = df.localCheckpoint(eager=True, storageLevel=_MEMORY_AND_DISK_DESER())
             df.createOrReplaceTempView(view)
         except Exception as exc:
