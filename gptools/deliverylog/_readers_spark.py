@@ -60,6 +60,14 @@ JAVA_HINT = (
 )
 
 
+#: How many compiled query classes the sessions gptools starts keep (Spark's
+#: ``spark.sql.codegen.cache.maxEntries``; its default is 100). One summary compiles about
+#: 140, so with the default every later analysis in the same process compiled them all
+#: again (the load's large classes are the slowest to compile) and ran them in the JVM's
+#: interpreter until its compiler caught up: a third of a warm summary's time.
+CODEGEN_CACHE_ENTRIES = 1000
+_CODEGEN_CACHE = "spark.sql.codegen.cache.maxEntries"
+
 _spark_log: Path | None = None
 
 
@@ -94,7 +102,8 @@ def _jvm_stderr_to(path: Path) -> Iterator[None]:
 
 def spark_session(master: str | None = None) -> Any:
     """The process's Spark session (created on first use) for ``master``, else
-    ``GP_SPARK_MASTER``, else ``local[*]``. UTC, no web UI; the JVM's own log goes to
+    ``GP_SPARK_MASTER``, else ``local[*]``. UTC, no web UI, room for every class the
+    analyses compile (:data:`CODEGEN_CACHE_ENTRIES`); the JVM's own log goes to
     :func:`spark_log`."""
     SparkSession = import_extra("pyspark.sql", "spark", "engine='spark'").SparkSession
     master = master or os.environ.get("GP_SPARK_MASTER") or DEFAULT_SPARK_MASTER
@@ -113,6 +122,7 @@ def spark_session(master: str | None = None) -> Any:
                 .config("spark.ui.enabled", "false")
                 .config("spark.ui.showConsoleProgress", "false")
                 .config("spark.sql.session.timeZone", "UTC")
+                .config(_CODEGEN_CACHE, str(CODEGEN_CACHE_ENTRIES))
                 .getOrCreate()
             )
     except Exception as exc:

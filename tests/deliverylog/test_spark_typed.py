@@ -229,6 +229,25 @@ def test_the_analysis_session_splits_huge_methods_unless_the_caller_chose(
         spark.conf.set(partitions, before)
 
 
+def test_a_second_summary_in_the_process_compiles_nothing_again(spark: Any, tmp_path: Path) -> None:
+    """The session gptools starts keeps every class a summary compiles. One summary
+    compiles more classes than Spark's default cache holds (100), so each later analysis
+    in the same process compiled all of them again and ran them in the JVM's interpreter
+    until its compiler caught up."""
+    from gptools.deliverylog import analyze
+    from tests.deliverylog.conftest import random_log, write_records
+
+    path = write_records(tmp_path / "log.jsonl", random_log(11, n_actions=50).ordered())
+    metrics = getattr(spark._jvm.org.apache.spark.metrics.source, "CodegenMetrics$")
+    compilations = metrics.__getattr__("MODULE$").METRIC_COMPILATION_TIME()
+    with analyze(path, engine="spark", spark=spark) as a:
+        first = a.report
+    before = compilations.getCount()
+    with analyze(path, engine="spark", spark=spark) as a:
+        assert a.report == first
+    assert compilations.getCount() == before
+
+
 def test_the_summary_sorts_and_shuffles_the_deliveries_once(spark: Any, tmp_path: Path) -> None:
     """The deliveries are partitioned and sorted by action and key when the load caches
     them, and the cached tables keep both: the action summary neither shuffles nor sorts
