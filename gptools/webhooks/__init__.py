@@ -11,7 +11,7 @@
 - :func:`serve`: the receiver served by uvicorn, workers and all (what ``gptools webhooks
   serve`` runs), within :class:`ServerLimits`.
 - :func:`serve_metrics`: Prometheus metrics on a port of their own; :data:`ALERT_RULES`,
-  the alerting rules that go with them.
+  the alerting rules that go with them, and :data:`GRAFANA_DASHBOARD`, their dashboard.
 - :func:`format_utc`: the log's time as text; :func:`open_private`: how every file of the
   delivery log is created (owner-only), for the files a caller writes from it (the CLI's
   lost-actions list).
@@ -24,7 +24,7 @@ from gptools.webhooks._app import InjectedFault, WebhookReceiver
 from gptools.webhooks._auth import AuthConfigError, ReceiverAuth
 from gptools.webhooks._export import ExportResult, export_log
 from gptools.webhooks._maintenance import Maintenance
-from gptools.webhooks._metrics import ALERT_RULES, serve_metrics
+from gptools.webhooks._metrics import ALERT_RULES, GRAFANA_DASHBOARD, serve_metrics
 from gptools.webhooks._queue import ProcessingQueue
 from gptools.webhooks._records import StoreError, format_utc
 from gptools.webhooks._schema import LOG_COLUMNS
@@ -34,6 +34,7 @@ from gptools.webhooks._store import PostgresStore, SQLiteStore, Store, open_stor
 
 __all__ = [
     "ALERT_RULES",
+    "GRAFANA_DASHBOARD",
     "LOG_COLUMNS",
     "AuthConfigError",
     "ExportResult",

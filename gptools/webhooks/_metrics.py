@@ -31,10 +31,11 @@ from gptools.webhooks._store import Store
 ENV_MULTIPROC_DIR = "PROMETHEUS_MULTIPROC_DIR"
 #: Where the receiver answers a scrape (unless metrics are served on their own port).
 METRICS_PATH = "/metrics"
-#: The Prometheus alerting rules shipped with the package (receiver down or not ready,
-#: acknowledgement latency over the document's 1 s, a surge of 4xx, dead letters,
-#: suppressed refusal rows), over the metrics of this module.
+#: The Prometheus alerting rules shipped with the package, over the metrics of this module
+#: (each alert's runbook: docs/guides/operations.md, "Alerts and runbooks").
 ALERT_RULES = Path(__file__).with_name("alerts.yml")
+#: The Grafana dashboard shipped with the package (JSON to import), over the same metrics.
+GRAFANA_DASHBOARD = Path(__file__).with_name("dashboard.json")
 
 #: What an answer's error code counts as, in the ``outcome`` label and as the prefix of its
 #: log row's ``error``: the refusals before authentication or routing by their one name
