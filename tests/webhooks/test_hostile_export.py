@@ -106,6 +106,15 @@ def _purged_rows(store: Store, clock: ManualClock) -> int:
         maintenance.link.close()
 
 
+def _verdicts(analysis: deliverylog.DeliveryAnalysis) -> list[tuple[str, int, str | None]]:
+    """Each delivery's time, status and the analyser's reason (None: a valid one)."""
+    frame = analysis.attempts.execute()
+    return sorted(
+        (str(r.received_at), int(r.status), None if r.reason is None else str(r.reason))
+        for r in frame.astype(object).where(frame.notna(), None).itertuples()
+    )
+
+
 def _not_json_at_all(cases: list[tuple[str, bytes]]) -> int:
     """How many bodies no JSON reader parses (nor DuckDB, which takes NaN and Infinity)."""
     unreadable = ("empty", "whitespace", "truncated", "trailing-garbage", "form", "utf-16")
@@ -158,7 +167,7 @@ def test_every_hostile_body_is_exported_once_then_purged(
     # Whole exports too, through the command: every row, and the analyser reads each as
     # it reads the store itself (each row as what it is: the export changes no verdict).
     with deliverylog.analyze(store_url) as analysis:
-        truth = analysis.report.to_dict()
+        truth, verdicts = analysis.report.to_dict(), _verdicts(analysis)
     assert truth["deliveries"] == len(rows)
     for fmt in ("jsonl", "parquet"):
         out = tmp_path / f"all.{fmt}"
@@ -170,9 +179,10 @@ def test_every_hostile_body_is_exported_once_then_purged(
         exported = _jsonl(out) if fmt == "jsonl" else _parquet(out)
         assert _check_exported(exported, stored) == Counter(dict.fromkeys(stored, 1))
         with deliverylog.analyze(out) as analysis:
-            report = analysis.report
+            report, exported_verdicts = analysis.report, _verdicts(analysis)
             nan_rows = analysis.attempts.filter(analysis.attempts.bet.isnull()).execute()
         assert {**report.to_dict(), "source": None} == {**truth, "source": None}, fmt
+        assert exported_verdicts == verdicts, fmt
         assert report.identity_holds, fmt
         # Not JSON, NaN, lone surrogates... are invalid deliveries, never a failure.
         assert report.invalid_deliveries >= 2 * _not_json_at_all(cases), fmt

@@ -364,3 +364,20 @@ def _dead(url: str) -> bool:
         return conn.queue_counts().dead == 1
     finally:
         conn.close()
+
+
+def test_an_unexpected_error_is_a_500_with_the_request_id_in_answer_and_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def broken(*args: Any) -> None:
+        raise RuntimeError("a bug")
+
+    receiver = WebhookReceiver(f"sqlite:///{tmp_path / 's.db'}", auth=ReceiverAuth.bearer(SECRET))
+    monkeypatch.setattr(receiver, "_http", broken)
+    caplog.set_level(logging.ERROR, logger="gptools.webhooks")
+    with serve_in_thread(receiver) as srv:
+        answer = httpx.post(srv.url, content=b"{}", headers={"x-request-id": "req-bug"})
+    assert (answer.status_code, answer.headers["x-request-id"]) == (500, "req-bug")
+    (record,) = [r for r in caplog.records if getattr(r, "event", None) == "request_failed"]
+    assert record.request_id == b"req-bug"  # type: ignore[attr-defined]
+    assert record.exc_info is not None
