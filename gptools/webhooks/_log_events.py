@@ -15,8 +15,8 @@ from typing import Final
 EVENTS: Final[dict[str, str]] = {
     # -- serve (the parent process) ----------------------------------------------------
     "listening": "the receiver's start-up line: its URLs, auth kind, store and workers",
-    "serve_failed": "serve stopped before or while starting (settings, store, port); "
-    "the message says why, the exit status follows it",
+    "serve_failed": "serve could not start (settings, store, port): the message says "
+    "why; the command then exits with its usual status (2 for bad input, 1, 3)",
     # -- each worker's life ------------------------------------------------------------
     "worker_ready": "a worker opened its store and started its loops",
     "receiver_start_failed": "a worker could not start (uvicorn then stops)",
