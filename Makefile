@@ -26,6 +26,7 @@ services:
 	@bash scripts/ensure-services
 	@bash scripts/ensure-browser
 	@bash scripts/ensure-promtool
+	@bash scripts/ensure-nginx
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check gptools tests

@@ -8,6 +8,11 @@ no other account on the machine should read them. A file is created with mode
 the user chose it. SQLite creates its ``-wal`` and ``-shm`` files with the mode of the
 database file, so creating the database file private is enough.
 
+A file that must appear whole or not at all (an export) is written through
+:func:`private_replacement`: a fresh temporary file beside it, renamed over the name only
+once complete, so a reader never finds half a file under the final name, and a failure
+leaves nothing there.
+
 Reading a SQLite file somebody else may have named goes through :func:`sqlite_read_uri`:
 a ``file:`` URI built by string formatting lets a name such as ``st?mode=rwc&x=1.sqlite3``
 add its own query (opening the file writable) and ``%41`` decode to another name.
@@ -17,7 +22,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable
+import secrets
+import stat
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 from urllib.parse import quote
@@ -60,6 +67,44 @@ def create_private(path: str | os.PathLike[str], *, file_mode: int = PRIVATE_FIL
     with contextlib.suppress(FileExistsError):
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, file_mode))
     return Path(path)
+
+
+@contextlib.contextmanager
+def private_replacement(
+    path: str | os.PathLike[str], *, file_mode: int = PRIVATE_FILE_MODE
+) -> Iterator[IO[bytes]]:
+    """A new file beside ``path``, open for binary writing, that takes ``path``'s name only
+    once the block ends without an error: synced, renamed over ``path`` (one step: readers
+    see the old file or the whole new one), the folder synced. On an error it is removed
+    and ``path`` is left as it was.
+
+    The file is created owner-only (``file_mode``, under the umask) and exclusively, so it
+    is never an existing file or a symlink someone placed; the rename replaces a symlink
+    at ``path`` instead of writing through it. A regular file already at ``path`` hands
+    its mode on (the user chose it)."""
+    target = Path(path)
+    temporary = target.with_name(f".{target.name}.{secrets.token_hex(6)}.part")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(temporary, flags, file_mode)
+    try:
+        with open(fd, "wb", closefd=True) as fh:
+            yield fh
+            fh.flush()
+            with contextlib.suppress(FileNotFoundError):
+                existing = os.lstat(target)
+                if stat.S_ISREG(existing.st_mode):
+                    os.fchmod(fh.fileno(), stat.S_IMODE(existing.st_mode))
+            os.fsync(fh.fileno())
+        os.replace(temporary, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+    folder = os.open(target.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(folder)
+    finally:
+        os.close(folder)
 
 
 def sqlite_read_uri(path: str | os.PathLike[str]) -> str:

@@ -8,8 +8,12 @@ certificate and key) come from arguments or their ``GP_WEBHOOK_SSL_*`` variables
 
 from __future__ import annotations
 
+import functools
+import logging
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -23,6 +27,26 @@ _PEM_FILE = click.Path(exists=True, dir_okay=False, readable=True)
 ENV_SSL_KEY_PASSWORD = "GP_WEBHOOK_SSL_KEYFILE_PASSWORD"  # noqa: S105 (a variable name)
 _STORE_HELP = "sqlite:///PATH (or a bare PATH) or postgresql://USER@HOST/DB[?schema=NAME]"
 _SECONDS = click.FloatRange(min=0.1)
+
+
+def _failure_as_json_line(command: Callable[..., None]) -> Callable[..., None]:
+    """With ``--log-format json``, the command's failure is one JSON line of the log
+    (event ``serve_failed``; serve configured the log first), so that every line on
+    stderr is JSON; the exit code stays the contract's."""
+
+    @functools.wraps(command)
+    def run(**options: Any) -> None:
+        try:
+            command(**options)
+        except click.ClickException as exc:
+            if options.get("log_format") != "json":
+                raise
+            logging.getLogger("gptools.webhooks").error(
+                exc.format_message(), extra={"event": "serve_failed"}
+            )
+            raise click.exceptions.Exit(exc.exit_code) from None  # said: no more text
+
+    return run
 
 
 @webhooks.command("serve")
@@ -155,6 +179,7 @@ _SECONDS = click.FloatRange(min=0.1)
     "or is answered 503. Each worker needs this many file descriptors plus "
     f"{spec.RECEIVER_FD_OVERHEAD} (ulimit -n, LimitNOFILE); it is lowered to fit.",
 )
+@_failure_as_json_line
 def serve(
     auth_kind: str,
     store_url: str,

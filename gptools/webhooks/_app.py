@@ -30,6 +30,7 @@ holds and the processing queue finishes its current run.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -40,6 +41,7 @@ from typing import Any
 
 from gptools import spec
 from gptools._json_depth import exceeds_json_depth
+from gptools._secrets import url_secrets
 from gptools.openapi import OPENAPI_PATH, receiver_openapi
 from gptools.webhooks._auth import ReceiverAuth
 from gptools.webhooks._constants import (
@@ -48,6 +50,13 @@ from gptools.webhooks._constants import (
     DEFAULT_SUMMARY_EVERY,
     DEFAULT_WAIT_LIMIT,
     METRICS_FLUSH_SECONDS,
+)
+from gptools.webhooks._logs import (
+    REQUEST_ID_HEADER,
+    remember_secrets,
+    request_id,
+    scrub,
+    secret_values,
 )
 from gptools.webhooks._maintenance import Maintenance
 from gptools.webhooks._metrics import METRICS_PATH, OUTCOMES, DeliveryMetrics, render
@@ -139,6 +148,11 @@ class WebhookReceiver:
             raise ValueError(f"max_body_bytes must be positive, got {max_body_bytes}")
         self.store = open_store(store) if isinstance(store, str) else store
         self.auth = auth
+        # Blanked in every log line and stored error of this process (a handler's
+        # exception may quote them).
+        remember_secrets(
+            [*secret_values(auth), *url_secrets(store if isinstance(store, str) else "")]
+        )
         self.path = path
         self.max_body_bytes = max_body_bytes
         self.ack_timeout = ack_timeout
@@ -175,7 +189,8 @@ class WebhookReceiver:
         if self.auth.kind == "NONE":
             logger.warning(
                 "webhook receiver accepts deliveries WITHOUT authentication (NONE); "
-                "the provider's document advises against this in production"
+                "the provider's document advises against this in production",
+                extra={"event": "auth_disabled"},
             )
         self._log_accepted = logger.isEnabledFor(logging.DEBUG)
         self.writer.start()
@@ -188,6 +203,7 @@ class WebhookReceiver:
             self.path,
             self.store.url,
             self.auth.kind,
+            extra={"event": "worker_ready"},
         )
 
     def stop(self) -> None:
@@ -223,7 +239,10 @@ class WebhookReceiver:
         """The ASGI entry point (HTTP and lifespan)."""
         kind = scope["type"]
         if kind == "http":
-            await self._http(scope, receive, send)
+            try:
+                await self._http(scope, receive, send)
+            except Exception:
+                await _failed(scope, send)
         elif kind == "lifespan":
             await self._lifespan(receive, send)
 
@@ -234,7 +253,12 @@ class WebhookReceiver:
                 try:
                     await asyncio.to_thread(self.start)
                 except Exception as exc:
-                    await send({"type": "lifespan.startup.failed", "message": str(exc)})
+                    logger.exception(
+                        "the receiver cannot start: %s",
+                        exc,
+                        extra={"event": "receiver_start_failed"},
+                    )
+                    await send({"type": "lifespan.startup.failed", "message": scrub(str(exc))})
                     return
                 self._report_health()
                 self._flusher = asyncio.create_task(self._flush_metrics())
@@ -274,11 +298,11 @@ class WebhookReceiver:
                 logger.warning(
                     "summary of suppressed refusals not written yet: %s",
                     str(exc) or "the durable write did not finish in time",
-                    extra={"event": "store_unavailable"},
+                    extra={"event": "refusal_summary_deferred"},
                 )
                 return
 
-    async def _scrape(self, send: Send) -> None:
+    async def _scrape(self, send: Send, rid: bytes) -> None:
         self.metrics.flush()
         body, content_type = await asyncio.to_thread(render, self.store)
         await send(
@@ -288,6 +312,7 @@ class WebhookReceiver:
                 "headers": [
                     (b"content-type", content_type.encode()),
                     (b"content-length", str(len(body)).encode()),
+                    (REQUEST_ID_HEADER, rid),
                 ],
             }
         )
@@ -304,19 +329,35 @@ class WebhookReceiver:
         started = time.perf_counter()
         path = scope["path"]
         method = scope["method"]
+        authorization = content_type = content_length = incoming_id = None
+        for name, value in scope["headers"]:
+            if name == b"authorization":
+                authorization = value
+            elif name == b"content-type":
+                content_type = value
+            elif name == b"content-length":
+                content_length = value
+            elif name == REQUEST_ID_HEADER:
+                incoming_id = value
+        rid = request_id(incoming_id)
         if path in (HEALTH_PATH, READY_PATH) and method in ("GET", "HEAD"):
             state = self.health()
             ok = state["live"] if path == HEALTH_PATH else state["ready"]
-            await _respond(send, 200 if ok else 503, state)
+            await _respond(send, 200 if ok else 503, state, request_id=rid)
             return
         if path == METRICS_PATH and method == "GET" and self.metrics_public:
-            await self._scrape(send)
+            await self._scrape(send, rid)
             return
         if path == OPENAPI_PATH and method == "GET" and self.metrics_public:
-            await _respond(send, 200, self.openapi())
+            await _respond(send, 200, self.openapi(), request_id=rid)
             return
         if path != self.path and method != "POST":
-            await _respond(send, 404, {"error": "not_found", "reason": f"no resource at {path}"})
+            await _respond(
+                send,
+                404,
+                {"error": "not_found", "reason": f"no resource at {path}"},
+                request_id=rid,
+            )
             return
         received_at = self.clock()
         client = scope.get("client")
@@ -326,6 +367,7 @@ class WebhookReceiver:
             body="",
             started=started,
             remote_addr=client[0] if client else None,
+            request_id=rid,
         )
         if path != self.path:
             await self._refuse(
@@ -342,15 +384,6 @@ class WebhookReceiver:
                 extra=[(b"allow", b"POST")],
             )
             return
-
-        authorization = content_type = content_length = None
-        for name, value in scope["headers"]:
-            if name == b"authorization":
-                authorization = value
-            elif name == b"content-type":
-                content_type = value
-            elif name == b"content-length":
-                content_length = value
 
         body, too_large = await self._read_body(receive, content_length)
         if too_large:
@@ -437,9 +470,8 @@ class WebhookReceiver:
             self.processing.wake()
         # Built by hand: this is the hot path, and a canonical UUID needs no escaping.
         payload = b"".join((_ACCEPTED if new else _DUPLICATE, action_id.encode(), b'"}'))
-        await send(
-            {"type": "http.response.start", "status": 200, "headers": _OK_HEADERS[len(payload)]}
-        )
+        headers = [*_OK_HEADERS[len(payload)], (REQUEST_ID_HEADER, rid)]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": payload})
         latency = time.perf_counter() - started
         self.metrics.answered(200, "stored" if new else "duplicate", latency)
@@ -450,6 +482,7 @@ class WebhookReceiver:
                 "stored" if new else "duplicate",
                 extra={
                     "event": "delivery_stored" if new else "delivery_duplicate",
+                    "request_id": rid,
                     "status": 200,
                     "actionId": action_id,
                     "latency_ms": round(latency * 1000, 3),
@@ -529,7 +562,7 @@ class WebhookReceiver:
         document: dict[str, Any] = {"error": error, "reason": reason}
         if fields:
             document["fields"] = fields
-        await _respond(send, status, document, extra=extra)
+        await _respond(send, status, document, extra=extra, request_id=entry.request_id)
         latency = _since(entry)
         self.metrics.answered(status, outcome, latency)
         if not logged:
@@ -541,8 +574,11 @@ class WebhookReceiver:
             error,
             extra={
                 "event": "delivery_refused",
+                "request_id": entry.request_id,
                 "status": status,
-                "actionId": entry.action_id,
+                # An invalid body's row names no action, its line does when it can.
+                "actionId": entry.action_id
+                or action_id_in(entry.body[:LOGGED_PREFIX_BYTES].encode()),
                 "latency_ms": round(latency * 1000, 3),
             },
         )
@@ -556,6 +592,7 @@ class WebhookReceiver:
                 "reason": "the delivery could not be stored; retry later",
             },
             extra=[(b"retry-after", b"1")],
+            request_id=entry.request_id,
         )
         latency = _since(entry)
         self.metrics.answered(503, "unavailable", latency)
@@ -564,6 +601,7 @@ class WebhookReceiver:
             str(exc) or "the durable write did not finish in time",
             extra={
                 "event": "store_unavailable",
+                "request_id": entry.request_id,
                 "status": 503,
                 "actionId": entry.action_id,
                 "latency_ms": round(latency * 1000, 3),
@@ -582,13 +620,33 @@ async def _respond(
     document: dict[str, Any],
     *,
     extra: list[tuple[bytes, bytes]] | None = None,
+    request_id: bytes | None = None,
 ) -> None:
     payload = json.dumps(document, separators=(",", ":")).encode()
     headers = [
         (b"content-type", b"application/json"),
         (b"content-length", str(len(payload)).encode()),
     ]
+    if request_id is not None:
+        headers.append((REQUEST_ID_HEADER, request_id))
     if extra:
         headers.extend(extra)
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": payload})
+
+
+async def _failed(scope: Scope, send: Send) -> None:
+    """Log an exception nobody expected while answering a request, with the request's id,
+    and answer 500 when no answer has begun (uvicorn closes the connection otherwise)."""
+    incoming = next((v for n, v in scope.get("headers", ()) if n == REQUEST_ID_HEADER), None)
+    rid = request_id(incoming)
+    logger.exception(
+        "unexpected error answering %s %s",
+        scope.get("method"),
+        scope.get("path"),
+        extra={"event": "request_failed", "request_id": rid},
+    )
+    with contextlib.suppress(Exception):  # an answer had begun: nothing more can be sent
+        await _respond(
+            send, 500, {"error": "internal_error", "reason": "see the log"}, request_id=rid
+        )

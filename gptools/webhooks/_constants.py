@@ -94,6 +94,9 @@ LOG_READ_BATCH: Final = 5000
 EXPORT_SETTLE: Final = timedelta(minutes=1)
 #: Rows a Parquet export holds in memory before it writes them to the file.
 PARQUET_CHUNK_ROWS: Final = 50_000
+#: A payload number with more digits than this written out (``1e999999999``: a billion)
+#: is exported as the body's text: writing its digits would take the export's memory.
+EXPORT_MAX_NUMBER_DIGITS: Final = 1_000
 
 # -- the application and serving --------------------------------------------------------
 
@@ -109,3 +112,11 @@ CONNECTION_LOG_EVERY_S: Final = 10.0
 WORKER_HEALTHCHECK_S: Final = 60
 #: How long uvicorn waits for in-flight requests on shutdown.
 GRACEFUL_SHUTDOWN_S: Final = 10
+
+# -- the logs -------------------------------------------------------------------------------
+
+#: The longest incoming ``X-Request-ID`` the receiver takes as the request's id (longer,
+#: or with a character outside letters, digits and ``._:+/=@-``, and it makes its own).
+REQUEST_ID_MAX_BYTES: Final = 128
+#: A line a library writes to stderr without a newline is cut into JSON lines of this size.
+STDERR_LINE_MAX_CHARS: Final = 16_384

@@ -135,6 +135,12 @@ class Dialect:
         return sql
 
     @staticmethod
+    def text(value: str | None) -> str | None:
+        """A text column's value as the engine can keep it (a stranger's body, a
+        handler's error: anything)."""
+        return value
+
+    @staticmethod
     def ts(moment: datetime) -> Any:
         """An aware datetime as a timestamp column's value."""
         raise NotImplementedError
@@ -214,6 +220,13 @@ class _PostgresDialect(Dialect):
 
     def sql(self, sql: str) -> str:
         return sql.replace("?", "%s")
+
+    @staticmethod
+    def text(value: str | None) -> str | None:
+        # PostgreSQL's text cannot hold NUL: one in a refused body failed the whole batch
+        # (every request in it answered 503). It is kept as U+FFFD, as an invalid UTF-8
+        # byte is; a valid notification never holds one.
+        return value.replace("\x00", "\ufffd") if value and "\x00" in value else value
 
     def create_schema(self, execute: Callable[[str], Any]) -> None:
         # Concurrent CREATE ... IF NOT EXISTS can still collide; the lock serialises them.

@@ -46,6 +46,7 @@ class LogOperations(ConnectionCore):
         (the writer uses it to log as 503 the requests that timed out while it waited).
         """
         ts_of = self._d.ts
+        text = self._d.text
         keep_body = state == "pending"
         fresh: list[bool] = []
         rows: list[tuple[Any, ...]] = []
@@ -78,11 +79,11 @@ class LogOperations(ConnectionCore):
                             ts,
                             log.status,
                             log.latency_ms,
-                            log.body,
+                            text(log.body),
                             log.action_id,
                             log.duplicate,
                             log.auth_ok,
-                            log.error,
+                            text(log.error),
                             log.remote_addr,
                         )
                     )

@@ -62,6 +62,7 @@ class Maintenance:
                 log.rows,
                 log.steps,
                 log.longest_hold * 1000,
+                extra={"event": "purge_done"},
             )
         return keys, log.rows
 
@@ -70,5 +71,5 @@ class Maintenance:
             self.run_once()
         except StoreError as exc:
             # The store's trouble, not the loop's: try again at the next round.
-            logger.warning("purge failed: %s", exc)
+            logger.warning("purge failed: %s", exc, extra={"event": "purge_failed"})
         return not self._stop.wait(self.every.total_seconds())

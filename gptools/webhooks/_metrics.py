@@ -25,6 +25,7 @@ from typing import Any
 
 from gptools import spec
 from gptools.openapi import OPENAPI_PATH
+from gptools.webhooks._logs import metrics_request_failed, request_id
 from gptools.webhooks._store import Store
 
 #: The environment variable prometheus_client reads for multiprocess mode.
@@ -226,23 +227,36 @@ def serve_metrics(host: str, port: int, store: Store, *, openapi: bytes | None =
 
     class _Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
+            incoming = self.headers.get("X-Request-ID")
+            rid = request_id(incoming.encode("latin-1") if incoming is not None else None)
             path = self.path.split("?", 1)[0]
+            status = 200
             if path == OPENAPI_PATH and openapi is not None:
                 body, content_type = openapi, "application/json"
             elif path == METRICS_PATH:
-                body, content_type = render(store)
+                try:
+                    body, content_type = render(store)
+                except Exception:
+                    # One JSON line in the log (never http.server's traceback on stderr),
+                    # and an answer that says the scrape failed.
+                    metrics_request_failed(rid, scrape=True)
+                    status, body, content_type = 500, b"scrape failed\n", "text/plain"
             else:
-                self.send_error(404)
-                return
-            self.send_response(200)
+                status, body, content_type = 404, b"not found\n", "text/plain"
+            self.send_response(status)
             self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(body)))
+            self.send_header("X-Request-ID", rid.decode("ascii"))
             self.end_headers()
             self.wfile.write(body)
 
         def log_message(self, format: str, *args: Any) -> None:
             pass  # scrapes are not news
 
-    server = ThreadingHTTPServer((host, port), _Handler)
+    class _Server(ThreadingHTTPServer):
+        def handle_error(self, request: Any, client_address: Any) -> None:
+            metrics_request_failed(None, scrape=False)
+
+    server = _Server((host, port), _Handler)
     threading.Thread(target=server.serve_forever, daemon=True, name="metrics").start()
     return server

@@ -31,6 +31,7 @@ from gptools.webhooks._constants import (
     QUEUE_LINK_MAX_BACKOFF,
     QUEUE_STORE_BACKOFF_CAP,
 )
+from gptools.webhooks._logs import scrub
 from gptools.webhooks._records import ActionState, ClaimedAction, Clock, StoreError, utc_now
 from gptools.webhooks._store import Store, StoreConnection
 from gptools.webhooks._supervision import LoopHealth, StoreLink
@@ -186,7 +187,10 @@ class ProcessingQueue:
             self._store_failures += 1
             if self._store_failures == 1 or self._store_failures % 20 == 0:
                 logger.warning(
-                    "processing queue (%d failures in a row): %s", self._store_failures, exc
+                    "processing queue (%d failures in a row): %s",
+                    self._store_failures,
+                    exc,
+                    extra={"event": "queue_store_failed"},
                 )
             # The store's trouble: back off (doubling up to 5 s), and go on.
             wait = backoff_delay(
@@ -226,6 +230,7 @@ class ProcessingQueue:
                     "this run's outcome (%s) is not recorded",
                     action.action_id,
                     state,
+                    extra={"event": "handler_lease_lost", "actionId": action.action_id},
                 )
             ran += 1
         return ran
@@ -262,9 +267,23 @@ class ProcessingQueue:
         except Exception as exc:
             if self.on_failure is not None:
                 self.on_failure()
-            error = f"{type(exc).__name__}: {exc}"
+            # The handler's text may quote anything (a database URL with its password):
+            # scrubbed before it is logged or stored.
+            error = scrub(f"{type(exc).__name__}: {exc}")
+            fields = {"actionId": action.action_id, "attempt": attempt}
             if attempt >= self.max_attempts:
-                logger.error("handler gave up after %d attempts: %s", attempt, error)
+                logger.error(
+                    "handler gave up after %d attempts: %s",
+                    attempt,
+                    error,
+                    extra={"event": "action_dead_lettered", **fields},
+                )
                 return "dead", error, None
+            logger.warning(
+                "handler run %d failed: %s",
+                attempt,
+                error,
+                extra={"event": "handler_failed", **fields},
+            )
             return "pending", error, self.clock() + self.delay_after(attempt)
         return "done", None, None

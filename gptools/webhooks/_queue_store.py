@@ -61,6 +61,11 @@ class QueueOperations(ConnectionCore):
                     "action %s dead-lettered: its last of %d runs never finished",
                     action_id,
                     attempts,
+                    extra={
+                        "event": "action_dead_lettered",
+                        "actionId": action_id,
+                        "attempt": attempts,
+                    },
                 )
             owner = uuid.uuid4().hex
             body, attempts = self._execute(
@@ -93,6 +98,7 @@ class QueueOperations(ConnectionCore):
         """
         if state == "pending" and retry_at is None:
             raise ValueError("a pending action needs retry_at")
+        error = self._d.text(error)
         with self._errors("record a handler run"), self._transaction():
             if state == "pending":
                 assert retry_at is not None

@@ -63,7 +63,8 @@ class LogEntry:
     ``latency_ms`` set explicitly wins over ``started``. ``status`` is the answer the
     request means to send; once the entry is handed to the group-commit writer, only the
     writer's hand-over may change it (to 503, when the time-out comes before the write
-    begins: ``_writer._Handover.decide``).
+    begins: ``_writer._Handover.decide``). ``request_id`` is the request's id
+    (``_logs.request_id``) for its log lines and its answer; it is not stored.
     """
 
     received_at: datetime
@@ -76,6 +77,7 @@ class LogEntry:
     started: float | None = None
     latency_ms: float | None = None
     duplicate: bool = False
+    request_id: bytes | None = None
 
 
 @dataclass(slots=True)

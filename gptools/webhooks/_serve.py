@@ -111,6 +111,10 @@ def serve(
     service manager expects.
     """
     limits = limits or ServerLimits()
+    logging_config = log_config(log_format)
+    if logging_config is not None:
+        # Every line JSON from here on: a failure to start, the start-up line, uvicorn's.
+        logging.config.dictConfig(logging_config)
     try:
         ReceiverAuth.from_env(auth)
         opened = open_store(store)
@@ -174,15 +178,12 @@ def serve(
                 else ""
             )
         )
-        logging_config = log_config(log_format)
         if logging_config is not None:
-            # Every line JSON, the start-up line too.
-            logging.config.dictConfig(logging_config)
             logging.getLogger("gptools.webhooks").info(listening, extra={"event": "listening"})
         elif announce is not None:
             announce(listening)
         else:
-            logging.getLogger("gptools.webhooks").info(listening)
+            logging.getLogger("gptools.webhooks").info(listening, extra={"event": "listening"})
         try:
             stopped_by_sigterm = _run_uvicorn(
                 host=host,

@@ -258,7 +258,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def _invalid(self) -> bool:
         self._cancel_timer()
         msg = "Invalid HTTP request received."
-        self.logger.warning(msg)
+        self.logger.warning(msg, extra={"event": "invalid_http_request"})
         self.send_400_response(msg)
         return False
 

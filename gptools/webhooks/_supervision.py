@@ -65,14 +65,16 @@ class StoreLink:
         except StoreError as exc:
             self._down(str(exc))
             raise
-        logger.info("connected to the store %s", self.store.url)
+        logger.info("connected to the store %s", self.store.url, extra={"event": "store_connected"})
         self._failed_opens = 0
         return self.conn
 
     def ok(self) -> None:
         """An operation succeeded: the store is reachable."""
         if not self.reachable:
-            logger.warning("the store %s answers again", self.store.url)
+            logger.warning(
+                "the store %s answers again", self.store.url, extra={"event": "store_recovered"}
+            )
         self.reachable = True
         self.error = None
 
@@ -143,14 +145,21 @@ class LoopHealth:
         self.failures += 1
         self.last_error = f"{type(exc).__name__}: {exc}"
         logger.exception(
-            "background loop %s failed (%d in a row); going on", self.name, self.failures
+            "background loop %s failed (%d in a row); going on",
+            self.name,
+            self.failures,
+            extra={"event": "loop_failed"},
         )
         return backoff_delay(self.failures - 1, base=LOOP_FIRST_BACKOFF, cap=self.max_backoff)
 
     def clean(self) -> None:
         """Record a clean run."""
         if self.failures:
-            logger.warning("background loop %s runs cleanly again", self.name)
+            logger.warning(
+                "background loop %s runs cleanly again",
+                self.name,
+                extra={"event": "loop_recovered"},
+            )
         self.failures = 0
 
     def start(self, step: Callable[[], bool], stop: threading.Event) -> None:

@@ -172,7 +172,11 @@ class GroupCommitWriter:
         try:
             self.link.get()
         except StoreError as exc:
-            logger.error("starting without the store (it will be retried): %s", exc)
+            logger.error(
+                "starting without the store (it will be retried): %s",
+                exc,
+                extra={"event": "store_unreachable_at_start"},
+            )
         self._up = True
         self._started = True
         self._stop_writer.clear()
@@ -290,7 +294,11 @@ class GroupCommitWriter:
                     raise
                 # The connection had broken while idle (a server restart, an idle-session
                 # kill): nothing was written, so the batch goes again on a new one at once.
-                logger.warning("the store connection broke (%s); reconnecting", exc)
+                logger.warning(
+                    "the store connection broke (%s); reconnecting",
+                    exc,
+                    extra={"event": "store_reconnecting"},
+                )
                 outcome = self.link.get(now_or_never=True).write_batch(
                     items, state=self.state, durable=False, on_begin=_begin(batch)
                 )
@@ -298,7 +306,12 @@ class GroupCommitWriter:
             self.link.failed(exc)
             return self._resolve(exc)
         except StoreError as exc:
-            logger.error("store write failed for %d deliveries: %s", len(items), exc)
+            logger.error(
+                "store write failed for %d deliveries: %s",
+                len(items),
+                exc,
+                extra={"event": "store_write_failed"},
+            )
             self.link.failed(exc)
             return exc
         if not self.link.reachable:
@@ -324,7 +337,8 @@ class GroupCommitWriter:
             if status == "committed":
                 logger.warning(
                     "a batch whose COMMIT lost its connection was committed: "
-                    "answering 200 as its log rows say"
+                    "answering 200 as its log rows say",
+                    extra={"event": "commit_resolved"},
                 )
                 self.batches += 1
                 result: list[bool] = uncertain.result
@@ -336,6 +350,7 @@ class GroupCommitWriter:
             "the outcome of a COMMIT that lost its connection is still unknown after "
             "%.0f s: answered 503, though its log rows may say otherwise",
             self._resolve_seconds,
+            extra={"event": "commit_unresolved"},
         )
         return uncertain
 
@@ -369,7 +384,7 @@ class GroupCommitWriter:
                 self.store.make_durable()
             except Exception as exc:
                 # Committed but maybe not on disk: not acknowledged, so it is retried.
-                logger.error("store sync failed: %s", exc)
+                logger.error("store sync failed: %s", exc, extra={"event": "store_sync_failed"})
                 error = exc if isinstance(exc, StoreError) else StoreError(f"sync failed: {exc}")
                 done = [(batch, error) for batch, _ in done]
                 if not isinstance(exc, StoreError):

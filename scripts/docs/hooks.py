@@ -1,6 +1,8 @@
 """mkdocs hooks: the pages and charts that are generated at build time, so none can drift.
 
 - ``reference/assumptions.md``: the table of assumptions, from ``gptools.spec.ASSUMPTIONS``;
+- ``reference/log-events.md``: the receiver's JSON log fields and events, from
+  ``gptools/webhooks/_log_events.py``;
 - ``img/*.png``: the delivery-log charts of ``data/sample_delivery_log.jsonl`` and the
   feature-cost chart of the embedded sandbox's catalogue, drawn by gptools itself.
 
@@ -32,8 +34,9 @@ LOG_CHARTS = {
 }
 COST_CHART = "img/cost_chart.png"
 ASSUMPTIONS_PAGE = "reference/assumptions.md"
+LOG_EVENTS_PAGE = "reference/log-events.md"
 #: Every file of the site the hooks write (pages may link to them).
-GENERATED = frozenset({*LOG_CHARTS, COST_CHART, ASSUMPTIONS_PAGE})
+GENERATED = frozenset({*LOG_CHARTS, COST_CHART, ASSUMPTIONS_PAGE, LOG_EVENTS_PAGE})
 _charts: dict[str, bytes] = {}
 #: Games of the sandbox's catalogue that are offered in every currency of the cost chart.
 _CHART_GAMES = ["golden-pharaoh", "neon-fruits", "dragon-pearls", "sweet-cascade"]
@@ -46,6 +49,23 @@ where the last column says. This page is generated from `gptools.spec.ASSUMPTION
 site is built; the README carries the same table, kept equal to it by a test. Each rule of
 the document, next to the `gptools.spec` name that encodes it, is in
 [the provider's API](../provider-api.md).
+
+"""
+
+
+_LOG_EVENTS_TEXT = """# Log fields and events
+
+`gptools webhooks serve --log-format json` writes every line on stderr, in every process
+(serve itself, each worker, the metrics port), as one JSON object: the receiver's lines,
+uvicorn's, Python's warnings, an exception that ends a thread or the process, and any line
+a library writes to stderr. Filter on `event`, a stable name; `message` is for people and
+may change. Lines about a request carry its `request_id` (sent back in the answer's
+`X-Request-ID` header) and, when the body names one, its `actionId`. Headers and bodies are
+never logged; credentials, URL passwords and the receiver's secrets are blanked. How to
+query them in the journal: [Deployment](../guides/operations.md#deployment). This page is
+generated from `gptools/webhooks/_log_events.py` when the site is built.
+
+## Fields
 
 """
 
@@ -92,6 +112,7 @@ def _draw_charts() -> dict[str, bytes]:
 def on_files(files: Files, config: MkDocsConfig) -> Files:
     """Add the generated page and charts to the site's files."""
     from gptools import spec
+    from gptools.webhooks._log_events import log_events_markdown
 
     files.append(
         File.generated(
@@ -99,6 +120,9 @@ def on_files(files: Files, config: MkDocsConfig) -> Files:
             ASSUMPTIONS_PAGE,
             content=_ASSUMPTIONS_TEXT + spec.assumptions_markdown() + "\n",
         )
+    )
+    files.append(
+        File.generated(config, LOG_EVENTS_PAGE, content=_LOG_EVENTS_TEXT + log_events_markdown())
     )
     if not _charts:
         # The sandbox and the client read these; the site is the same on every machine.

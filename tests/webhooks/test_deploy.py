@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pytest
 
+from gptools.webhooks._log_events import EVENTS
 from tests._support.cli import wait_until_ready
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -230,6 +231,10 @@ def test_exec_start_serves_and_the_health_checks_answer(tmp_path: Path) -> None:
     finally:
         assert service.stop() == 0
     assert (tmp_path / "webhooks.sqlite3").exists()  # relative to WorkingDirectory
+    # --log-format json: every line of the journal is one JSON object with a known event.
+    journal = [json.loads(line) for line in service.log.read_text().splitlines()]
+    assert journal and all(record["event"] in EVENTS for record in journal)
+    assert {"listening", "worker_ready", "shutdown_complete"} <= {r["event"] for r in journal}
 
 
 def test_a_restart_under_load_loses_no_delivery(tmp_path: Path) -> None:
