@@ -324,7 +324,9 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True  # someone else's process: not one of ours, but not ours to judge
+        # Another user's process holds the pid now: ours cannot be told apart from it
+        # without more than the pid, so its gauges stay (a rare, harmless leftover).
+        return True
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except FileNotFoundError:
