@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ import click
 from gptools import spec
 from gptools.cli._common import AUTH_CHOICE
 from gptools.cli._main import AddressInUse, emit, fail, say, webhooks
-from gptools.cli._params import STORE_URL
+from gptools.cli._params import STORE_URL, PositiveFinite
 from gptools.errors import ConfigurationError, MissingExtraError
 
 _PEM_FILE = click.Path(exists=True, dir_okay=False, readable=True)
@@ -128,6 +128,15 @@ def _failure_as_json_line(command: Callable[..., None]) -> Callable[..., None]:
     "/openapi.json) on this port (same host) instead of on the delivery listener.",
 )
 @click.option(
+    "--quiet-alert-after",
+    type=PositiveFinite(spec.WEBHOOK_RETRY_WINDOW.total_seconds()),
+    default=None,
+    # The default is serve()'s (DEFAULT_QUIET_ALERT_AFTER), not repeated here.
+    help="Seconds without an acknowledged delivery (while the receiver is up) after which "
+    "the shipped quiet alert fires; exported as gptools_webhook_quiet_threshold_seconds. "
+    "At most the provider's 7-day retry window. [default: 1800, 30 minutes]",
+)
+@click.option(
     "--log-format",
     type=click.Choice(["text", "json"]),
     default="text",
@@ -193,6 +202,7 @@ def serve(
     ssl_certfile: str | None,
     ssl_keyfile: str | None,
     metrics_port: int | None,
+    quiet_alert_after: float | None,
     log_format: str,
     max_header_bytes: int,
     max_header_fields: int,
@@ -203,6 +213,7 @@ def serve(
 ) -> None:
     """Receive game-event webhooks until Ctrl-C/SIGTERM (in-flight requests are drained)."""
     from gptools.webhooks import ListenError, ServeError, ServerLimits, StoreError, serve
+    from gptools.webhooks._constants import DEFAULT_QUIET_ALERT_AFTER
 
     limits = ServerLimits(
         max_header_bytes=max_header_bytes,
@@ -226,6 +237,11 @@ def serve(
             ssl_certfile=ssl_certfile,
             ssl_keyfile=ssl_keyfile,
             metrics_port=metrics_port,
+            quiet_alert_after=(
+                DEFAULT_QUIET_ALERT_AFTER
+                if quiet_alert_after is None
+                else timedelta(seconds=quiet_alert_after)
+            ),
             log_format="json" if log_format == "json" else "text",
             limits=limits,
             announce=say,

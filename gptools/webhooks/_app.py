@@ -18,10 +18,12 @@ unavailable" (the store is what failed), and every row holds the status that was
 request whose write had not begun when the time-out came is answered 503 and logged 503.
 
 ``GET /healthz`` is liveness: 200 while every background loop (writer, sync, processing
-queue, purge) runs, 503 when one cannot go on, so that a supervisor restarts the process;
-its JSON body also reports the store's state. ``GET /readyz`` is readiness, for load
-balancers: 200 only while the receiver is live AND the store is reachable. A store outage
-makes the receiver unready, not dead: it reconnects by itself.
+queue, purge, store watch) runs, 503 when one cannot go on, so that a supervisor restarts
+the process; its JSON body also reports the store's state. ``GET /readyz`` is readiness,
+for load balancers: 200 only while the receiver is live AND the store is reachable (the
+writer's last write or probe, and the store watch's last count, reached it). A store
+outage makes the receiver unready, not dead: it reconnects by itself. ``/metrics`` reads
+only what the process keeps (the store watch's last counts among it), never the store.
 
 On shutdown uvicorn drains in-flight requests first; then the writer commits what it
 holds and the processing queue finishes its current run.
@@ -47,24 +49,32 @@ from gptools.webhooks._auth import ReceiverAuth
 from gptools.webhooks._constants import (
     DEFAULT_MAX_BATCH,
     DEFAULT_PURGE_EVERY,
+    DEFAULT_QUIET_ALERT_AFTER,
     DEFAULT_SUMMARY_EVERY,
     DEFAULT_WAIT_LIMIT,
     METRICS_FLUSH_SECONDS,
 )
 from gptools.webhooks._logs import (
     REQUEST_ID_HEADER,
+    metrics_request_failed,
     remember_secrets,
     request_id,
     scrub,
     secret_values,
 )
 from gptools.webhooks._maintenance import Maintenance
-from gptools.webhooks._metrics import METRICS_PATH, OUTCOMES, DeliveryMetrics, render
+from gptools.webhooks._metrics import (
+    METRICS_PATH,
+    OUTCOMES,
+    DeliveryMetrics,
+    render,
+)
 from gptools.webhooks._payload import fast_action_id, parse
 from gptools.webhooks._queue import Handler, ProcessingQueue
 from gptools.webhooks._records import Clock, LogEntry, StoreError, WriteItem, utc_now
 from gptools.webhooks._refusals import RefusalBudget, action_id_in, body_prefix
 from gptools.webhooks._store import Store, open_store
+from gptools.webhooks._store_watch import StoreWatch
 from gptools.webhooks._writer import GroupCommitWriter
 
 logger = logging.getLogger("gptools.webhooks")
@@ -121,7 +131,10 @@ class WebhookReceiver:
     of their own). ``refused_rows_per_second``: log rows
     per second and refusal reason for requests refused before authentication or routing
     (:class:`~gptools.webhooks._refusals.RefusalBudget`; the rest are counted, and a
-    summary row every ``refusal_summary_every`` carries the count).
+    summary row every ``refusal_summary_every`` carries the count). ``quiet_alert_after``
+    is exported for the alert that fires when no delivery was acknowledged for that
+    long (``gptools_webhook_quiet_threshold_seconds``); the receiver itself does nothing
+    with it.
     """
 
     def __init__(
@@ -141,11 +154,14 @@ class WebhookReceiver:
         metrics_public: bool = True,
         refused_rows_per_second: int = spec.WEBHOOK_REFUSED_ROWS_PER_SECOND,
         refusal_summary_every: timedelta = DEFAULT_SUMMARY_EVERY,
+        quiet_alert_after: timedelta = DEFAULT_QUIET_ALERT_AFTER,
     ) -> None:
         if not path.startswith("/"):
             raise ValueError(f"path must start with '/', got {path!r}")
         if max_body_bytes < 1:
             raise ValueError(f"max_body_bytes must be positive, got {max_body_bytes}")
+        if quiet_alert_after <= timedelta(0):
+            raise ValueError(f"quiet_alert_after must be positive, got {quiet_alert_after}")
         self.store = open_store(store) if isinstance(store, str) else store
         self.auth = auth
         # Blanked in every log line and stored error of this process (a handler's
@@ -170,10 +186,13 @@ class WebhookReceiver:
             if handler is not None
             else None
         )
+        self.watch = StoreWatch(self.store)
         self.metrics = DeliveryMetrics()
+        self.quiet_alert_after = quiet_alert_after
         self.refusals = RefusalBudget(refused_rows_per_second, refusal_summary_every)
         self.metrics_public = metrics_public
         self.writer.on_commit = self.metrics.committed
+        self.watch.on_depth = self.metrics.queue
         if self.processing is not None:
             self.processing.on_failure = self.metrics.handler_failed
         self._flusher: asyncio.Task[None] | None = None
@@ -195,6 +214,7 @@ class WebhookReceiver:
         self._log_accepted = logger.isEnabledFor(logging.DEBUG)
         self.writer.start()
         self.maintenance.start()
+        self.watch.start()
         if self.processing is not None:
             self.processing.start()
         self._started = True
@@ -212,6 +232,7 @@ class WebhookReceiver:
             return
         self.writer.stop()
         self.maintenance.stop()
+        self.watch.stop()
         if self.processing is not None:
             self.processing.stop()
         self._started = False
@@ -219,12 +240,20 @@ class WebhookReceiver:
     def health(self) -> dict[str, Any]:
         """The state of the receiver: ``live`` (every background loop runs), ``ready``
         (live and the store reachable), the store's state and each loop's."""
-        loops = [self.writer.writer_health, self.writer.sync_health, self.maintenance.health]
+        loops = [
+            self.writer.writer_health,
+            self.writer.sync_health,
+            self.maintenance.health,
+            self.watch.health,
+        ]
         if self.processing is not None:
             loops.append(self.processing.health)
         live = self._started and self.writer.alive and all(h.ok for h in loops)
-        store_ok = self.writer.store_ok
-        store = "ok" if store_ok else f"unreachable: {self.writer.link.error}"
+        failed = next(
+            (link for link in (self.writer.link, self.watch.link) if not link.reachable), None
+        )
+        store_ok = failed is None
+        store = "ok" if failed is None else f"unreachable: {failed.error}"
         return {
             "status": "ok" if live else "failing",
             "live": live,
@@ -260,6 +289,7 @@ class WebhookReceiver:
                     )
                     await send({"type": "lifespan.startup.failed", "message": scrub(str(exc))})
                     return
+                self.metrics.started(self.quiet_alert_after)
                 self._report_health()
                 self._flusher = asyncio.create_task(self._flush_metrics())
                 await send({"type": "lifespan.startup.complete"})
@@ -268,7 +298,7 @@ class WebhookReceiver:
                     self._flusher.cancel()
                 await self._write_summaries(final=True)
                 self.metrics.flush()
-                self.metrics.health(False, False)
+                self.metrics.withdraw()
                 await asyncio.to_thread(self.stop)
                 await send({"type": "lifespan.shutdown.complete"})
                 return
@@ -284,7 +314,9 @@ class WebhookReceiver:
 
     def _report_health(self) -> None:
         state = self.health()
-        self.metrics.health(state["live"], state["ready"])
+        self.metrics.health(
+            live=state["live"], ready=state["ready"], store_up=state["store"] == "ok"
+        )
 
     async def _write_summaries(self, *, final: bool = False) -> None:
         """Write the summary rows of suppressed refusals that are due (all when
@@ -304,7 +336,12 @@ class WebhookReceiver:
 
     async def _scrape(self, send: Send, rid: bytes) -> None:
         self.metrics.flush()
-        body, content_type = await asyncio.to_thread(render, self.store)
+        try:
+            body, content_type = await asyncio.to_thread(render)
+        except Exception:
+            metrics_request_failed(rid, scrape=True)
+            await _respond(send, 500, {"error": "internal", "reason": "metrics unavailable"})
+            return
         await send(
             {
                 "type": "http.response.start",

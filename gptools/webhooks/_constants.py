@@ -22,7 +22,8 @@ DEFAULT_MAX_BATCH: Final = 512
 #: How long a write waits for its transaction to begin (``ack_timeout``): the provider
 #: expects the answer within a second.
 DEFAULT_WAIT_LIMIT: Final = timedelta(milliseconds=800)
-#: While the store is down and nothing is written, how often the writer tries it again.
+#: While the store is down and nothing is written, how often the writer tries it again
+#: (and the store watch, while its counts fail).
 PROBE_EVERY: Final = timedelta(milliseconds=500)
 #: How long the writer asks a new connection whether a COMMIT that lost its connection
 #: was committed, before it answers 503.
@@ -103,6 +104,13 @@ EXPORT_MAX_NUMBER_DIGITS: Final = 1_000
 #: How often counts reach prometheus_client, health is reported and refusal summaries
 #: are written (seconds).
 METRICS_FLUSH_SECONDS: Final = 0.5
+#: How often each worker's store watch counts the queue's pending and dead actions for
+#: the metrics (two counts over partial indexes; a scrape only reads the last ones).
+QUEUE_COUNTS_EVERY: Final = timedelta(seconds=5)
+#: ``quiet_alert_after`` (``serve --quiet-alert-after``): how long no delivery may be
+#: acknowledged while the receiver is up before the quiet alert fires; exported as
+#: ``gptools_webhook_quiet_threshold_seconds`` for the alert rule to compare with.
+DEFAULT_QUIET_ALERT_AFTER: Final = timedelta(minutes=30)
 #: How often a reason's suppressed refusals become one summary row (at most).
 DEFAULT_SUMMARY_EVERY: Final = timedelta(seconds=10)
 #: Seconds between two log lines about the same kind of connection refusal, per worker.

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import importlib
 import os
+from datetime import timedelta
 
 from gptools import spec
 from gptools.webhooks._app import WebhookReceiver
 from gptools.webhooks._auth import ReceiverAuth
-from gptools.webhooks._constants import DEFAULT_STORE_URL
+from gptools.webhooks._constants import DEFAULT_QUIET_ALERT_AFTER, DEFAULT_STORE_URL
 from gptools.webhooks._queue import Handler
 
 ENV_STORE = "GP_WEBHOOK_STORE"
@@ -20,6 +21,7 @@ ENV_MAX_BODY = "GP_WEBHOOK_MAX_BODY_BYTES"
 ENV_HANDLER = "GP_WEBHOOK_HANDLER"
 ENV_METRICS_PUBLIC = "GP_WEBHOOK_METRICS_PUBLIC"
 ENV_REFUSED_ROWS = "GP_WEBHOOK_REFUSED_ROWS_PER_SECOND"
+ENV_QUIET_ALERT_AFTER = "GP_WEBHOOK_QUIET_ALERT_AFTER_SECONDS"
 
 
 def load_handler(spec_text: str) -> Handler:
@@ -43,6 +45,7 @@ def receiver_environment(
     handler: str | None = None,
     metrics_public: bool = True,
     refused_rows_per_second: int = spec.WEBHOOK_REFUSED_ROWS_PER_SECOND,
+    quiet_alert_after: timedelta = DEFAULT_QUIET_ALERT_AFTER,
 ) -> dict[str, str]:
     """The ``GP_WEBHOOK_*`` variables :func:`receiver_from_env` reads, for these settings
     (secrets are not among them: each worker reads those from its own environment);
@@ -54,6 +57,7 @@ def receiver_environment(
         ENV_MAX_BODY: str(max_body_bytes),
         ENV_METRICS_PUBLIC: "1" if metrics_public else "0",
         ENV_REFUSED_ROWS: str(refused_rows_per_second),
+        ENV_QUIET_ALERT_AFTER: repr(quiet_alert_after.total_seconds()),
     }
     if handler:
         env[ENV_HANDLER] = handler
@@ -63,7 +67,7 @@ def receiver_environment(
 def receiver_from_env() -> WebhookReceiver:
     """Build a receiver from ``GP_WEBHOOK_*`` variables (what ``gptools webhooks serve``
     sets for each worker): store URL, auth kind and secrets, path, body limit, handler,
-    refused rows per second."""
+    refused rows per second, the quiet alert's threshold."""
     env = os.environ
     handler_text = env.get(ENV_HANDLER)
     return WebhookReceiver(
@@ -75,5 +79,10 @@ def receiver_from_env() -> WebhookReceiver:
         metrics_public=env.get(ENV_METRICS_PUBLIC, "1") != "0",
         refused_rows_per_second=int(
             env.get(ENV_REFUSED_ROWS, str(spec.WEBHOOK_REFUSED_ROWS_PER_SECOND))
+        ),
+        quiet_alert_after=timedelta(
+            seconds=float(
+                env.get(ENV_QUIET_ALERT_AFTER, str(DEFAULT_QUIET_ALERT_AFTER.total_seconds()))
+            )
         ),
     )

@@ -42,6 +42,8 @@ EVENTS: Final[dict[str, str]] = {
     "store_write_failed": "a group-commit batch could not be written (its requests get 503)",
     "store_sync_failed": "committed batches could not be synced to disk (answered 503)",
     "commit_resolved": "a COMMIT that lost its connection was found committed (answered 200)",
+    "store_watch_failed": "the store watch could not count the queue (once per outage; the "
+    "worker reports not ready until it can)",
     "commit_unresolved": "a COMMIT's outcome stayed unknown (answered 503; rows may say 200)",
     # -- background loops, the processing queue and the purge -------------------------
     "loop_failed": "a background loop raised; it backs off and goes on (error holds the traceback)",
@@ -53,8 +55,8 @@ EVENTS: Final[dict[str, str]] = {
     "purge_done": "the hourly purge removed dedupe keys or log rows",
     "purge_failed": "the hourly purge could not reach the store (tried again next hour)",
     # -- the metrics port ----------------------------------------------------------------
-    "scrape_failed": "a scrape on the metrics port failed (answered 500)",
-    "metrics_request_failed": "the metrics port could not answer a request at all",
+    "metrics_scrape_failed": "a scrape could not be rendered (answered 500)",
+    "metrics_connection_failed": "a metrics-port connection failed before it was answered",
     # -- uvicorn, which runs the workers -------------------------------------------------
     "server_listening": "uvicorn bound the port",
     "parent_process_started": "uvicorn's supervisor of several workers started",

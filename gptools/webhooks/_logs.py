@@ -337,12 +337,19 @@ def _unraisable(unraisable: Any) -> None:
 
 
 def metrics_request_failed(rid: bytes | None, *, scrape: bool) -> None:
-    """Log the exception being handled on the metrics port as one line: a scrape that
-    failed (``scrape``), or a request http.server could not answer at all; with the
-    request's id when it has one."""
-    logger.error(
-        "the metrics port could not answer: %s",
-        sys.exc_info()[1],
-        exc_info=True,
-        extra={"event": "scrape_failed" if scrape else "metrics_request_failed", "request_id": rid},
+    """Log the exception being handled as one line, without its traceback: a scrape that
+    could not be rendered (``scrape``, on either listener), or a metrics-port connection
+    http.server could not answer at all (a client gone while its answer was written); with
+    the request's id when it has one."""
+    exc = sys.exc_info()[1]
+    logger.log(
+        logging.ERROR if scrape else logging.WARNING,
+        "%s: %s: %s",
+        "a metrics scrape failed" if scrape else "a metrics-port connection failed",
+        type(exc).__name__,
+        exc,
+        extra={
+            "event": "metrics_scrape_failed" if scrape else "metrics_connection_failed",
+            "request_id": rid,
+        },
     )

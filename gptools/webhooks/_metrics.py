@@ -4,9 +4,26 @@ Counted per answer, but cheaply: the hot path adds to a plain dict and a list, a
 :meth:`DeliveryMetrics.flush` hands the sums to ``prometheus_client`` every half second
 (and before a scrape), so a request pays no lock and no histogram walk. With several
 worker processes ``gptools webhooks serve`` points ``PROMETHEUS_MULTIPROC_DIR`` at a
-directory of its own, and every process's values are summed at scrape time. The queue's
-depth and its dead letters are read from the store at scrape time (the store is shared,
-so any one process reads the truth).
+directory of its own, and every process's values are merged at scrape time.
+
+A scrape reads only what the workers already keep: it never opens a store connection
+and never counts a table, so it answers 200 however the store is doing (with
+``gptools_webhook_ready`` and ``gptools_webhook_store_up`` 0 while it is unreachable).
+The queue's pending and dead counts come from each worker's store watch
+(``_store_watch.py``), which refreshes them off the scrape path.
+
+How the processes' values merge (each gauge's ``multiprocess_mode``):
+
+- ``live``, ``ready`` and ``store_up``: the lowest of the living workers (``livemin``).
+  Only workers write them, and only once they serve (a process that renders a scrape
+  without serving, the serve command's with ``--metrics-port`` and several workers, has
+  none); a worker withdraws its own on shutdown, and a scrape forgets those of workers
+  that died without one (``prometheus_client``'s ``mark_process_dead``, for a worker
+  that uvicorn's supervisor replaced). When no living worker reports, the scrape says 0:
+  nothing answers ``/healthz`` then.
+- the queue's counts: the most recent refresh of a living worker (``livemostrecent``):
+  every worker counts the same shared store, so the values are never summed.
+- the last acknowledgement and the quiet threshold: the highest (``max``).
 
 ``prometheus_client`` is imported on first use, not with this module: it fixes its
 storage (memory or multiprocess files) at import, which must come after the serve
@@ -16,17 +33,21 @@ command has set the directory.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import functools
+import glob
 import os
-from collections.abc import Iterator
+import time
+from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from gptools import spec
 from gptools.openapi import OPENAPI_PATH
 from gptools.webhooks._logs import metrics_request_failed, request_id
-from gptools.webhooks._store import Store
+from gptools.webhooks._records import QueueDepth
 
 #: The environment variable prometheus_client reads for multiprocess mode.
 ENV_MULTIPROC_DIR = "PROMETHEUS_MULTIPROC_DIR"
@@ -50,6 +71,17 @@ OUTCOMES = {
 }
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
+#: The health gauges (name and help), one per worker, the lowest of the living ones is
+#: exported; 0 when no living worker reports one.
+HEALTH_GAUGES = {
+    "gptools_webhook_live": "1 while every background loop of the worker runs "
+    "(GET /healthz answers 200).",
+    "gptools_webhook_ready": "1 while the worker is live and its store reachable "
+    "(GET /readyz answers 200).",
+    "gptools_webhook_store_up": "1 while the worker's last store operations (its writer's "
+    "and its store watch's) succeeded.",
+}
+
 
 @dataclass(frozen=True, slots=True)
 class _Instruments:
@@ -58,13 +90,11 @@ class _Instruments:
     commit_seconds: Any
     handler_failures: Any
     suppressed: Any
-    live: Any
-    ready: Any
 
 
 @functools.cache
 def _instruments() -> _Instruments:
-    from prometheus_client import Counter, Gauge, Histogram
+    from prometheus_client import Counter, Histogram
 
     return _Instruments(
         deliveries=Counter(
@@ -91,17 +121,70 @@ def _instruments() -> _Instruments:
             " a summary row counts them).",
             ["reason"],
         ),
-        # Per worker (the lowest of the live ones is what an alert reads): 1 while
-        # /healthz (live) or /readyz (ready) would answer 200.
-        live=Gauge(
-            "gptools_webhook_live",
-            "1 while every background loop of the worker runs (GET /healthz answers 200).",
-            multiprocess_mode="livemin",
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _QuietGauges:
+    last_acknowledged: Any
+    threshold: Any
+
+
+@functools.cache
+def _quiet_gauges() -> _QuietGauges:
+    # Made when a worker starts serving, like the health gauges: before that, a 0 would
+    # read as "nothing acknowledged since 1970".
+    from prometheus_client import Gauge
+
+    return _QuietGauges(
+        last_acknowledged=Gauge(
+            "gptools_webhook_last_acknowledged_timestamp_seconds",
+            "Unix time of the latest 2xx answer (before the first one: when the worker"
+            " started serving).",
+            multiprocess_mode="max",
         ),
-        ready=Gauge(
-            "gptools_webhook_ready",
-            "1 while the worker is live and its store reachable (GET /readyz answers 200).",
-            multiprocess_mode="livemin",
+        threshold=Gauge(
+            "gptools_webhook_quiet_threshold_seconds",
+            "How long no delivery may be acknowledged while the receiver is up before the"
+            " quiet alert fires (serve --quiet-alert-after).",
+            multiprocess_mode="max",
+        ),
+    )
+
+
+@functools.cache
+def _health_gauges() -> dict[str, Any]:
+    # Made only when a worker first reports (a gauge starts at 0 in its process's file,
+    # and a 0 from a process that serves nothing would win the lowest-of-all rule).
+    from prometheus_client import Gauge
+
+    return {
+        name: Gauge(name, text, multiprocess_mode="livemin") for name, text in HEALTH_GAUGES.items()
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class _QueueGauges:
+    actions: Any
+    dead_letters: Any
+
+
+@functools.cache
+def _queue_gauges() -> _QueueGauges:
+    from prometheus_client import Gauge
+
+    return _QueueGauges(
+        actions=Gauge(
+            "gptools_webhook_queue_actions",
+            "Actions in the processing queue that are pending or dead, as the store watch"
+            " last counted them (processed actions are not counted: see the guide).",
+            ["state"],
+            multiprocess_mode="livemostrecent",
+        ),
+        dead_letters=Gauge(
+            "gptools_webhook_dead_letters",
+            "Actions whose handler runs gave up, as the store watch last counted them.",
+            multiprocess_mode="livemostrecent",
         ),
     )
 
@@ -114,12 +197,23 @@ class DeliveryMetrics:
         self._answers: dict[tuple[int, str], int] = {}
         self._latencies: list[float] = []
         self._suppressed: dict[str, int] = {}
+        self._acknowledged_at = 0.0
+        self._published_acknowledgement = 0.0
+
+    def started(self, quiet_threshold: timedelta) -> None:
+        """The worker serves from now on: the quiet alert's threshold, and "now" as the
+        last acknowledgement, so that a receiver that never acknowledges anything is as
+        quiet as one that stopped."""
+        _quiet_gauges().threshold.set(quiet_threshold.total_seconds())
+        self._acknowledged_at = max(self._acknowledged_at, time.time())
 
     def answered(self, status: int, outcome: str, seconds: float) -> None:
         """Count one answer (from the event loop's thread only)."""
         key = (status, outcome)
         self._answers[key] = self._answers.get(key, 0) + 1
         self._latencies.append(seconds)
+        if 200 <= status < 300:
+            self._acknowledged_at = time.time()
 
     def suppressed(self, reason: str) -> None:
         """Count one refusal that got no log row of its own (event loop's thread only)."""
@@ -138,11 +232,31 @@ class DeliveryMetrics:
             deliveries.labels(status=str(status), outcome=outcome).inc(n)
         if latencies:
             _observe_many(self._instruments.request_seconds, latencies)
+        if self._acknowledged_at > self._published_acknowledgement:
+            self._published_acknowledgement = self._acknowledged_at
+            _quiet_gauges().last_acknowledged.set(self._acknowledged_at)
 
-    def health(self, live: bool, ready: bool) -> None:
-        """The worker's liveness and readiness, as its gauges."""
-        self._instruments.live.set(1 if live else 0)
-        self._instruments.ready.set(1 if ready else 0)
+    def health(self, *, live: bool, ready: bool, store_up: bool) -> None:
+        """The worker's liveness, readiness and store health, as its gauges."""
+        gauges = _health_gauges()
+        for name, value in zip(HEALTH_GAUGES, (live, ready, store_up), strict=True):
+            gauges[name].set(1 if value else 0)
+
+    def queue(self, depth: QueueDepth) -> None:
+        """The queue's counts as the store watch just read them (from its thread)."""
+        gauges = _queue_gauges()
+        gauges.actions.labels(state="pending").set(depth.pending)
+        gauges.actions.labels(state="dead").set(depth.dead)
+        gauges.dead_letters.set(depth.dead)
+
+    def withdraw(self) -> None:
+        """The worker stops serving: its health and queue gauges no longer count (with
+        several workers the others' still do; with none left, a scrape says 0)."""
+        directory = os.environ.get(ENV_MULTIPROC_DIR)
+        if directory:
+            _forget_process(directory, os.getpid())
+        else:
+            self.health(live=False, ready=False, store_up=False)
 
     def committed(self, seconds: float) -> None:
         """One batch's write-and-commit time (from the writer's thread)."""
@@ -173,55 +287,90 @@ def _observe_many(histogram: Any, values: list[float]) -> None:
     total.inc(sum(values))
 
 
-class _QueueCollector:
-    """The processing queue's depth by state and its dead letters, read at scrape time."""
-
-    def __init__(self, store: Store) -> None:
-        self.store = store
-
-    def collect(self) -> Iterator[Any]:
-        from prometheus_client.core import GaugeMetricFamily
-
-        conn = self.store.connect()
-        try:
-            counts = conn.queue_counts()
-        finally:
-            conn.close()
-        depth = GaugeMetricFamily(
-            "gptools_webhook_queue_actions",
-            "Actions in the processing queue, by state.",
-            labels=["state"],
-        )
-        for state in ("pending", "done", "dead"):
-            depth.add_metric([state], getattr(counts, state))
-        yield depth
-        yield GaugeMetricFamily(
-            "gptools_webhook_dead_letters", "Actions whose handler runs gave up.", value=counts.dead
-        )
+def _live_gauge_files(directory: str) -> Iterable[tuple[str, int]]:
+    """Each file of a ``live*`` gauge in the directory, with the pid that wrote it
+    (prometheus_client names them ``gauge_<mode>_<pid>.db``)."""
+    for path in glob.glob(os.path.join(directory, "gauge_live*_*.db")):
+        pid = os.path.basename(path)[: -len(".db")].rpartition("_")[2]
+        if pid.isdigit():
+            yield path, int(pid)
 
 
-def render(store: Store) -> tuple[bytes, str]:
-    """The exposition text of every process's metrics and the store's queue, and its
-    content type."""
-    from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
+def _forget_process(directory: str, pid: int) -> None:
+    """prometheus_client's ``mark_process_dead``: drop the process's ``live*`` gauges
+    (another scrape may be dropping them at the same moment)."""
+    for path, owner in _live_gauge_files(directory):
+        if owner == pid:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(path)
+
+
+def _forget_dead_processes(directory: str) -> None:
+    """Drop the ``live*`` gauges of every process that is gone (a worker killed, or
+    replaced by uvicorn's supervisor, leaves its files behind)."""
+    for pid in {owner for _, owner in _live_gauge_files(directory)}:
+        if not _alive(pid):
+            _forget_process(directory, pid)
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie, dead but not yet reaped by uvicorn's
+    supervisor, does not)."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        # Another user's process holds the pid now: ours cannot be told apart from it
+        # without more than the pid, so its gauges stay (a rare, harmless leftover).
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return not Path("/proc/self/stat").exists()  # gone since, unless there is no /proc
+    except OSError:
+        return True
+    state = stat.rpartition(")")[2].split()
+    return not state or state[0] not in ("Z", "X")
+
+
+def render() -> tuple[bytes, str]:
+    """The exposition text of every process's metrics, and its content type. Reads the
+    processes' values only (files in multiprocess mode): never the store."""
+    from prometheus_client import REGISTRY, generate_latest
+    from prometheus_client.core import GaugeMetricFamily
     from prometheus_client.exposition import CONTENT_TYPE_LATEST
     from prometheus_client.multiprocess import MultiProcessCollector
+    from prometheus_client.registry import Collector
 
-    _instruments()  # so that a scrape before the first delivery names them too
-    if os.environ.get(ENV_MULTIPROC_DIR):
-        processes = CollectorRegistry()
-        MultiProcessCollector(processes)  # type: ignore[no-untyped-call]
+    directory = os.environ.get(ENV_MULTIPROC_DIR)
+    if directory:
+        _forget_dead_processes(directory)
+        files = glob.glob(os.path.join(directory, "*.db"))
+        families = list(MultiProcessCollector.merge(files))  # type: ignore[no-untyped-call]
     else:
-        processes = REGISTRY
-    queue = CollectorRegistry(auto_describe=False)
-    queue.register(_QueueCollector(store))
-    return generate_latest(processes) + generate_latest(queue), CONTENT_TYPE_LATEST
+        families = list(REGISTRY.collect())
+    present = {family.name for family in families}
+    families += [
+        GaugeMetricFamily(name, text, value=0)
+        for name, text in HEALTH_GAUGES.items()
+        if name not in present
+    ]
+
+    class _Merged(Collector):
+        def collect(self) -> Iterable[Any]:
+            return families
+
+    return generate_latest(_Merged()), CONTENT_TYPE_LATEST
 
 
-def serve_metrics(host: str, port: int, store: Store, *, openapi: bytes | None = None) -> Any:
+def serve_metrics(host: str, port: int, *, openapi: bytes | None = None) -> Any:
     """Serve :func:`render` at ``/metrics`` (and ``openapi``, the receiver's OpenAPI
     description as JSON, at ``/openapi.json``) on ``host:port`` from a daemon thread (the
-    serve command's own process, for ``--metrics-port``); returns the server."""
+    serve command's own process, for ``--metrics-port``); returns the server. An
+    unexpected error is one log line and a 500 answer, never a traceback."""
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -235,10 +384,10 @@ def serve_metrics(host: str, port: int, store: Store, *, openapi: bytes | None =
                 body, content_type = openapi, "application/json"
             elif path == METRICS_PATH:
                 try:
-                    body, content_type = render(store)
+                    body, content_type = render()
                 except Exception:
-                    # One JSON line in the log (never http.server's traceback on stderr),
-                    # and an answer that says the scrape failed.
+                    # One line in the log (never http.server's traceback on stderr), and
+                    # an answer that says the scrape failed.
                     metrics_request_failed(rid, scrape=True)
                     status, body, content_type = 500, b"scrape failed\n", "text/plain"
             else:
@@ -254,7 +403,11 @@ def serve_metrics(host: str, port: int, store: Store, *, openapi: bytes | None =
             pass  # scrapes are not news
 
     class _Server(ThreadingHTTPServer):
+        daemon_threads = True
+
         def handle_error(self, request: Any, client_address: Any) -> None:
+            # socketserver would print a traceback to stderr (a client that went away
+            # while its answer was written, say): one log line instead.
             metrics_request_failed(None, scrape=False)
 
     server = _Server((host, port), _Handler)

@@ -10,7 +10,13 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from gptools.webhooks._connection import ConnectionCore
-from gptools.webhooks._records import ActionState, ClaimedAction, DeadLetter, QueueCounts
+from gptools.webhooks._records import (
+    ActionState,
+    ClaimedAction,
+    DeadLetter,
+    QueueCounts,
+    QueueDepth,
+)
 
 logger = logging.getLogger("gptools.webhooks")
 
@@ -117,8 +123,20 @@ class QueueOperations(ConnectionCore):
                 )
             return int(cur.rowcount) == 1
 
+    def queue_depth(self) -> QueueDepth:
+        """How many actions are pending and dead: two counts over the partial indexes
+        of those states (``webhook_actions_pending``, ``webhook_actions_dead``), so
+        their cost does not grow with the processed actions. What the metrics read."""
+        with self._errors("count the queue"):
+            pending, dead = self._execute(
+                "SELECT (SELECT COUNT(*) FROM webhook_actions WHERE state = 'pending'),"
+                " (SELECT COUNT(*) FROM webhook_actions WHERE state = 'dead')"
+            ).fetchone()
+        return QueueDepth(int(pending), int(dead))
+
     def queue_counts(self) -> QueueCounts:
-        """How many actions are pending, done and dead."""
+        """How many actions are pending, done and dead (reads every action: for tools
+        and tests; the metrics read :meth:`queue_depth`)."""
         with self._errors("count the queue"):
             rows = self._execute(
                 "SELECT state, COUNT(*) FROM webhook_actions GROUP BY state"

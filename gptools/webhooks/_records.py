@@ -132,4 +132,16 @@ class QueueCounts:
     dead: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class QueueDepth:
+    """The actions of the processing queue that still need someone: ``pending`` (to be
+    run) and ``dead`` (given up on, waiting for a retry). Both are counted over partial
+    indexes, so the count costs what these actions are, never what the processed ones
+    are (those are not counted here: :class:`QueueCounts` counts them, by reading them).
+    """
+
+    pending: int = 0
+    dead: int = 0
+
+
 #: Only pending actions are ever looked up by due time, so only they are indexed: most

@@ -30,12 +30,16 @@ LOG_COLUMNS: tuple[str, ...] = (
 )
 
 #: Only pending actions are ever looked up by due time, so only they are indexed: most
-#: actions are done at once at once and then cost the index nothing. (The first version indexed
-#: every row on (state, next_attempt_at); it is replaced on start-up.)
+#: actions are done at once and then cost the index nothing. (The first version indexed
+#: every row on (state, next_attempt_at); it is replaced on start-up.) Dead letters have
+#: a partial index of their own, in the order they are listed: with the pending one, the
+#: queue's counts for the metrics (``queue_depth``) read only these actions.
 QUEUE_INDEX_DDL = (
     "DROP INDEX IF EXISTS webhook_actions_due",
     "CREATE INDEX IF NOT EXISTS webhook_actions_pending ON webhook_actions (next_attempt_at)"
     " WHERE state = 'pending'",
+    "CREATE INDEX IF NOT EXISTS webhook_actions_dead ON webhook_actions (first_received_at)"
+    " WHERE state = 'dead'",
 )
 
 SQLITE_DDL = (
@@ -66,6 +70,7 @@ SQLITE_DDL = (
         exported_through TEXT NOT NULL
     )""",
     *QUEUE_INDEX_DDL,
+    "CREATE INDEX IF NOT EXISTS delivery_log_received_at ON delivery_log (received_at)",
 )
 
 PG_DDL = (
@@ -98,6 +103,7 @@ PG_DDL = (
         exported_through timestamptz NOT NULL
     )""",
     *QUEUE_INDEX_DDL,
+    "CREATE INDEX IF NOT EXISTS delivery_log_received_at ON delivery_log (received_at)",
 )
 
 INSERT_LOG = (

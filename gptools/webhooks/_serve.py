@@ -24,12 +24,14 @@ import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
+from datetime import timedelta
 from typing import Any, Literal
 
 from gptools import spec
 from gptools.errors import ConfigurationError, GptoolsError, MissingExtraError
 from gptools.webhooks._auth import ReceiverAuth
 from gptools.webhooks._constants import (
+    DEFAULT_QUIET_ALERT_AFTER,
     DEFAULT_STORE_URL,
     GRACEFUL_SHUTDOWN_S,
     WORKER_HEALTHCHECK_S,
@@ -84,6 +86,7 @@ def serve(
     ssl_certfile: str | None = None,
     ssl_keyfile: str | None = None,
     metrics_port: int | None = None,
+    quiet_alert_after: timedelta = DEFAULT_QUIET_ALERT_AFTER,
     log_format: Literal["text", "json"] = "text",
     limits: ServerLimits | None = None,
     announce: Callable[[str], object] | None = None,
@@ -97,10 +100,13 @@ def serve(
     ``ssl_certfile`` with ``ssl_keyfile`` serve HTTPS (an encrypted key's password from
     ``GP_WEBHOOK_SSL_KEYFILE_PASSWORD``). ``metrics_port`` serves ``/metrics`` and
     ``/openapi.json`` on a port of their own instead of on the delivery listener;
-    ``log_format`` ``json`` writes one JSON object a line. ``limits`` bounds each worker's
-    connections (default :class:`~gptools.webhooks.ServerLimits`); ``max_connections`` is
-    lowered to fit the file-descriptor limit. ``announce`` gets the start-up line (with
-    ``log_format`` ``text``; default: the log).
+    ``quiet_alert_after`` (at most the provider's 7-day retry window) is exported as
+    ``gptools_webhook_quiet_threshold_seconds`` for the alert on a receiver that
+    acknowledges nothing for that long; ``log_format`` ``json`` writes one JSON object a
+    line. ``limits`` bounds each worker's connections (default
+    :class:`~gptools.webhooks.ServerLimits`); ``max_connections`` is lowered to fit the
+    file-descriptor limit. ``announce`` gets the start-up line (with ``log_format``
+    ``text``; default: the log).
 
     Raises :class:`~gptools.errors.ConfigurationError` for settings that cannot work (auth
     secrets, store URL, handler, path, TLS files), :class:`ListenError` when an address is
@@ -126,6 +132,11 @@ def serve(
         raise ConfigurationError(str(exc)) from exc
     if not path.startswith("/"):
         raise ConfigurationError(f"path must start with '/', got {path!r}")
+    if not timedelta(0) < quiet_alert_after <= spec.WEBHOOK_RETRY_WINDOW:
+        raise ConfigurationError(
+            f"quiet_alert_after must be above 0 and at most the provider's retry window "
+            f"({spec.WEBHOOK_RETRY_WINDOW}), got {quiet_alert_after}"
+        )
     key_password = os.environ.get(ENV_SSL_KEY_PASSWORD)
     _check_tls(ssl_certfile, ssl_keyfile, key_password)
     fitted, descriptors = fit_to_descriptor_limit(limits.max_connections)
@@ -151,6 +162,7 @@ def serve(
             refused_rows_per_second=refused_rows_per_second,
             handler=handler,
             metrics_public=metrics_port is None,
+            quiet_alert_after=quiet_alert_after,
         )
         | limits.environment()
     )
@@ -163,7 +175,7 @@ def serve(
 
             metrics_port = _free_port(host, metrics_port)
             contract = receiver_openapi(path=path, auth_kind=auth, max_body_bytes=max_body_bytes)
-            metrics_server = serve_metrics(host, metrics_port, opened, openapi=to_json(contract))
+            metrics_server = serve_metrics(host, metrics_port, openapi=to_json(contract))
             metrics_line = f"; metrics: http://{host}:{metrics_port}{METRICS_PATH}"
         base = f"{'https' if ssl_certfile else 'http'}://{host}:{port}"
         listening = (

@@ -4,9 +4,6 @@ pool, the rate limiter, the counters and the ``GET /self`` answer with its paren
 
 from __future__ import annotations
 
-import contextlib
-import socket
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,6 +12,7 @@ import pytest
 
 from gptools import errors, spec
 from gptools.sandbox import FaultRule, RunningSandbox, SandboxConfig, run_sandbox
+from tests._support.relay import TcpRelay
 from tests.client.conftest import (
     AsyncTwin,
     MakeClient,
@@ -146,58 +144,17 @@ def test_a_client_and_its_views_stay_within_the_tiers_together(make: MakeClient)
         assert len(tight.state.participants(campaign)) == 45
 
 
-class CountingProxy:
-    """A loopback TCP relay to ``port`` that counts the connections it accepts."""
-
-    def __init__(self, port: int) -> None:
-        self.upstream = port
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
-        self.accepted = 0
-        self._sockets: list[socket.socket] = []
-        self._thread = threading.Thread(target=self._accept, daemon=True)
-        self._thread.start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                down, _ = self.listener.accept()
-            except OSError:  # closed
-                return
-            self.accepted += 1
-            up = socket.create_connection(("127.0.0.1", self.upstream))
-            self._sockets += [down, up]
-            for src, dst in ((down, up), (up, down)):
-                threading.Thread(target=_pump, args=(src, dst), daemon=True).start()
-
-    def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self.listener.shutdown(socket.SHUT_RDWR)
-        self.listener.close()
-        self._thread.join(timeout=5)
-        for sock in self._sockets:
-            sock.close()
-
-
-def _pump(src: socket.socket, dst: socket.socket) -> None:
-    with contextlib.suppress(OSError):
-        while data := src.recv(65536):
-            dst.sendall(data)
-    with contextlib.suppress(OSError):
-        dst.shutdown(socket.SHUT_WR)
-
-
 @pytest.fixture
-def proxy(sb: RunningSandbox) -> Iterator[CountingProxy]:
+def proxy(sb: RunningSandbox) -> Iterator[TcpRelay]:
     port = httpx.URL(sb.base_url).port
     assert port is not None
-    relay = CountingProxy(port)
+    relay = TcpRelay(port)
     yield relay
     relay.close()
 
 
 def test_a_client_and_its_views_use_one_connection_pool(
-    make: MakeClient, sb: RunningSandbox, proxy: CountingProxy
+    make: MakeClient, sb: RunningSandbox, proxy: TcpRelay
 ) -> None:
     c = make("partner", base_url=proxy.url)
     shop = c.brand(201)

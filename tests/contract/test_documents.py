@@ -30,7 +30,7 @@ from gptools.openapi import (
     to_json,
 )
 from gptools.sandbox import DEMO_ACCOUNTS, RunningSandbox
-from gptools.webhooks import ReceiverAuth, WebhookReceiver, open_store, serve_metrics
+from gptools.webhooks import ReceiverAuth, WebhookReceiver, serve_metrics
 from tests.contract.conftest import CONTRACT_CAMPAIGN
 from tests.webhooks.conftest import ReceiverProcess, event, serve_in_thread, wire
 
@@ -394,10 +394,9 @@ def test_the_receiver_serves_its_description_where_it_serves_metrics(tmp_path: P
             assert answer.json() == expected
 
 
-def test_the_metrics_port_serves_the_description(tmp_path: Path) -> None:
-    store = open_store(f"sqlite:///{tmp_path / 'r.sqlite3'}")
+def test_the_metrics_port_serves_the_description() -> None:
     document = to_json(receiver_openapi(auth_kind="BEARER"))
-    server = serve_metrics("127.0.0.1", 0, store, openapi=document)
+    server = serve_metrics("127.0.0.1", 0, openapi=document)
     try:
         base = f"http://127.0.0.1:{server.server_address[1]}"
         answer = httpx.get(base + OPENAPI_PATH)

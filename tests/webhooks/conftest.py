@@ -130,6 +130,20 @@ def serve_in_thread(app: Any, path: str = spec.DEFAULT_WEBHOOK_PATH) -> Iterator
         sock.close()
 
 
+def scrape(url: str, *, verify: Any = True) -> dict[str, list[tuple[dict[str, str], float]]]:
+    """A Prometheus scrape of ``url``: (labels, value) of each sample, by sample name
+    (fails unless it answers 200)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    answer = httpx.get(url, timeout=10, verify=verify)
+    assert answer.status_code == 200, answer.text
+    samples: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for family in text_string_to_metric_families(answer.text):
+        for sample in family.samples:
+            samples.setdefault(sample.name, []).append((sample.labels, sample.value))
+    return samples
+
+
 def free_port() -> int:
     """A port that was free a moment ago (for subprocesses that bind it themselves)."""
     with socket.socket() as s:

@@ -294,7 +294,7 @@ def test_a_failed_scrape_on_the_metrics_port_is_a_500_and_a_log_line(
 
     monkeypatch.setattr(metrics_module, "render", broken)
     port = free_port()
-    server = serve_metrics("127.0.0.1", port, open_store(f"sqlite:///{tmp_path / 's.db'}"))
+    server = serve_metrics("127.0.0.1", port)
     try:
         with caplog.at_level(logging.ERROR, logger="gptools.webhooks"):
             answer = httpx.get(
@@ -304,7 +304,7 @@ def test_a_failed_scrape_on_the_metrics_port_is_a_500_and_a_log_line(
         server.shutdown()
         server.server_close()
     assert (answer.status_code, answer.headers["x-request-id"]) == (500, "scrape-9")
-    (record,) = [r for r in caplog.records if getattr(r, "event", None) == "scrape_failed"]
+    (record,) = [r for r in caplog.records if getattr(r, "event", None) == "metrics_scrape_failed"]
     assert record.request_id == b"scrape-9"  # type: ignore[attr-defined]
     assert DB_PASSWORD not in JsonFormatter().format(record)
     assert "Traceback" not in capfd.readouterr().err

@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import httpx
@@ -99,6 +100,10 @@ def test_bad_settings_are_configuration_errors_before_anything_starts(tmp_path: 
             serve("mysql://db/x", auth="bearer")
         with pytest.raises(ConfigurationError, match=r"must look like package\.module:function"):
             serve(store, auth="bearer", handler="no-colon")
+        # The quiet alert's threshold: above 0, within the provider's 7-day retry window.
+        for quiet in (timedelta(0), timedelta(days=7, seconds=1)):
+            with pytest.raises(ConfigurationError, match="quiet_alert_after must be above 0"):
+                serve(store, auth="bearer", quiet_alert_after=quiet)
     finally:
         del os.environ["GP_WEBHOOK_API_KEY"]
     with pytest.raises(ConfigurationError, match="API key"):
