@@ -21,7 +21,8 @@ The log analyser lives in :mod:`gptools.deliverylog`.
 
 from gptools._private_files import open_private
 from gptools.webhooks._app import InjectedFault, WebhookReceiver
-from gptools.webhooks._auth import AuthConfigError, ReceiverAuth
+from gptools.webhooks._auth import ReceiverAuth
+from gptools.webhooks._credentials import AuthConfigError
 from gptools.webhooks._export import ExportResult, export_log
 from gptools.webhooks._maintenance import Maintenance
 from gptools.webhooks._metrics import ALERT_RULES, serve_metrics
