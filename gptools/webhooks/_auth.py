@@ -2,7 +2,7 @@
 several credentials valid at once (a key rotation: the old key and the new one).
 
 A request is compared with every credential, whichever matches: what it presents is
-hashed with a key drawn at random for this :class:`ReceiverAuth` (HMAC-SHA256) and the
+hashed with a key drawn at random for this :class:`ReceiverAuth` (keyed BLAKE2b) and the
 digest compared in constant time (:func:`hmac.compare_digest`) with each credential's, so
 the time taken tells nothing about which credential, or which part of a BASIC pair, nearly
 matched, nor about their lengths. Secrets are :class:`~pydantic.SecretStr` and never reach
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import binascii
 import functools
+import hashlib
 import hmac
 import os
 import secrets
@@ -318,7 +319,8 @@ def _credential_counter() -> Any:
 
 
 def _digest(key: bytes, presented: bytes) -> bytes:
-    return hmac.digest(key, presented, "sha256")
+    # Keyed BLAKE2b is a MAC by design, and a third of HMAC-SHA256's cost per request.
+    return hashlib.blake2b(presented, key=key, digest_size=32).digest()
 
 
 def _reveal(value: str | SecretStr) -> str:
