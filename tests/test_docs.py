@@ -21,7 +21,7 @@ DOC_FILES = sorted(DOCS.rglob("*.md"))
 MKDOCS = ROOT / "mkdocs.yml"
 HOOKS = ROOT / "scripts" / "docs" / "hooks.py"
 #: Pages that show where a deployment puts its files on purpose (/etc, /var/lib, /opt).
-DEPLOYMENT_PAGES = {"guides/receiver.md"}
+DEPLOYMENT_PAGES = {"guides/receiver.md", "guides/operations.md"}
 PROVIDER_API = DOCS / "provider-api.md"
 DESIGN = DOCS / "design.md"
 SPEC_SOURCE = ROOT / "gptools" / "spec.py"
