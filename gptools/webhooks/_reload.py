@@ -356,7 +356,12 @@ def _locked_pid_file(path: Path) -> Iterator[Path]:
                 f"the pid file {path} is held by a running receiver (pid {held}): give each "
                 "receiver a pid file of its own"
             ) from None
+        found = os.read(fd, 64).strip()
+        if found and not found.isdigit():
+            # Some other file: never overwritten (and removed at the end) by mistake.
+            raise ConfigurationError(f"{path} exists and is not a pid file: name another")
         os.ftruncate(fd, 0)
+        os.lseek(fd, 0, os.SEEK_SET)
         os.write(fd, f"{os.getpid()}\n".encode())
         status = path.with_name(path.name + STATUS_SUFFIX)
         write_json(status, {"generation": 0, "pid": os.getpid()})

@@ -19,9 +19,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx
+import pytest
 import trustme
 
+from gptools.errors import ConfigurationError
 from gptools.webhooks import open_store
+from gptools.webhooks._reload import reload_control
 from tests._support.cli import run_gptools
 from tests.webhooks.conftest import ReceiverProcess, event, wire
 
@@ -329,3 +332,25 @@ def test_webhooks_reload_needs_a_running_receivers_pid_file(tmp_path: Path) -> N
     done = run_gptools("webhooks", "reload", "--pid-file", str(stale), "--json")
     assert done.returncode == 1 and "no running receiver holds" in done.stderr
     assert json.loads(done.stdout)["error"]["exit"] == 1
+
+
+def test_a_pid_file_is_taken_over_when_stale_and_never_when_it_is_another_file(
+    tmp_path: Path,
+) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("keep me\n")
+    with pytest.raises(ConfigurationError, match="not a pid file"), reload_control(notes, 1):
+        pass
+    assert notes.read_text() == "keep me\n"
+    stale = tmp_path / "serve.pid"
+    stale.write_text("4194303\n")  # a receiver that ended: its file is not locked
+    with reload_control(stale, 2) as control:
+        assert stale.read_text() == f"{os.getpid()}\n"
+        assert control.status == tmp_path / "serve.pid.reload"
+        assert json.loads(control.status.read_text()) == {"generation": 0, "pid": os.getpid()}
+        assert control.directory is not None and control.directory.is_dir()
+        assert control.environment() == {
+            "GP_WEBHOOK_RELOAD_DIR": str(control.directory),
+            "GP_WEBHOOK_RELOAD_STATUS": str(control.status),
+        }
+    assert not stale.exists() and not control.status.exists() and not control.directory.exists()
