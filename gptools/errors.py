@@ -5,7 +5,7 @@ name, drawn once, here.
 
     GptoolsError
     ├── ConfigurationError              bad or missing settings (no base URL, no password)
-    │   └── AuthConfigError                 webhooks: the receiver's auth settings (a ValueError)
+    │   └── AuthConfigError                 webhooks: the receiver's credentials (a ValueError)
     ├── MissingExtraError               a capability whose optional extra is not installed
     ├── TransportError                  no HTTP answer: connection refused/dropped, time-out
     ├── ResponseTooLargeError           an answer larger than the client reads (refused mid-stream)
@@ -39,6 +39,7 @@ name, drawn once, here.
     ├── HandlerTimeout                  webhooks: a handler run past the queue's time-out
     ├── ServeError                      webhooks: the receiver cannot start on this machine
     │   └── ListenError                     it cannot listen on host:port (taken, not ours)
+    ├── ReloadError                     webhooks: no running receiver answered a reload
     ├── DeliveryLogError                delivery-log analyser: an unreadable log (a ValueError)
     ├── SandboxStateError               sandbox: an unreadable state file (a ValueError)
     ├── CampaignNotPlayableError        sandbox: a campaign it cannot play (a ValueError)

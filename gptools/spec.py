@@ -447,6 +447,12 @@ WEBHOOK_REFUSALS: Final = MappingProxyType(
         431: "headers_too_large",
     }
 )
+#: The refusal of a request with two ``Authorization`` or two ``Content-Type`` headers
+#: (which one counts would be a parser's guess): 400, before authentication, so within the
+#: same row budget and body prefix as :data:`WEBHOOK_REFUSALS`. Not in that mapping: 400
+#: also answers an unreadable body after authentication, and the analyser reads a 400 row
+#: by its body.
+WEBHOOK_DUPLICATE_HEADER: Final = "duplicate_header"
 #: How much of a refused request's body its log row keeps.
 WEBHOOK_REFUSED_BODY_PREFIX_BYTES: Final = 1024
 #: Log rows per second and per refusal reason (per worker) by default; past it refusals
@@ -1018,6 +1024,7 @@ __all__ = [
     "WEBHOOK_AUTH_TYPE_REQUIRED",
     "WEBHOOK_CONTENT_TYPE",
     "WEBHOOK_DEDUPE_RETENTION",
+    "WEBHOOK_DUPLICATE_HEADER",
     "WEBHOOK_LOG_RETENTION",
     "WEBHOOK_MAX_BODY_BYTES",
     "WEBHOOK_OTHER_STATUS_RETRIED",

@@ -81,7 +81,7 @@ def test_every_exception_class_of_the_package_derives_from_gptools_error() -> No
     # The walk reached every layer, the sandbox and the CLI included.
     for name in (
         "gptools.webhooks._records.StoreError",
-        "gptools.webhooks._auth.AuthConfigError",
+        "gptools.webhooks._credentials.AuthConfigError",
         "gptools.sandbox._refusal.Refusal",
         "gptools.participants._loader.LoadStopped",
         "gptools.participants._journal.JournalBusyError",
@@ -125,7 +125,7 @@ def test_no_exception_class_hides_where_the_walk_cannot_see_it() -> None:
 @pytest.mark.parametrize(
     "name",
     [
-        "gptools.webhooks._auth.AuthConfigError",
+        "gptools.webhooks._credentials.AuthConfigError",
         "gptools.sandbox._persist.SandboxStateError",
         "gptools.participants._sources.PlayerListError",
         "gptools.participants._journal.JournalBusyError",

@@ -190,11 +190,13 @@ def deliver(
                 bad_input=True,
             )
     subscription: dict[str, object] = {"callbackUrl": url, "authenticationType": auth.kind}
-    if auth.api_key is not None:
-        subscription["apiKey"] = auth.api_key
-    if auth.username is not None and auth.password is not None:
-        subscription["username"] = auth.username.get_secret_value()
-        subscription["password"] = auth.password
+    # The sender's one credential, from the environment (NONE has none).
+    for sent in auth.credentials[:1]:
+        if sent.username is None:
+            subscription["apiKey"] = sent.secret
+        else:
+            subscription["username"] = sent.username.get_secret_value()
+            subscription["password"] = sent.secret
     start, events = events_before(datetime.now(UTC), count, seed=seed)
     clock: SimClock = (
         ScaledClock(start, time_scale) if time_scale is not None else VirtualClock(start)

@@ -1,9 +1,10 @@
-"""``gptools webhooks serve|export|dead-letters``.
+"""``gptools webhooks serve|reload|export|dead-letters``.
 
-Secrets come from environment variables only (``GP_WEBHOOK_API_KEY``, or
-``GP_WEBHOOK_USERNAME`` and ``GP_WEBHOOK_PASSWORD``, and ``GP_WEBHOOK_SSL_KEYFILE_PASSWORD``),
-never from arguments: arguments show up in ``ps`` and in shell history. Paths (the TLS
-certificate and key) come from arguments or their ``GP_WEBHOOK_SSL_*`` variables.
+Secrets come from environment variables (``GP_WEBHOOK_API_KEY``, or
+``GP_WEBHOOK_USERNAME`` and ``GP_WEBHOOK_PASSWORD``, and ``GP_WEBHOOK_SSL_KEYFILE_PASSWORD``)
+or an owner-only credentials file, never from arguments: arguments show up in ``ps`` and in
+shell history. Paths (the TLS certificate and key, the credentials and pid files) come from
+arguments or their ``GP_WEBHOOK_*`` variables.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from gptools.errors import ConfigurationError, MissingExtraError
 
 _PEM_FILE = click.Path(exists=True, dir_okay=False, readable=True)
 ENV_SSL_KEY_PASSWORD = "GP_WEBHOOK_SSL_KEYFILE_PASSWORD"  # noqa: S105 (a variable name)
+ENV_CREDENTIALS_FILE = "GP_WEBHOOK_CREDENTIALS_FILE"
+ENV_PID_FILE = "GP_WEBHOOK_PID_FILE"
 _STORE_HELP = "sqlite:///PATH (or a bare PATH) or postgresql://USER@HOST/DB[?schema=NAME]"
 _SECONDS = click.FloatRange(min=0.1)
 
@@ -56,7 +59,7 @@ def _failure_as_json_line(command: Callable[..., None]) -> Callable[..., None]:
     type=AUTH_CHOICE,
     required=True,
     help="How deliveries authenticate; secrets from GP_WEBHOOK_API_KEY (bearer) "
-    "or GP_WEBHOOK_USERNAME + GP_WEBHOOK_PASSWORD (basic).",
+    "or GP_WEBHOOK_USERNAME + GP_WEBHOOK_PASSWORD (basic), and --credentials-file.",
 )
 @click.option(
     "--store",
@@ -188,6 +191,23 @@ def _failure_as_json_line(command: Callable[..., None]) -> Callable[..., None]:
     "or is answered 503. Each worker needs this many file descriptors plus "
     f"{spec.RECEIVER_FD_OVERHEAD} (ulimit -n, LimitNOFILE); it is lowered to fit.",
 )
+@click.option(
+    "--credentials-file",
+    type=click.Path(dir_okay=False, path_type=str),
+    default=None,
+    envvar=ENV_CREDENTIALS_FILE,
+    help="Credentials valid at once, one 'ID SECRET' a line (ID USERNAME:PASSWORD for "
+    "basic), read again on SIGHUP or `webhooks reload`; owner-only (chmod 600). The ID "
+    f"names the credential in metrics and logs. [env {ENV_CREDENTIALS_FILE}]",
+)
+@click.option(
+    "--pid-file",
+    type=click.Path(dir_okay=False, path_type=str),
+    default=None,
+    envvar=ENV_PID_FILE,
+    help="Write the serve process's id here (locked while it runs), for `webhooks reload`. "
+    f"[env {ENV_PID_FILE}]",
+)
 @_failure_as_json_line
 def serve(
     auth_kind: str,
@@ -210,8 +230,11 @@ def serve(
     body_timeout: float,
     keep_alive_timeout: float,
     max_connections: int,
+    credentials_file: str | None,
+    pid_file: str | None,
 ) -> None:
-    """Receive game-event webhooks until Ctrl-C/SIGTERM (in-flight requests are drained)."""
+    """Receive game-event webhooks until Ctrl-C/SIGTERM (in-flight requests are drained);
+    SIGHUP reads the credentials file and the TLS certificate and key again."""
     from gptools.webhooks import ListenError, ServeError, ServerLimits, StoreError, serve
     from gptools.webhooks._constants import DEFAULT_QUIET_ALERT_AFTER
 
@@ -245,6 +268,8 @@ def serve(
             log_format="json" if log_format == "json" else "text",
             limits=limits,
             announce=say,
+            credentials_file=credentials_file,
+            pid_file=pid_file,
         )
     except MissingExtraError as exc:
         fail(str(exc))
@@ -257,6 +282,42 @@ def serve(
         ) from None
     except (ServeError, StoreError) as exc:
         fail(str(exc))
+
+
+@webhooks.command("reload")
+@click.option(
+    "--pid-file",
+    type=click.Path(dir_okay=False, path_type=str),
+    required=True,
+    envvar=ENV_PID_FILE,
+    help=f"The pid file `webhooks serve --pid-file` writes. [env {ENV_PID_FILE}]",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+def reload(pid_file: str, as_json: bool) -> None:
+    """Make a running `webhooks serve` read its credentials file and TLS certificate and key
+    again (as SIGHUP does) and wait for its answer: exit 0 once every worker uses them, 1
+    when it refused them (it keeps the ones in use) or did not answer."""
+    from gptools.webhooks import ReloadError, reload_receiver
+
+    try:
+        result = reload_receiver(pid_file)
+    except ConfigurationError as exc:
+        fail(str(exc), bad_input=True)
+    except ReloadError as exc:
+        fail(str(exc))
+
+    def human() -> str:
+        if not result.ok:
+            return f"reload failed, the receiver keeps the settings in use: {result.detail}"
+        return (
+            f"reloaded {result.workers} worker{'s' if result.workers != 1 else ''} of pid "
+            f"{result.pid}: credentials {', '.join(result.credentials) or '(none)'}"
+            + (" and the TLS certificate" if result.tls else "")
+        )
+
+    emit(result.to_dict(), as_json=as_json, human=human)
+    if not result.ok:
+        fail("reload failed", code="reload_failed")
 
 
 @webhooks.command("export")

@@ -9,7 +9,8 @@
 - :class:`Maintenance`: purges old dedupe keys and log rows, in small steps.
 - :func:`export_log`: the delivery log as JSONL or Parquet.
 - :func:`serve`: the receiver served by uvicorn, workers and all (what ``gptools webhooks
-  serve`` runs), within :class:`ServerLimits`.
+  serve`` runs), within :class:`ServerLimits`; :func:`reload_receiver` makes a running one
+  read its credentials file and TLS certificate again (:class:`ReloadResult`).
 - :func:`serve_metrics`: Prometheus metrics on a port of their own; :data:`ALERT_RULES`,
   the alerting rules that go with them, and :data:`GRAFANA_DASHBOARD`, their dashboard.
 - :func:`format_utc`: the log's time as text; :func:`open_private`: how every file of the
@@ -21,12 +22,14 @@ The log analyser lives in :mod:`gptools.deliverylog`.
 
 from gptools._private_files import open_private
 from gptools.webhooks._app import InjectedFault, WebhookReceiver
-from gptools.webhooks._auth import AuthConfigError, ReceiverAuth
+from gptools.webhooks._auth import ReceiverAuth
+from gptools.webhooks._credentials import AuthConfigError
 from gptools.webhooks._export import ExportResult, export_log
 from gptools.webhooks._maintenance import Maintenance
 from gptools.webhooks._metrics import ALERT_RULES, GRAFANA_DASHBOARD, serve_metrics
 from gptools.webhooks._queue import ProcessingQueue
 from gptools.webhooks._records import StoreError, format_utc
+from gptools.webhooks._reload import ReloadError, ReloadResult, reload_receiver
 from gptools.webhooks._schema import LOG_COLUMNS
 from gptools.webhooks._serve import ListenError, ServeError, serve
 from gptools.webhooks._server_limits import ServerLimits
@@ -44,6 +47,8 @@ __all__ = [
     "PostgresStore",
     "ProcessingQueue",
     "ReceiverAuth",
+    "ReloadError",
+    "ReloadResult",
     "SQLiteStore",
     "ServeError",
     "ServerLimits",
@@ -54,6 +59,7 @@ __all__ = [
     "format_utc",
     "open_private",
     "open_store",
+    "reload_receiver",
     "serve",
     "serve_metrics",
 ]

@@ -5,11 +5,14 @@ What a delivery goes through, in order (each refusal is logged, then answered):
 1. ``POST`` on the configured path (default ``/v1/game-action-events``), else 405/404.
 2. A body over ``max_body_bytes`` gets 413; the declared length is checked first and the
    body is read in chunks, stopping as soon as the limit is passed.
-3. The ``Authorization`` header is checked in constant time (401 when wrong or missing).
-4. ``Content-Type`` must be ``application/json`` (415).
-5. The body must be UTF-8 JSON (400) holding a valid game event notification (422, with a
+3. Two ``Authorization`` or two ``Content-Type`` headers get 400 (which one counts would
+   be a parser's guess).
+4. The ``Authorization`` header is compared in constant time with every credential
+   accepted (401 when it carries none of them).
+5. ``Content-Type`` must be ``application/json`` (415).
+6. The body must be UTF-8 JSON (400) holding a valid game event notification (422, with a
    JSON reason naming each bad field).
-6. The action is stored through the group-commit writer together with its log row; 200
+7. The action is stored through the group-commit writer together with its log row; 200
    comes only after that commit. A repeated ``actionId`` is answered 200 and logged as a
    duplicate. When the store cannot write, the answer is 503 so the provider retries.
 
@@ -45,7 +48,7 @@ from gptools import spec
 from gptools._json_depth import exceeds_json_depth
 from gptools._secrets import url_secrets
 from gptools.openapi import OPENAPI_PATH, receiver_openapi
-from gptools.webhooks._auth import ReceiverAuth
+from gptools.webhooks._auth import CredentialUse, ReceiverAuth
 from gptools.webhooks._constants import (
     DEFAULT_MAX_BATCH,
     DEFAULT_PURGE_EVERY,
@@ -189,6 +192,7 @@ class WebhookReceiver:
         self.watch = StoreWatch(self.store)
         self.metrics = DeliveryMetrics()
         self.quiet_alert_after = quiet_alert_after
+        self.credential_use = CredentialUse()
         self.refusals = RefusalBudget(refused_rows_per_second, refusal_summary_every)
         self.metrics_public = metrics_public
         self.writer.on_commit = self.metrics.committed
@@ -298,6 +302,7 @@ class WebhookReceiver:
                     self._flusher.cancel()
                 await self._write_summaries(final=True)
                 self.metrics.flush()
+                self.credential_use.flush()
                 self.metrics.withdraw()
                 await asyncio.to_thread(self.stop)
                 await send({"type": "lifespan.shutdown.complete"})
@@ -309,6 +314,7 @@ class WebhookReceiver:
         while True:
             await asyncio.sleep(METRICS_FLUSH_SECONDS)
             self.metrics.flush()
+            self.credential_use.flush()
             self._report_health()
             await self._write_summaries()
 
@@ -336,6 +342,7 @@ class WebhookReceiver:
 
     async def _scrape(self, send: Send, rid: bytes) -> None:
         self.metrics.flush()
+        self.credential_use.flush()
         try:
             body, content_type = await asyncio.to_thread(render)
         except Exception:
@@ -366,11 +373,13 @@ class WebhookReceiver:
         started = time.perf_counter()
         path = scope["path"]
         method = scope["method"]
-        authorization = content_type = content_length = incoming_id = None
+        authorization = content_type = content_length = incoming_id = repeated = None
         for name, value in scope["headers"]:
             if name == b"authorization":
+                repeated = name if authorization is not None else repeated
                 authorization = value
             elif name == b"content-type":
+                repeated = name if content_type is not None else repeated
                 content_type = value
             elif name == b"content-length":
                 content_length = value
@@ -438,8 +447,21 @@ class WebhookReceiver:
                 extra=[(b"connection", b"close")],
             )
             return
-        entry.auth_ok = self.auth.check(authorization)
-        if not entry.auth_ok:
+        if repeated is not None:
+            # Which of the two would count is the parser's guess: neither does.
+            entry.body = body_prefix(body)
+            entry.action_id = action_id_in(body)
+            await self._refuse(
+                send,
+                entry,
+                400,
+                spec.WEBHOOK_DUPLICATE_HEADER,
+                f"more than one {repeated.decode()}",
+            )
+            return
+        credential = self.auth.match(authorization)
+        entry.auth_ok = credential is not None
+        if credential is None:
             # A stranger's body: only a prefix is kept (and the actionId it names).
             entry.body = body_prefix(body)
             entry.action_id = action_id_in(body)
@@ -448,6 +470,7 @@ class WebhookReceiver:
             reason = "missing credentials" if authorization is None else "wrong credentials"
             await self._refuse(send, entry, 401, "unauthorized", reason, extra=extra)
             return
+        self.credential_use.count(credential)
         if content_type != _JSON_MEDIA and (
             (content_type or b"").split(b";", 1)[0].strip().lower() != _JSON_MEDIA
         ):
@@ -587,7 +610,8 @@ class WebhookReceiver:
         entry.error = f"{outcome}: {reason}"
         # A refusal before authentication or routing may come from anyone, at any rate:
         # its row is kept only within the reason's budget, the rest are counted.
-        logged = status not in spec.WEBHOOK_REFUSALS or self.refusals.admit(
+        anonymous = status in spec.WEBHOOK_REFUSALS or error == spec.WEBHOOK_DUPLICATE_HEADER
+        logged = not anonymous or self.refusals.admit(
             outcome, status, time.monotonic(), entry.received_at
         )
         if logged:

@@ -128,3 +128,18 @@ GRACEFUL_SHUTDOWN_S: Final = 10
 REQUEST_ID_MAX_BYTES: Final = 128
 #: A line a library writes to stderr without a newline is cut into JSON lines of this size.
 STDERR_LINE_MAX_CHARS: Final = 16_384
+# -- credentials and reloads ------------------------------------------------------------
+
+#: Credentials one receiver accepts at most: every request is compared with all of them
+#: (so that the time taken tells nothing about which one nearly matched).
+MAX_CREDENTIALS: Final = 16
+#: The largest credentials file read (a few lines of ``ID SECRET``).
+CREDENTIALS_FILE_MAX_BYTES: Final = 64 * 1024
+#: The largest TLS certificate chain or key file a reload reads.
+TLS_FILE_MAX_BYTES: Final = 1024 * 1024
+#: How long the serve process waits for each worker to confirm a reload; ``webhooks
+#: reload`` waits this long plus ``RELOAD_ANSWER_MARGIN_S`` for the serve process's answer.
+RELOAD_TIMEOUT_S: Final = 10.0
+RELOAD_ANSWER_MARGIN_S: Final = 5.0
+#: How often the serve process and ``webhooks reload`` look for an answer (seconds).
+RELOAD_POLL_S: Final = 0.02

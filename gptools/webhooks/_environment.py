@@ -10,9 +10,10 @@ from datetime import timedelta
 
 from gptools import spec
 from gptools.webhooks._app import WebhookReceiver
-from gptools.webhooks._auth import ReceiverAuth
+from gptools.webhooks._auth import ENV_CREDENTIALS_FILE, ReceiverAuth
 from gptools.webhooks._constants import DEFAULT_QUIET_ALERT_AFTER, DEFAULT_STORE_URL
 from gptools.webhooks._queue import Handler
+from gptools.webhooks._reload import install
 
 ENV_STORE = "GP_WEBHOOK_STORE"
 ENV_AUTH = "GP_WEBHOOK_AUTH"
@@ -46,10 +47,12 @@ def receiver_environment(
     metrics_public: bool = True,
     refused_rows_per_second: int = spec.WEBHOOK_REFUSED_ROWS_PER_SECOND,
     quiet_alert_after: timedelta = DEFAULT_QUIET_ALERT_AFTER,
+    credentials_file: str | None = None,
 ) -> dict[str, str]:
     """The ``GP_WEBHOOK_*`` variables :func:`receiver_from_env` reads, for these settings
-    (secrets are not among them: each worker reads those from its own environment);
-    ``metrics_public`` false keeps ``/metrics`` off the delivery listener."""
+    (secrets are not among them: each worker reads those from its own environment, and
+    the credentials file itself); ``metrics_public`` false keeps ``/metrics`` off the
+    delivery listener."""
     env = {
         ENV_STORE: store_url,
         ENV_AUTH: auth_kind,
@@ -61,18 +64,27 @@ def receiver_environment(
     }
     if handler:
         env[ENV_HANDLER] = handler
+    if credentials_file:
+        env[ENV_CREDENTIALS_FILE] = credentials_file
     return env
 
 
 def receiver_from_env() -> WebhookReceiver:
     """Build a receiver from ``GP_WEBHOOK_*`` variables (what ``gptools webhooks serve``
-    sets for each worker): store URL, auth kind and secrets, path, body limit, handler,
-    refused rows per second, the quiet alert's threshold."""
+    sets for each worker): store URL, auth kind and secrets (and the credentials file),
+    path, body limit, handler, refused rows per second, the quiet alert's threshold.
+    SIGHUP then reloads its credentials and TLS certificate (``_reload.py``)."""
     env = os.environ
     handler_text = env.get(ENV_HANDLER)
-    return WebhookReceiver(
+
+    def load_auth() -> ReceiverAuth:
+        return ReceiverAuth.from_env(
+            env.get(ENV_AUTH, "bearer"), credentials_file=env.get(ENV_CREDENTIALS_FILE)
+        )
+
+    receiver = WebhookReceiver(
         env.get(ENV_STORE, DEFAULT_STORE_URL),
-        auth=ReceiverAuth.from_env(env.get(ENV_AUTH, "bearer")),
+        auth=load_auth(),
         path=env.get(ENV_PATH, spec.DEFAULT_WEBHOOK_PATH),
         max_body_bytes=int(env.get(ENV_MAX_BODY, str(spec.WEBHOOK_MAX_BODY_BYTES))),
         handler=load_handler(handler_text) if handler_text else None,
@@ -86,3 +98,5 @@ def receiver_from_env() -> WebhookReceiver:
             )
         ),
     )
+    install(receiver, load_auth)
+    return receiver

@@ -54,6 +54,11 @@ EVENTS: Final[dict[str, str]] = {
     "handler_lease_lost": "a handler run outlived its lease; another run took the action",
     "purge_done": "the hourly purge removed dedupe keys or log rows",
     "purge_failed": "the hourly purge could not reach the store (tried again next hour)",
+    # -- reloads (SIGHUP, gptools webhooks reload) ------------------------------------
+    "config_reloaded": "every worker took the credentials file and TLS certificate again "
+    "(the credential ids in use)",
+    "config_reload_failed": "a reload was refused; the settings in use are kept (the "
+    "message says why)",
     # -- the metrics port ----------------------------------------------------------------
     "metrics_scrape_failed": "a scrape could not be rendered (answered 500)",
     "metrics_connection_failed": "a metrics-port connection failed before it was answered",

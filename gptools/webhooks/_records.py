@@ -63,15 +63,18 @@ class LogEntry:
     ``latency_ms`` set explicitly wins over ``started``. ``status`` is the answer the
     request means to send; once the entry is handed to the group-commit writer, only the
     writer's hand-over may change it (to 503, when the time-out comes before the write
-    begins: ``_writer._Handover.decide``). ``request_id`` is the request's id
-    (``_logs.request_id``) for its log lines and its answer; it is not stored.
+    begins: ``_writer._Handover.decide``). ``auth_ok`` is true only where the request's
+    credentials were checked and held (under NONE: where the check was reached); a
+    request refused before authentication (404, 405, 413, a repeated header) never was.
+    ``request_id`` is the request's id (``_logs.request_id``) for its log lines and its
+    answer; it is not stored.
     """
 
     received_at: datetime
     status: int
     body: str
     action_id: str | None = None
-    auth_ok: bool = True
+    auth_ok: bool = False
     error: str | None = None
     remote_addr: str | None = None
     started: float | None = None

@@ -8,7 +8,9 @@ the TLS certificate and key are loaded once, the file-descriptor limit is raised
 connection limit lowered) to fit, and the store's tables are created once (so the workers
 do not race to create them). The settings reach each worker through ``GP_WEBHOOK_*``
 variables (``_environment.py``); every process counts its metrics into a fresh
-``PROMETHEUS_MULTIPROC_DIR``, removed (and the variable restored) when it returns.
+``PROMETHEUS_MULTIPROC_DIR``, removed (and the variable restored) when it returns. A pid
+file, when asked for, is written and locked while it runs, and SIGHUP reloads the
+credentials file and the TLS certificate in every worker (``_reload.py``).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from gptools.webhooks._constants import (
 from gptools.webhooks._environment import load_handler, receiver_environment
 from gptools.webhooks._logs import log_config
 from gptools.webhooks._metrics import ENV_MULTIPROC_DIR, METRICS_PATH, serve_metrics
+from gptools.webhooks._reload import ReloadControl, live_ssl_context, reload_control
 from gptools.webhooks._server_limits import (
     ServerLimits,
     descriptors_needed,
@@ -90,12 +93,17 @@ def serve(
     log_format: Literal["text", "json"] = "text",
     limits: ServerLimits | None = None,
     announce: Callable[[str], object] | None = None,
+    credentials_file: str | None = None,
+    pid_file: str | None = None,
 ) -> None:
     """Receive game-event webhooks until Ctrl-C or SIGTERM (in-flight requests are drained).
 
     ``store`` is a store URL (:func:`~gptools.webhooks.open_store`); ``auth`` the kind of
     authentication (``bearer``, ``basic`` or ``none``), whose secrets each worker reads from
-    ``GP_WEBHOOK_API_KEY`` or ``GP_WEBHOOK_USERNAME`` and ``GP_WEBHOOK_PASSWORD``;
+    ``GP_WEBHOOK_API_KEY`` or ``GP_WEBHOOK_USERNAME`` and ``GP_WEBHOOK_PASSWORD``, and from
+    ``credentials_file`` (one ``ID SECRET`` a line, owner-only: several credentials valid at
+    once, read again on SIGHUP with the TLS certificate and key; ``pid_file`` lets
+    :func:`~gptools.webhooks.reload_receiver` ask for that and wait for the answer);
     ``handler`` a ``module:function`` run for every new action after the acknowledgement.
     ``ssl_certfile`` with ``ssl_keyfile`` serve HTTPS (an encrypted key's password from
     ``GP_WEBHOOK_SSL_KEYFILE_PASSWORD``). ``metrics_port`` serves ``/metrics`` and
@@ -122,7 +130,7 @@ def serve(
         # Every line JSON from here on: a failure to start, the start-up line, uvicorn's.
         logging.config.dictConfig(logging_config)
     try:
-        ReceiverAuth.from_env(auth)
+        ReceiverAuth.from_env(auth, credentials_file=credentials_file)
         opened = open_store(store)
         if handler:
             load_handler(handler)
@@ -163,10 +171,15 @@ def serve(
             handler=handler,
             metrics_public=metrics_port is None,
             quiet_alert_after=quiet_alert_after,
+            credentials_file=credentials_file,
         )
         | limits.environment()
     )
-    with _environment(settings), _metrics_directory():
+    with (
+        reload_control(pid_file, workers) as control,
+        _environment(settings | control.environment()),
+        _metrics_directory(),
+    ):
         metrics_server = None
         metrics_line = f"; metrics: {'https' if ssl_certfile else 'http'}://{host}:{port}"
         metrics_line += METRICS_PATH
@@ -206,6 +219,7 @@ def serve(
                 ssl_keyfile_password=key_password,
                 logging_config=logging_config,
                 limits=limits,
+                control=control,
             )
         finally:
             if metrics_server is not None:
@@ -295,8 +309,11 @@ def _run_uvicorn(
     ssl_keyfile_password: str | None,
     logging_config: dict[str, Any] | None,
     limits: ServerLimits,
+    control: ReloadControl,
 ) -> bool:
-    """Run uvicorn until it stops; True when SIGTERM stopped it.
+    """Run uvicorn until it stops; True when SIGTERM stopped it. With TLS, uvicorn's context
+    is kept so that a reload can load a new certificate into it; several workers run under
+    a supervisor whose SIGHUP reloads them in place (``_reload.py``).
 
     With one worker, uvicorn ends a SIGTERM (systemd's stop) by raising the signal again
     under the handler it found, the default one, which kills the process before the
@@ -305,25 +322,32 @@ def _run_uvicorn(
     import uvicorn
     from uvicorn.config import LOGGING_CONFIG
 
+    options: dict[str, Any] = {
+        "factory": True,
+        "host": host,
+        "port": port,
+        "workers": workers,
+        "lifespan": "on",
+        "access_log": False,
+        "log_level": "info",
+        "timeout_graceful_shutdown": GRACEFUL_SHUTDOWN_S,
+        "timeout_worker_healthcheck": WORKER_HEALTHCHECK_S,
+        "ssl_certfile": ssl_certfile,
+        "ssl_keyfile": ssl_keyfile,
+        "ssl_keyfile_password": ssl_keyfile_password,
+        "log_config": logging_config if logging_config is not None else LOGGING_CONFIG,
+        **uvicorn_settings(limits),
+    }
+    if ssl_certfile is not None:
+        options["ssl_context_factory"] = live_ssl_context
     previous = signal.signal(signal.SIGTERM, _terminated)
     try:
-        uvicorn.run(
-            RECEIVER_FACTORY,
-            factory=True,
-            host=host,
-            port=port,
-            workers=workers,
-            lifespan="on",
-            access_log=False,
-            log_level="info",
-            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
-            timeout_worker_healthcheck=WORKER_HEALTHCHECK_S,
-            ssl_certfile=ssl_certfile,
-            ssl_keyfile=ssl_keyfile,
-            ssl_keyfile_password=ssl_keyfile_password,
-            log_config=logging_config if logging_config is not None else LOGGING_CONFIG,
-            **uvicorn_settings(limits),
-        )
+        if workers > 1:
+            from gptools.webhooks._reload_workers import run_workers
+
+            run_workers(RECEIVER_FACTORY, options, control)
+        else:
+            uvicorn.run(RECEIVER_FACTORY, **options)
     except _Terminated:
         return True
     finally:

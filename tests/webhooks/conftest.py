@@ -81,7 +81,8 @@ def accept(store_url: str, action_ids: list[str], at: datetime = T0) -> None:
         conn.write_batch(
             [
                 WriteItem(
-                    LogEntry(at, 200, wire(event(a)).decode(), a, latency_ms=1.0), accept=True
+                    LogEntry(at, 200, wire(event(a)).decode(), a, auth_ok=True, latency_ms=1.0),
+                    accept=True,
                 )
                 for a in action_ids
             ]
