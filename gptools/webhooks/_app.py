@@ -166,12 +166,10 @@ class WebhookReceiver:
         if quiet_alert_after <= timedelta(0):
             raise ValueError(f"quiet_alert_after must be positive, got {quiet_alert_after}")
         self.store = open_store(store) if isinstance(store, str) else store
-        self.auth = auth
+        self.use_auth(auth)
         # Blanked in every log line and stored error of this process (a handler's
         # exception may quote them).
-        remember_secrets(
-            [*secret_values(auth), *url_secrets(store if isinstance(store, str) else "")]
-        )
+        remember_secrets(url_secrets(store if isinstance(store, str) else ""))
         self.path = path
         self.max_body_bytes = max_body_bytes
         self.ack_timeout = ack_timeout
@@ -202,6 +200,13 @@ class WebhookReceiver:
         self._flusher: asyncio.Task[None] | None = None
         self._log_accepted = False
         self._started = False
+
+    def use_auth(self, auth: ReceiverAuth) -> None:
+        """Check deliveries against ``auth`` from the next request on (a reload swaps it
+        here), its secrets blanked wherever the receiver's logs and stored errors could
+        quote them."""
+        remember_secrets(secret_values(auth.credentials))
+        self.auth = auth
 
     # -- lifecycle --------------------------------------------------------------------
 

@@ -100,9 +100,9 @@ def remember_secrets(values: Iterable[str]) -> None:
 
 
 def secret_values(holder: object) -> list[str]:
-    """Every :class:`~pydantic.SecretStr` value ``holder`` holds (a dataclass such as
-    :class:`~gptools.webhooks.ReceiverAuth`, its lists and mappings, searched a few levels
-    down): what the receiver's credentials are, however they are arranged."""
+    """Every :class:`~pydantic.SecretStr` value ``holder`` holds (a dataclass such as a
+    receiver's credential, its lists and mappings, searched a few levels down): what the
+    receiver's credentials are, however they are arranged."""
     found: list[str] = []
 
     def visit(value: object, depth: int) -> None:

@@ -201,7 +201,7 @@ def reload_worker(receiver: WebhookReceiver, load_auth: Callable[[], ReceiverAut
             tls.apply()
         finally:
             tls.discard()
-    receiver.auth = auth
+    receiver.use_auth(auth)
     return ReloadResult(True, os.getpid(), 1, auth.credential_ids, tls is not None)
 
 
