@@ -110,10 +110,14 @@ class Store:
         except Exception as exc:
             raise StoreError(self.scrub(f"cannot open the store {self.url}: {exc}")) from exc
         conn = StoreConnection(self, raw)
-        with self._init_lock:
-            if not self._initialised:
-                conn.create_schema()
-                self._initialised = True
+        try:
+            with self._init_lock:
+                if not self._initialised:
+                    conn.create_schema()
+                    self._initialised = True
+        except BaseException:
+            conn.close()  # a failed start leaks no server connection (a loop retries it)
+            raise
         return conn
 
     def __repr__(self) -> str:
@@ -254,17 +258,22 @@ class PostgresStore(Store):
             autocommit=True,
             connect_timeout=max(1, round(self.connect_timeout.total_seconds())),
         )
-        ms = int(self.lock_timeout.total_seconds() * 1000)
-        raw.execute(f"SET lock_timeout = {ms}")
-        raw.execute("SET synchronous_commit = on")
-        if self.schema:
-            # Concurrent CREATE SCHEMA IF NOT EXISTS can still collide; the lock serialises it.
-            raw.execute("SELECT pg_advisory_lock(7262011)")
-            try:
-                raw.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
-            finally:
-                raw.execute("SELECT pg_advisory_unlock(7262011)")
-            raw.execute(f'SET search_path TO "{self.schema}"')
+        try:
+            ms = int(self.lock_timeout.total_seconds() * 1000)
+            raw.execute(f"SET lock_timeout = {ms}")
+            raw.execute("SET synchronous_commit = on")
+            if self.schema:
+                # Concurrent CREATE SCHEMA IF NOT EXISTS can still collide; the lock
+                # serialises it.
+                raw.execute("SELECT pg_advisory_lock(7262011)")
+                try:
+                    raw.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
+                finally:
+                    raw.execute("SELECT pg_advisory_unlock(7262011)")
+                raw.execute(f'SET search_path TO "{self.schema}"')
+        except BaseException:
+            raw.close()  # a lock time-out here leaks no server connection
+            raise
         return raw
 
 
