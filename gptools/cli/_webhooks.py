@@ -155,6 +155,30 @@ _SECONDS = click.FloatRange(min=0.1)
     "or is answered 503. Each worker needs this many file descriptors plus "
     f"{spec.RECEIVER_FD_OVERHEAD} (ulimit -n, LimitNOFILE); it is lowered to fit.",
 )
+@click.option(
+    "--spool-dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    envvar="GP_WEBHOOK_SPOOL_DIR",
+    help="Where each worker keeps the log rows of the 503s it answers while the store is "
+    "down, until the store is back (a folder per store inside). Default: "
+    "$STATE_DIRECTORY (systemd's StateDirectory=), else the SQLite store's folder, else "
+    "~/.local/state/gptools; then /webhook-spool. [env GP_WEBHOOK_SPOOL_DIR]",
+)
+@click.option(
+    "--spool-max-rows",
+    type=click.IntRange(0),
+    default=None,
+    help="Rows the outage spool keeps per worker (default 100,000); past it they are "
+    "only counted (gptools_webhook_spool_dropped_total).",
+)
+@click.option(
+    "--spool-max-bytes",
+    type=click.IntRange(0),
+    default=None,
+    help="Bytes the outage spool keeps per worker (default 128 MiB); past it rows are "
+    "only counted.",
+)
 def serve(
     auth_kind: str,
     store_url: str,
@@ -175,6 +199,9 @@ def serve(
     body_timeout: float,
     keep_alive_timeout: float,
     max_connections: int,
+    spool_dir: str | None,
+    spool_max_rows: int | None,
+    spool_max_bytes: int | None,
 ) -> None:
     """Receive game-event webhooks until Ctrl-C/SIGTERM (in-flight requests are drained)."""
     from gptools.webhooks import ListenError, ServeError, ServerLimits, StoreError, serve
@@ -204,6 +231,16 @@ def serve(
             log_format="json" if log_format == "json" else "text",
             limits=limits,
             announce=say,
+            spool_dir=spool_dir,
+            # Unset: serve's own defaults (gptools.webhooks is not imported before here).
+            **{
+                name: value
+                for name, value in (
+                    ("spool_max_rows", spool_max_rows),
+                    ("spool_max_bytes", spool_max_bytes),
+                )
+                if value is not None
+            },
         )
     except MissingExtraError as exc:
         fail(str(exc))

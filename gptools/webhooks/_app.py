@@ -14,8 +14,10 @@ What a delivery goes through, in order (each refusal is logged, then answered):
    duplicate. When the store cannot write, the answer is 503 so the provider retries.
 
 Rule: no answer goes out before its ``delivery_log`` row is committed, except 503 "store
-unavailable" (the store is what failed), and every row holds the status that was sent: a
-request whose write had not begun when the time-out came is answered 503 and logged 503.
+unavailable" (the store is what failed: its row waits in the outage spool, ``_outage.py``,
+and reaches the log once the store is back), and every row holds the status that was
+sent: a request whose write had not begun when the time-out came is answered 503 and
+logged 503.
 
 ``GET /healthz`` is liveness: 200 while every background loop (writer, sync, processing
 queue, purge) runs, 503 when one cannot go on, so that a supervisor restarts the process;
@@ -32,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
@@ -45,12 +48,15 @@ from gptools.webhooks._auth import ReceiverAuth
 from gptools.webhooks._constants import (
     DEFAULT_MAX_BATCH,
     DEFAULT_PURGE_EVERY,
+    DEFAULT_SPOOL_MAX_BYTES,
+    DEFAULT_SPOOL_MAX_ROWS,
     DEFAULT_SUMMARY_EVERY,
     DEFAULT_WAIT_LIMIT,
     METRICS_FLUSH_SECONDS,
 )
 from gptools.webhooks._maintenance import Maintenance
 from gptools.webhooks._metrics import METRICS_PATH, OUTCOMES, DeliveryMetrics, render
+from gptools.webhooks._outage import OutageRecovery
 from gptools.webhooks._payload import fast_action_id, parse
 from gptools.webhooks._queue import Handler, ProcessingQueue
 from gptools.webhooks._records import Clock, LogEntry, StoreError, WriteItem, utc_now
@@ -112,7 +118,12 @@ class WebhookReceiver:
     of their own). ``refused_rows_per_second``: log rows
     per second and refusal reason for requests refused before authentication or routing
     (:class:`~gptools.webhooks._refusals.RefusalBudget`; the rest are counted, and a
-    summary row every ``refusal_summary_every`` carries the count).
+    summary row every ``refusal_summary_every`` carries the count). ``spool_dir``: where
+    the rows of 503s answered while the store is down wait for it (one folder per store
+    under it; default: ``$STATE_DIRECTORY``, else the SQLite file's folder, else
+    ``~/.local/state/gptools``, each ``/webhook-spool``), at most ``spool_max_rows`` rows
+    and ``spool_max_bytes`` bytes per worker (past them counted, not kept);
+    ``outage_options`` go to :class:`~gptools.webhooks._outage.OutageRecovery`.
     """
 
     def __init__(
@@ -132,6 +143,10 @@ class WebhookReceiver:
         metrics_public: bool = True,
         refused_rows_per_second: int = spec.WEBHOOK_REFUSED_ROWS_PER_SECOND,
         refusal_summary_every: timedelta = DEFAULT_SUMMARY_EVERY,
+        spool_dir: str | os.PathLike[str] | None = None,
+        spool_max_rows: int = DEFAULT_SPOOL_MAX_ROWS,
+        spool_max_bytes: int = DEFAULT_SPOOL_MAX_BYTES,
+        outage_options: dict[str, Any] | None = None,
     ) -> None:
         if not path.startswith("/"):
             raise ValueError(f"path must start with '/', got {path!r}")
@@ -160,6 +175,15 @@ class WebhookReceiver:
         self.refusals = RefusalBudget(refused_rows_per_second, refusal_summary_every)
         self.metrics_public = metrics_public
         self.writer.on_commit = self.metrics.committed
+        self.outage = OutageRecovery(
+            self.store,
+            spool_dir=spool_dir,
+            max_rows=spool_max_rows,
+            max_bytes=spool_max_bytes,
+            clock=clock,
+            **(outage_options or {}),
+        )
+        self.writer.on_unwritten = self.outage.spool.keep_all
         if self.processing is not None:
             self.processing.on_failure = self.metrics.handler_failed
         self._flusher: asyncio.Task[None] | None = None
@@ -179,6 +203,7 @@ class WebhookReceiver:
             )
         self._log_accepted = logger.isEnabledFor(logging.DEBUG)
         self.writer.start()
+        self.outage.start()
         self.maintenance.start()
         if self.processing is not None:
             self.processing.start()
@@ -198,12 +223,18 @@ class WebhookReceiver:
         self.maintenance.stop()
         if self.processing is not None:
             self.processing.stop()
+        self.outage.stop()  # after the writer, which may still hand it rows
         self._started = False
 
     def health(self) -> dict[str, Any]:
         """The state of the receiver: ``live`` (every background loop runs), ``ready``
         (live and the store reachable), the store's state and each loop's."""
-        loops = [self.writer.writer_health, self.writer.sync_health, self.maintenance.health]
+        loops = [
+            self.writer.writer_health,
+            self.writer.sync_health,
+            self.maintenance.health,
+            self.outage.health,
+        ]
         if self.processing is not None:
             loops.append(self.processing.health)
         live = self._started and self.writer.alive and all(h.ok for h in loops)
@@ -559,6 +590,7 @@ class WebhookReceiver:
         )
         latency = _since(entry)
         self.metrics.answered(503, "unavailable", latency)
+        self.outage.refused(entry, exc, latency)
         logger.warning(
             "answering 503: %s",
             str(exc) or "the durable write did not finish in time",

@@ -10,7 +10,11 @@ import os
 from gptools import spec
 from gptools.webhooks._app import WebhookReceiver
 from gptools.webhooks._auth import ReceiverAuth
-from gptools.webhooks._constants import DEFAULT_STORE_URL
+from gptools.webhooks._constants import (
+    DEFAULT_SPOOL_MAX_BYTES,
+    DEFAULT_SPOOL_MAX_ROWS,
+    DEFAULT_STORE_URL,
+)
 from gptools.webhooks._queue import Handler
 
 ENV_STORE = "GP_WEBHOOK_STORE"
@@ -20,6 +24,9 @@ ENV_MAX_BODY = "GP_WEBHOOK_MAX_BODY_BYTES"
 ENV_HANDLER = "GP_WEBHOOK_HANDLER"
 ENV_METRICS_PUBLIC = "GP_WEBHOOK_METRICS_PUBLIC"
 ENV_REFUSED_ROWS = "GP_WEBHOOK_REFUSED_ROWS_PER_SECOND"
+ENV_SPOOL_DIR = "GP_WEBHOOK_SPOOL_DIR"
+ENV_SPOOL_MAX_ROWS = "GP_WEBHOOK_SPOOL_MAX_ROWS"
+ENV_SPOOL_MAX_BYTES = "GP_WEBHOOK_SPOOL_MAX_BYTES"
 
 
 def load_handler(spec_text: str) -> Handler:
@@ -43,6 +50,9 @@ def receiver_environment(
     handler: str | None = None,
     metrics_public: bool = True,
     refused_rows_per_second: int = spec.WEBHOOK_REFUSED_ROWS_PER_SECOND,
+    spool_dir: str | None = None,
+    spool_max_rows: int = DEFAULT_SPOOL_MAX_ROWS,
+    spool_max_bytes: int = DEFAULT_SPOOL_MAX_BYTES,
 ) -> dict[str, str]:
     """The ``GP_WEBHOOK_*`` variables :func:`receiver_from_env` reads, for these settings
     (secrets are not among them: each worker reads those from its own environment);
@@ -54,16 +64,20 @@ def receiver_environment(
         ENV_MAX_BODY: str(max_body_bytes),
         ENV_METRICS_PUBLIC: "1" if metrics_public else "0",
         ENV_REFUSED_ROWS: str(refused_rows_per_second),
+        ENV_SPOOL_MAX_ROWS: str(spool_max_rows),
+        ENV_SPOOL_MAX_BYTES: str(spool_max_bytes),
     }
     if handler:
         env[ENV_HANDLER] = handler
+    if spool_dir:
+        env[ENV_SPOOL_DIR] = spool_dir
     return env
 
 
 def receiver_from_env() -> WebhookReceiver:
     """Build a receiver from ``GP_WEBHOOK_*`` variables (what ``gptools webhooks serve``
     sets for each worker): store URL, auth kind and secrets, path, body limit, handler,
-    refused rows per second."""
+    refused rows per second, the outage spool's folder and bounds."""
     env = os.environ
     handler_text = env.get(ENV_HANDLER)
     return WebhookReceiver(
@@ -76,4 +90,7 @@ def receiver_from_env() -> WebhookReceiver:
         refused_rows_per_second=int(
             env.get(ENV_REFUSED_ROWS, str(spec.WEBHOOK_REFUSED_ROWS_PER_SECOND))
         ),
+        spool_dir=env.get(ENV_SPOOL_DIR) or None,
+        spool_max_rows=int(env.get(ENV_SPOOL_MAX_ROWS, str(DEFAULT_SPOOL_MAX_ROWS))),
+        spool_max_bytes=int(env.get(ENV_SPOOL_MAX_BYTES, str(DEFAULT_SPOOL_MAX_BYTES))),
     )

@@ -24,12 +24,16 @@ import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, Literal
 
 from gptools import spec
+from gptools._private_files import create_private, make_private_dir
 from gptools.errors import ConfigurationError, GptoolsError, MissingExtraError
 from gptools.webhooks._auth import ReceiverAuth
 from gptools.webhooks._constants import (
+    DEFAULT_SPOOL_MAX_BYTES,
+    DEFAULT_SPOOL_MAX_ROWS,
     DEFAULT_STORE_URL,
     GRACEFUL_SHUTDOWN_S,
     WORKER_HEALTHCHECK_S,
@@ -43,7 +47,8 @@ from gptools.webhooks._server_limits import (
     fit_to_descriptor_limit,
     uvicorn_settings,
 )
-from gptools.webhooks._store import open_store
+from gptools.webhooks._spool import default_spool_root, spool_directory
+from gptools.webhooks._store import Store, open_store
 
 #: Where an encrypted TLS key's password is read from (never an argument: arguments show
 #: up in ``ps`` and in shell history).
@@ -87,6 +92,9 @@ def serve(
     log_format: Literal["text", "json"] = "text",
     limits: ServerLimits | None = None,
     announce: Callable[[str], object] | None = None,
+    spool_dir: str | None = None,
+    spool_max_rows: int = DEFAULT_SPOOL_MAX_ROWS,
+    spool_max_bytes: int = DEFAULT_SPOOL_MAX_BYTES,
 ) -> None:
     """Receive game-event webhooks until Ctrl-C or SIGTERM (in-flight requests are drained).
 
@@ -97,10 +105,14 @@ def serve(
     ``ssl_certfile`` with ``ssl_keyfile`` serve HTTPS (an encrypted key's password from
     ``GP_WEBHOOK_SSL_KEYFILE_PASSWORD``). ``metrics_port`` serves ``/metrics`` and
     ``/openapi.json`` on a port of their own instead of on the delivery listener;
-    ``log_format`` ``json`` writes one JSON object a line. ``limits`` bounds each worker's
-    connections (default :class:`~gptools.webhooks.ServerLimits`); ``max_connections`` is
-    lowered to fit the file-descriptor limit. ``announce`` gets the start-up line (with
-    ``log_format`` ``text``; default: the log).
+    ``log_format`` ``json`` writes one JSON object a line. ``spool_dir`` is where each
+    worker keeps the log rows of the 503s it answers while the store is down, until the
+    store is back (one folder per store; default ``$STATE_DIRECTORY``, else the SQLite
+    file's folder, else ``~/.local/state/gptools``, then ``/webhook-spool``), at most
+    ``spool_max_rows`` rows and ``spool_max_bytes`` bytes per worker. ``limits`` bounds
+    each worker's connections (default :class:`~gptools.webhooks.ServerLimits`);
+    ``max_connections`` is lowered to fit the file-descriptor limit. ``announce`` gets the
+    start-up line (with ``log_format`` ``text``; default: the log).
 
     Raises :class:`~gptools.errors.ConfigurationError` for settings that cannot work (auth
     secrets, store URL, handler, path, TLS files), :class:`ListenError` when an address is
@@ -122,6 +134,12 @@ def serve(
         raise ConfigurationError(str(exc)) from exc
     if not path.startswith("/"):
         raise ConfigurationError(f"path must start with '/', got {path!r}")
+    if spool_max_rows < 0 or spool_max_bytes < 0:
+        raise ConfigurationError(
+            f"the outage spool's bounds must be 0 or more, got {spool_max_rows} rows "
+            f"and {spool_max_bytes} bytes"
+        )
+    spool_root = _spool_root(opened, spool_dir)
     key_password = os.environ.get(ENV_SSL_KEY_PASSWORD)
     _check_tls(ssl_certfile, ssl_keyfile, key_password)
     fitted, descriptors = fit_to_descriptor_limit(limits.max_connections)
@@ -147,6 +165,9 @@ def serve(
             refused_rows_per_second=refused_rows_per_second,
             handler=handler,
             metrics_public=metrics_port is None,
+            spool_dir=str(spool_root),
+            spool_max_rows=spool_max_rows,
+            spool_max_bytes=spool_max_bytes,
         )
         | limits.environment()
     )
@@ -200,6 +221,23 @@ def serve(
     if stopped_by_sigterm:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.raise_signal(signal.SIGTERM)
+
+
+def _spool_root(store: Store, spool_dir: str | None) -> Path:
+    """The outage spools' folder (absolute, so every worker agrees), once checked: its
+    folder for ``store`` can be created and written."""
+    root = (Path(spool_dir) if spool_dir else default_spool_root(store)).absolute()
+    folder = spool_directory(store, root)
+    try:
+        make_private_dir(folder)
+        probe = folder / f".probe-{os.getpid()}"
+        create_private(probe).unlink()
+    except OSError as exc:
+        raise ConfigurationError(
+            f"cannot keep the outage spool in {folder}: {exc.strerror or exc}; "
+            "choose a writable folder with --spool-dir"
+        ) from exc
+    return root
 
 
 def _check_tls(certfile: str | None, keyfile: str | None, password: str | None) -> None:

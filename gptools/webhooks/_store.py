@@ -31,16 +31,18 @@ from gptools.webhooks._constants import (
     DEFAULT_SQLITE_BUSY_TIMEOUT,
 )
 from gptools.webhooks._dialects import POSTGRES, SQLITE, Dialect
+from gptools.webhooks._outage_store import OutageOperations
 from gptools.webhooks._queue_store import QueueOperations
 from gptools.webhooks._records import StoreError
 from gptools.webhooks._retention import RetentionOperations
 
 
-class StoreConnection(QueueOperations, RetentionOperations):
+class StoreConnection(QueueOperations, RetentionOperations, OutageOperations):
     """One connection to a :class:`Store`, used by one thread at a time: the log's writes
     and reads (:class:`~gptools.webhooks._log_io.LogOperations`), the processing queue's
-    operations (:class:`~gptools.webhooks._queue_store.QueueOperations`) and the purges
-    (:class:`~gptools.webhooks._retention.RetentionOperations`)."""
+    operations (:class:`~gptools.webhooks._queue_store.QueueOperations`), the purges
+    (:class:`~gptools.webhooks._retention.RetentionOperations`) and an outage's replays
+    (:class:`~gptools.webhooks._outage_store.OutageOperations`)."""
 
 
 class Store:
