@@ -1,4 +1,5 @@
-"""The one way gptools creates a file for the user: owner-only (``0600``).
+"""The one way gptools creates a file for the user: owner-only (``0600``; a folder of such
+files ``0700``).
 
 Stores, journals, exports and rejects files hold deliveries, player ids and API traffic;
 no other account on the machine should read them. A file is created with mode
@@ -31,6 +32,8 @@ from urllib.parse import quote
 
 #: Owner read and write, nobody else.
 PRIVATE_FILE_MODE = 0o600
+#: Owner read, write and search, nobody else (a folder of private files).
+PRIVATE_DIR_MODE = 0o700
 
 
 def private_opener(file_mode: int = PRIVATE_FILE_MODE) -> Callable[[str, int], int]:
@@ -105,6 +108,17 @@ def private_replacement(
         os.fsync(folder)
     finally:
         os.close(folder)
+
+
+def make_private_dir(path: str | os.PathLike[str]) -> Path:
+    """Create the folder ``path`` and any missing parent owner-only (``0700``, the umask on
+    top) and return it; folders that exist keep their mode."""
+    folder = Path(path)
+    missing = [p for p in (folder, *folder.parents) if not p.exists()]
+    for p in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            p.mkdir(mode=PRIVATE_DIR_MODE)
+    return folder
 
 
 def sqlite_read_uri(path: str | os.PathLike[str]) -> str:

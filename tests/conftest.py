@@ -27,6 +27,9 @@ def _sandbox_state_dir(
     monkeypatch.setenv("GPTOOLS_SANDBOX_STATE_DIR", str(tmp_path_factory.mktemp("sandbox-state")))
     # The campaign register too (apply_plan records every applied plan).
     monkeypatch.setenv("GPTOOLS_REGISTER", str(tmp_path_factory.mktemp("register") / "r.sqlite"))
+    # And the receiver's outage spools of PostgreSQL stores (~/.local/state otherwise).
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state")))
+    monkeypatch.delenv("STATE_DIRECTORY", raising=False)
 
 
 @pytest.fixture(scope="session")

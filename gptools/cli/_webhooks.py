@@ -208,6 +208,30 @@ def _failure_as_json_line(command: Callable[..., None]) -> Callable[..., None]:
     help="Write the serve process's id here (locked while it runs), for `webhooks reload`. "
     f"[env {ENV_PID_FILE}]",
 )
+@click.option(
+    "--spool-dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    envvar="GP_WEBHOOK_SPOOL_DIR",
+    help="Where each worker keeps the log rows of the 503s it answers while the store is "
+    "down, until the store is back (a folder per store inside). Default: "
+    "$STATE_DIRECTORY (systemd's StateDirectory=), else the SQLite store's folder, else "
+    "~/.local/state/gptools; then /webhook-spool. [env GP_WEBHOOK_SPOOL_DIR]",
+)
+@click.option(
+    "--spool-max-rows",
+    type=click.IntRange(0),
+    default=None,
+    help="Rows the outage spool keeps per worker (default 100,000); past it they are "
+    "only counted (gptools_webhook_spool_dropped_total).",
+)
+@click.option(
+    "--spool-max-bytes",
+    type=click.IntRange(0),
+    default=None,
+    help="Bytes the outage spool keeps per worker (default 128 MiB); past it rows are "
+    "only counted.",
+)
 @_failure_as_json_line
 def serve(
     auth_kind: str,
@@ -232,6 +256,9 @@ def serve(
     max_connections: int,
     credentials_file: str | None,
     pid_file: str | None,
+    spool_dir: str | None,
+    spool_max_rows: int | None,
+    spool_max_bytes: int | None,
 ) -> None:
     """Receive game-event webhooks until Ctrl-C/SIGTERM (in-flight requests are drained);
     SIGHUP reads the credentials file and the TLS certificate and key again."""
@@ -270,6 +297,16 @@ def serve(
             announce=say,
             credentials_file=credentials_file,
             pid_file=pid_file,
+            spool_dir=spool_dir,
+            # Unset: serve's own defaults (gptools.webhooks is not imported before here).
+            **{
+                name: value
+                for name, value in (
+                    ("spool_max_rows", spool_max_rows),
+                    ("spool_max_bytes", spool_max_bytes),
+                )
+                if value is not None
+            },
         )
     except MissingExtraError as exc:
         fail(str(exc))

@@ -17,8 +17,10 @@ What a delivery goes through, in order (each refusal is logged, then answered):
    duplicate. When the store cannot write, the answer is 503 so the provider retries.
 
 Rule: no answer goes out before its ``delivery_log`` row is committed, except 503 "store
-unavailable" (the store is what failed), and every row holds the status that was sent: a
-request whose write had not begun when the time-out came is answered 503 and logged 503.
+unavailable" (the store is what failed: its row waits in the outage spool, ``_outage.py``,
+and reaches the log once the store is back), and every row holds the status that was
+sent: a request whose write had not begun when the time-out came is answered 503 and
+logged 503.
 
 ``GET /healthz`` is liveness: 200 while every background loop (writer, sync, processing
 queue, purge, store watch) runs, 503 when one cannot go on, so that a supervisor restarts
@@ -38,6 +40,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
@@ -53,6 +56,8 @@ from gptools.webhooks._constants import (
     DEFAULT_MAX_BATCH,
     DEFAULT_PURGE_EVERY,
     DEFAULT_QUIET_ALERT_AFTER,
+    DEFAULT_SPOOL_MAX_BYTES,
+    DEFAULT_SPOOL_MAX_ROWS,
     DEFAULT_SUMMARY_EVERY,
     DEFAULT_WAIT_LIMIT,
     METRICS_FLUSH_SECONDS,
@@ -72,6 +77,7 @@ from gptools.webhooks._metrics import (
     DeliveryMetrics,
     render,
 )
+from gptools.webhooks._outage import OutageRecovery
 from gptools.webhooks._payload import fast_action_id, parse
 from gptools.webhooks._queue import Handler, ProcessingQueue
 from gptools.webhooks._records import Clock, LogEntry, StoreError, WriteItem, utc_now
@@ -137,7 +143,12 @@ class WebhookReceiver:
     summary row every ``refusal_summary_every`` carries the count). ``quiet_alert_after``
     is exported for the alert that fires when no delivery was acknowledged for that
     long (``gptools_webhook_quiet_threshold_seconds``); the receiver itself does nothing
-    with it.
+    with it. ``spool_dir``: where
+    the rows of 503s answered while the store is down wait for it (one folder per store
+    under it; default: ``$STATE_DIRECTORY``, else the SQLite file's folder, else
+    ``~/.local/state/gptools``, each ``/webhook-spool``), at most ``spool_max_rows`` rows
+    and ``spool_max_bytes`` bytes per worker (past them counted, not kept);
+    ``outage_options`` go to :class:`~gptools.webhooks._outage.OutageRecovery`.
     """
 
     def __init__(
@@ -158,6 +169,10 @@ class WebhookReceiver:
         refused_rows_per_second: int = spec.WEBHOOK_REFUSED_ROWS_PER_SECOND,
         refusal_summary_every: timedelta = DEFAULT_SUMMARY_EVERY,
         quiet_alert_after: timedelta = DEFAULT_QUIET_ALERT_AFTER,
+        spool_dir: str | os.PathLike[str] | None = None,
+        spool_max_rows: int = DEFAULT_SPOOL_MAX_ROWS,
+        spool_max_bytes: int = DEFAULT_SPOOL_MAX_BYTES,
+        outage_options: dict[str, Any] | None = None,
     ) -> None:
         if not path.startswith("/"):
             raise ValueError(f"path must start with '/', got {path!r}")
@@ -195,6 +210,15 @@ class WebhookReceiver:
         self.metrics_public = metrics_public
         self.writer.on_commit = self.metrics.committed
         self.watch.on_depth = self.metrics.queue
+        self.outage = OutageRecovery(
+            self.store,
+            spool_dir=spool_dir,
+            max_rows=spool_max_rows,
+            max_bytes=spool_max_bytes,
+            clock=clock,
+            **(outage_options or {}),
+        )
+        self.writer.on_unwritten = self.outage.spool.keep_all
         if self.processing is not None:
             self.processing.on_failure = self.metrics.handler_failed
         self._flusher: asyncio.Task[None] | None = None
@@ -222,6 +246,7 @@ class WebhookReceiver:
             )
         self._log_accepted = logger.isEnabledFor(logging.DEBUG)
         self.writer.start()
+        self.outage.start()
         self.maintenance.start()
         self.watch.start()
         if self.processing is not None:
@@ -244,6 +269,7 @@ class WebhookReceiver:
         self.watch.stop()
         if self.processing is not None:
             self.processing.stop()
+        self.outage.stop()  # after the writer, which may still hand it rows
         self._started = False
 
     def health(self) -> dict[str, Any]:
@@ -254,6 +280,7 @@ class WebhookReceiver:
             self.writer.sync_health,
             self.maintenance.health,
             self.watch.health,
+            self.outage.health,
         ]
         if self.processing is not None:
             loops.append(self.processing.health)
@@ -662,6 +689,7 @@ class WebhookReceiver:
         )
         latency = _since(entry)
         self.metrics.answered(503, "unavailable", latency)
+        self.outage.refused(entry, exc, latency)
         logger.warning(
             "answering 503: %s",
             str(exc) or "the durable write did not finish in time",

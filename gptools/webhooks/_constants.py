@@ -89,6 +89,26 @@ DEFAULT_PG_CONNECT_TIMEOUT: Final = timedelta(seconds=3)
 #: Rows read per round trip when the log is read.
 LOG_READ_BATCH: Final = 5000
 
+# -- store outages: the spool and the unacknowledged actions ----------------------------
+
+#: The outage spool's bound, per worker process (``spool_max_rows``, ``spool_max_bytes``):
+#: the log rows of the 503s answered while the store cannot take them wait there until it
+#: is back; past either bound a row is counted (``gptools_webhook_spool_dropped_total``),
+#: not kept. 100,000 rows is 14 hours of a provider retrying 2 deliveries a second; 128 MiB
+#: holds them with bodies of about 1 KB (a body is kept whole: at most ``max_body_bytes``).
+DEFAULT_SPOOL_MAX_ROWS: Final = 100_000
+DEFAULT_SPOOL_MAX_BYTES: Final = 128 * 1024 * 1024
+#: How often the spool loop looks for rows to replay and for spools of dead workers.
+DEFAULT_SPOOL_REPLAY_EVERY: Final = timedelta(seconds=1)
+#: How often the unacknowledged actions are refreshed from the store: acknowledged ones
+#: cleared, the oldest read (``gptools_webhook_oldest_unacknowledged_seconds``).
+DEFAULT_UNACKNOWLEDGED_REFRESH: Final = timedelta(seconds=15)
+#: Spooled rows replayed per write transaction (SQLite's one write lock is held that long:
+#: about as long as a group commit of that many deliveries).
+SPOOL_REPLAY_CHUNK: Final = 500
+#: Seconds between two log lines about rows the spool could not keep, per worker.
+SPOOL_LOG_EVERY_S: Final = 10.0
+
 # -- export -----------------------------------------------------------------------------
 
 #: How old a row must be before an incremental export takes it (``settle``).

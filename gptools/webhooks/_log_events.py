@@ -54,6 +54,15 @@ EVENTS: Final[dict[str, str]] = {
     "handler_lease_lost": "a handler run outlived its lease; another run took the action",
     "purge_done": "the hourly purge removed dedupe keys or log rows",
     "purge_failed": "the hourly purge could not reach the store (tried again next hour)",
+    # -- the outage spool (503s answered while the store is down) -----------------------
+    "spool_full": "rows not kept: the outage spool is full or its disk failed (counted in "
+    "gptools_webhook_spool_dropped_total; at most one line every 10 s)",
+    "spool_adopted": "a live worker took over the spool a dead worker left",
+    "spool_waiting": "the spool loop cannot reach the store yet (once per failure streak)",
+    "spool_replayed": "spooled rows written to delivery_log once the store was back",
+    "spool_unreadable": "spool lines that are not rows (a torn write), skipped and counted",
+    "spool_sync_failed": "the spool could not be synced to disk",
+    "spool_left": "rows left in the spool at shutdown (the next start replays them)",
     # -- reloads (SIGHUP, gptools webhooks reload) ------------------------------------
     "config_reloaded": "every worker took the credentials file and TLS certificate again "
     "(the credential ids in use)",

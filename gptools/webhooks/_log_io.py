@@ -12,7 +12,10 @@ from typing import Any
 from gptools.webhooks._connection import ConnectionCore
 from gptools.webhooks._constants import LOG_READ_BATCH
 from gptools.webhooks._records import ActionState, CommitUncertain, StoreError, WriteItem
-from gptools.webhooks._schema import INSERT_LOG, LOG_COLUMNS
+from gptools.webhooks._schema import INSERT_LOG, LOG_COLUMNS, NOTE_UNACKNOWLEDGED
+
+#: The first status of a server error: an action answered so is one the provider retries.
+FIRST_SERVER_ERROR = 500
 
 
 class LogOperations(ConnectionCore):
@@ -50,6 +53,7 @@ class LogOperations(ConnectionCore):
         keep_body = state == "pending"
         fresh: list[bool] = []
         rows: list[tuple[Any, ...]] = []
+        unacknowledged: list[tuple[Any, ...]] = []
         now = time.perf_counter()
         try:
             with self._transaction(durable=durable):
@@ -70,6 +74,8 @@ class LogOperations(ConnectionCore):
                         )
                         log.duplicate = not new
                     fresh.append(new)
+                    if log.status >= FIRST_SERVER_ERROR and log.auth_ok and log.action_id:
+                        unacknowledged.append((log.action_id, ts))
                     if log.latency_ms is None:
                         start = log.started if log.started is not None else now
                         log.latency_ms = round((now - start) * 1000.0, 3)
@@ -89,6 +95,7 @@ class LogOperations(ConnectionCore):
                     )
                 inserts.flush()
                 cur.executemany(self._sql(INSERT_LOG), rows)
+                self._note_unacknowledged(cur, unacknowledged)
         except CommitUncertain as exc:
             exc.result = fresh
             raise
@@ -97,6 +104,13 @@ class LogOperations(ConnectionCore):
         except Exception as exc:
             raise StoreError(f"write to {self.store.url} failed: {exc}") from exc
         return fresh
+
+    def _note_unacknowledged(self, cur: Any, notes: list[tuple[Any, ...]]) -> None:
+        """Keep the actions of 5xx rows (action_id, received_at) among the
+        unacknowledged ones, in the transaction that writes the rows (none on the
+        accepted-delivery path: it only compares a status)."""
+        if notes:
+            cur.executemany(self._sql(NOTE_UNACKNOWLEDGED), notes)
 
     def export_mark(self, target: str) -> datetime | None:
         """Up to which ``received_at`` the export ``target`` has written the log."""

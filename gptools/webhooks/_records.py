@@ -30,6 +30,12 @@ class CommitUncertain(StoreError):
         self.result: Any = None
 
 
+class NotDurable(StoreError):
+    """The rows were committed, but the sync that makes them durable failed: the request
+    is answered 503 (so the provider retries) while its log row is in the store already
+    (a power loss may still take it)."""
+
+
 #: Where the receiver and its loops read the time (aware UTC); tests pass their own.
 Clock = Callable[[], datetime]
 

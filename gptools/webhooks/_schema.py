@@ -1,6 +1,6 @@
 """The store's tables, as each engine writes them, and the statements both engines share.
 
-Three tables:
+Five tables:
 
 - ``delivery_log``: one row per delivery attempt. Its columns are a contract that the log
   analyser reads (docs/design.md, "The delivery-log fields"): ``received_at``, ``status``,
@@ -12,6 +12,13 @@ Three tables:
   ``lease_owner``).
 - ``log_export_marks``: per export target, the ``received_at`` up to which the log has
   been exported; the log's retention purge never deletes past it.
+- ``unacknowledged_actions``: the actions answered only 5xx so far (by an authenticated
+  request), with the first such ``received_at``: fed in the transaction that writes their
+  5xx rows, cleared in the background once the action is stored (acknowledged), so the
+  oldest is one index read whatever the size of the log (``_outage_store.py``).
+- ``spool_replay_marks``: per outage spool file, how many of its rows are in
+  ``delivery_log``, moved in the transaction that writes them, so a replay that a crash
+  interrupted never writes a row twice (``_outage_store.py``).
 """
 
 from __future__ import annotations
@@ -40,6 +47,12 @@ QUEUE_INDEX_DDL = (
     " WHERE state = 'pending'",
     "CREATE INDEX IF NOT EXISTS webhook_actions_dead ON webhook_actions (first_received_at)"
     " WHERE state = 'dead'",
+)
+
+#: The oldest unacknowledged action is read by this index (one step, whatever the size).
+OUTAGE_INDEX_DDL = (
+    "CREATE INDEX IF NOT EXISTS unacknowledged_actions_first_received_at"
+    " ON unacknowledged_actions (first_received_at)",
 )
 
 SQLITE_DDL = (
@@ -71,6 +84,16 @@ SQLITE_DDL = (
     )""",
     *QUEUE_INDEX_DDL,
     "CREATE INDEX IF NOT EXISTS delivery_log_received_at ON delivery_log (received_at)",
+    """CREATE TABLE IF NOT EXISTS unacknowledged_actions (
+        action_id TEXT PRIMARY KEY,
+        first_received_at TEXT NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS spool_replay_marks (
+        spool TEXT PRIMARY KEY,
+        replayed_rows INTEGER NOT NULL,
+        updated_at TEXT NOT NULL
+    )""",
+    *OUTAGE_INDEX_DDL,
 )
 
 PG_DDL = (
@@ -104,6 +127,16 @@ PG_DDL = (
     )""",
     *QUEUE_INDEX_DDL,
     "CREATE INDEX IF NOT EXISTS delivery_log_received_at ON delivery_log (received_at)",
+    """CREATE TABLE IF NOT EXISTS unacknowledged_actions (
+        action_id text PRIMARY KEY,
+        first_received_at timestamptz NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS spool_replay_marks (
+        spool text PRIMARY KEY,
+        replayed_rows bigint NOT NULL,
+        updated_at timestamptz NOT NULL
+    )""",
+    *OUTAGE_INDEX_DDL,
 )
 
 INSERT_LOG = (
@@ -129,4 +162,11 @@ PG_INSERT_ACTIONS = (
     " FROM unnest(%s::text[], %s::timestamptz[], %s::text[]) WITH ORDINALITY AS batch(a, t, b, n)"
     " ORDER BY a, n ON CONFLICT (action_id) DO NOTHING RETURNING action_id)"
     " SELECT txid_current(), ARRAY(SELECT action_id FROM inserted)"
+)
+#: An action answered 5xx by an authenticated request (action_id, received_at): kept with
+#: its earliest such answer (one acknowledged already is cleared by the next refresh).
+NOTE_UNACKNOWLEDGED = (
+    "INSERT INTO unacknowledged_actions (action_id, first_received_at) VALUES (?, ?)"
+    " ON CONFLICT (action_id) DO UPDATE SET first_received_at = excluded.first_received_at"
+    " WHERE excluded.first_received_at < unacknowledged_actions.first_received_at"
 )

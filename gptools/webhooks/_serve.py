@@ -27,13 +27,17 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import timedelta
+from pathlib import Path
 from typing import Any, Literal
 
 from gptools import spec
+from gptools._private_files import create_private, make_private_dir
 from gptools.errors import ConfigurationError, GptoolsError, MissingExtraError
 from gptools.webhooks._auth import ReceiverAuth
 from gptools.webhooks._constants import (
     DEFAULT_QUIET_ALERT_AFTER,
+    DEFAULT_SPOOL_MAX_BYTES,
+    DEFAULT_SPOOL_MAX_ROWS,
     DEFAULT_STORE_URL,
     GRACEFUL_SHUTDOWN_S,
     WORKER_HEALTHCHECK_S,
@@ -48,7 +52,8 @@ from gptools.webhooks._server_limits import (
     fit_to_descriptor_limit,
     uvicorn_settings,
 )
-from gptools.webhooks._store import open_store
+from gptools.webhooks._spool import default_spool_root, spool_directory
+from gptools.webhooks._store import Store, open_store
 
 #: Where an encrypted TLS key's password is read from (never an argument: arguments show
 #: up in ``ps`` and in shell history).
@@ -95,6 +100,9 @@ def serve(
     announce: Callable[[str], object] | None = None,
     credentials_file: str | None = None,
     pid_file: str | None = None,
+    spool_dir: str | None = None,
+    spool_max_rows: int = DEFAULT_SPOOL_MAX_ROWS,
+    spool_max_bytes: int = DEFAULT_SPOOL_MAX_BYTES,
 ) -> None:
     """Receive game-event webhooks until Ctrl-C or SIGTERM (in-flight requests are drained).
 
@@ -111,7 +119,11 @@ def serve(
     ``quiet_alert_after`` (at most the provider's 7-day retry window) is exported as
     ``gptools_webhook_quiet_threshold_seconds`` for the alert on a receiver that
     acknowledges nothing for that long; ``log_format`` ``json`` writes one JSON object a
-    line. ``limits`` bounds each worker's connections (default
+    line. ``spool_dir`` is where each worker keeps the log rows of the 503s it answers
+    while the store is down, until the store is back (one folder per store; default
+    ``$STATE_DIRECTORY``, else the SQLite file's folder, else ``~/.local/state/gptools``,
+    then ``/webhook-spool``), at most ``spool_max_rows`` rows and ``spool_max_bytes`` bytes
+    per worker. ``limits`` bounds each worker's connections (default
     :class:`~gptools.webhooks.ServerLimits`); ``max_connections`` is lowered to fit the
     file-descriptor limit. ``announce`` gets the start-up line (with ``log_format``
     ``text``; default: the log).
@@ -145,6 +157,12 @@ def serve(
             f"quiet_alert_after must be above 0 and at most the provider's retry window "
             f"({spec.WEBHOOK_RETRY_WINDOW}), got {quiet_alert_after}"
         )
+    if spool_max_rows < 0 or spool_max_bytes < 0:
+        raise ConfigurationError(
+            f"the outage spool's bounds must be 0 or more, got {spool_max_rows} rows "
+            f"and {spool_max_bytes} bytes"
+        )
+    spool_root = _spool_root(opened, spool_dir)
     key_password = os.environ.get(ENV_SSL_KEY_PASSWORD)
     _check_tls(ssl_certfile, ssl_keyfile, key_password)
     fitted, descriptors = fit_to_descriptor_limit(limits.max_connections)
@@ -172,6 +190,9 @@ def serve(
             metrics_public=metrics_port is None,
             quiet_alert_after=quiet_alert_after,
             credentials_file=credentials_file,
+            spool_dir=str(spool_root),
+            spool_max_rows=spool_max_rows,
+            spool_max_bytes=spool_max_bytes,
         )
         | limits.environment()
     )
@@ -227,6 +248,23 @@ def serve(
     if stopped_by_sigterm:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.raise_signal(signal.SIGTERM)
+
+
+def _spool_root(store: Store, spool_dir: str | None) -> Path:
+    """The outage spools' folder (absolute, so every worker agrees), once checked: its
+    folder for ``store`` can be created and written."""
+    root = (Path(spool_dir) if spool_dir else default_spool_root(store)).absolute()
+    folder = spool_directory(store, root)
+    try:
+        make_private_dir(folder)
+        probe = folder / f".probe-{os.getpid()}"
+        create_private(probe).unlink()
+    except OSError as exc:
+        raise ConfigurationError(
+            f"cannot keep the outage spool in {folder}: {exc.strerror or exc}; "
+            "choose a writable folder with --spool-dir"
+        ) from exc
+    return root
 
 
 def _check_tls(certfile: str | None, keyfile: str | None, password: str | None) -> None:

@@ -31,16 +31,18 @@ from gptools.webhooks._constants import (
     DEFAULT_SQLITE_BUSY_TIMEOUT,
 )
 from gptools.webhooks._dialects import POSTGRES, SQLITE, Dialect
+from gptools.webhooks._outage_store import OutageOperations
 from gptools.webhooks._queue_store import QueueOperations
 from gptools.webhooks._records import StoreError
 from gptools.webhooks._retention import RetentionOperations
 
 
-class StoreConnection(QueueOperations, RetentionOperations):
+class StoreConnection(QueueOperations, RetentionOperations, OutageOperations):
     """One connection to a :class:`Store`, used by one thread at a time: the log's writes
     and reads (:class:`~gptools.webhooks._log_io.LogOperations`), the processing queue's
-    operations (:class:`~gptools.webhooks._queue_store.QueueOperations`) and the purges
-    (:class:`~gptools.webhooks._retention.RetentionOperations`)."""
+    operations (:class:`~gptools.webhooks._queue_store.QueueOperations`), the purges
+    (:class:`~gptools.webhooks._retention.RetentionOperations`) and an outage's replays
+    (:class:`~gptools.webhooks._outage_store.OutageOperations`)."""
 
 
 class Store:
@@ -110,10 +112,14 @@ class Store:
         except Exception as exc:
             raise StoreError(self.scrub(f"cannot open the store {self.url}: {exc}")) from exc
         conn = StoreConnection(self, raw)
-        with self._init_lock:
-            if not self._initialised:
-                conn.create_schema()
-                self._initialised = True
+        try:
+            with self._init_lock:
+                if not self._initialised:
+                    conn.create_schema()
+                    self._initialised = True
+        except BaseException:
+            conn.close()  # a failed start leaks no server connection (a loop retries it)
+            raise
         return conn
 
     def __repr__(self) -> str:
@@ -254,17 +260,22 @@ class PostgresStore(Store):
             autocommit=True,
             connect_timeout=max(1, round(self.connect_timeout.total_seconds())),
         )
-        ms = int(self.lock_timeout.total_seconds() * 1000)
-        raw.execute(f"SET lock_timeout = {ms}")
-        raw.execute("SET synchronous_commit = on")
-        if self.schema:
-            # Concurrent CREATE SCHEMA IF NOT EXISTS can still collide; the lock serialises it.
-            raw.execute("SELECT pg_advisory_lock(7262011)")
-            try:
-                raw.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
-            finally:
-                raw.execute("SELECT pg_advisory_unlock(7262011)")
-            raw.execute(f'SET search_path TO "{self.schema}"')
+        try:
+            ms = int(self.lock_timeout.total_seconds() * 1000)
+            raw.execute(f"SET lock_timeout = {ms}")
+            raw.execute("SET synchronous_commit = on")
+            if self.schema:
+                # Concurrent CREATE SCHEMA IF NOT EXISTS can still collide; the lock
+                # serialises it.
+                raw.execute("SELECT pg_advisory_lock(7262011)")
+                try:
+                    raw.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
+                finally:
+                    raw.execute("SELECT pg_advisory_unlock(7262011)")
+                raw.execute(f'SET search_path TO "{self.schema}"')
+        except BaseException:
+            raw.close()  # a lock time-out here leaks no server connection
+            raise
         return raw
 
 

@@ -26,7 +26,14 @@ from gptools.webhooks._constants import (
     RESOLVE_LIMIT,
     TIMED_OUT_STATUS,
 )
-from gptools.webhooks._records import ActionState, CommitUncertain, StoreError, WriteItem
+from gptools.webhooks._records import (
+    ActionState,
+    CommitUncertain,
+    LogEntry,
+    NotDurable,
+    StoreError,
+    WriteItem,
+)
 from gptools.webhooks._store import Store
 from gptools.webhooks._supervision import LoopHealth, StoreLink
 
@@ -36,10 +43,11 @@ logger = logging.getLogger("gptools.webhooks")
 #: A submitted write: the item and the future its request awaits.
 _Pending = tuple[WriteItem, "asyncio.Future[bool]"]
 
-_WAITING, _WRITING, _EXPIRED = 0, 1, 2
+_WAITING, _WRITING, _EXPIRED, _FAILED = 0, 1, 2, 3
 
-#: The ``error`` of a row whose request timed out before its write began.
-_TIMED_OUT = "store_unavailable: the durable write did not begin within the time-out"
+#: The ``error`` of a row whose request timed out before its write began (it starts with
+#: the 503's outcome, as every row's error starts with its answer's).
+_TIMED_OUT = "unavailable: the durable write did not begin within the time-out"
 
 
 class _Handover:
@@ -62,9 +70,10 @@ class _Handover:
         self.state = _WAITING
 
     def decide(self, outcome: int) -> bool:
-        """Settle the race for these rows with ``outcome`` (``_WRITING`` or ``_EXPIRED``);
-        False when the other one came first. On expiry each row becomes the time-out's
-        answer: ``TIMED_OUT_STATUS``, the latency so far, no action."""
+        """Settle the race for these rows with ``outcome`` (``_WRITING``, ``_EXPIRED``, or
+        ``_FAILED``: their batch failed before either); False when another came first. On
+        expiry each row becomes the time-out's answer: ``TIMED_OUT_STATUS``, the latency
+        so far, no action."""
         with self.lock:
             if self.state != _WAITING:
                 return False
@@ -149,6 +158,10 @@ class GroupCommitWriter:
         self.batches = 0
         #: Called with each committed batch's write-and-commit seconds (the metrics).
         self.on_commit: Callable[[float], None] | None = None
+        #: Called (from the writer's thread) with the rows of requests already answered 503
+        #: by the time-out whose batch then failed: nobody else holds them any more (the
+        #: outage spool keeps them until the store is back).
+        self.on_unwritten: Callable[[list[LogEntry]], None] | None = None
         self._queue: queue.SimpleQueue[list[_Handover] | None] = queue.SimpleQueue()
         self._gathering: dict[asyncio.AbstractEventLoop, _Handover] = {}
         self._committed: queue.SimpleQueue[
@@ -269,13 +282,27 @@ class GroupCommitWriter:
             outcome = self._write(batch)
         except Exception as exc:
             # A bug, not the store: the batch is refused (503) and the loop goes on.
+            self._unwritten(batch)
             self._committed.put((batch, StoreError(f"internal error: {exc}")))
             raise
+        if isinstance(outcome, StoreError) and not isinstance(outcome, CommitUncertain):
+            self._unwritten(batch)
         self._committed.put((batch, outcome))
         if stopping:
             self._committed.put(None)
             return False
         return True
+
+    def _unwritten(self, batch: list[_Handover]) -> None:
+        """A batch known not to be written: each hand-over that neither began nor expired
+        is settled as failed (its requests answer 503 and keep their rows themselves);
+        the rows of those the time-out answered 503 already go to ``on_unwritten``."""
+        lost: list[LogEntry] = []
+        for h in batch:
+            if not h.decide(_FAILED) and h.state == _EXPIRED:
+                lost.extend(item.log for item, _ in h.pending)
+        if lost and self.on_unwritten is not None:
+            self.on_unwritten(lost)
 
     def _write(self, batch: list[_Handover]) -> list[bool] | StoreError:
         began = time.perf_counter()
@@ -343,6 +370,8 @@ class GroupCommitWriter:
                 self.batches += 1
                 result: list[bool] = uncertain.result
                 return result
+            if status == "aborted":
+                return StoreError(str(uncertain))  # known not written
             if status != "in progress":
                 return uncertain
             time.sleep(0.01)
@@ -385,8 +414,15 @@ class GroupCommitWriter:
             except Exception as exc:
                 # Committed but maybe not on disk: not acknowledged, so it is retried.
                 logger.error("store sync failed: %s", exc, extra={"event": "store_sync_failed"})
-                error = exc if isinstance(exc, StoreError) else StoreError(f"sync failed: {exc}")
-                done = [(batch, error) for batch, _ in done]
+                # Those rows are committed: NotDurable tells their requests not to log
+                # them again (a batch that failed keeps its own error).
+                error = NotDurable(
+                    str(exc) if isinstance(exc, StoreError) else f"sync failed: {exc}"
+                )
+                done = [
+                    (batch, outcome if isinstance(outcome, StoreError) else error)
+                    for batch, outcome in done
+                ]
                 if not isinstance(exc, StoreError):
                     unexpected = exc
         for batch, outcome in done:
@@ -419,9 +455,17 @@ def _settle(settled: list[tuple[asyncio.Future[bool], bool | StoreError]]) -> No
             continue
         if isinstance(result, StoreError):
             # A fresh exception per request: re-raising one shared instance would grow
-            # its traceback with every waiter.
-            error = StoreError(str(result))
+            # its traceback with every waiter. Its class says whether the rows may be in
+            # the store (the outage spool keeps only those known not to be).
+            error = _fresh(result)
             error.__cause__ = result.__cause__
             fut.set_exception(error)
         else:
             fut.set_result(result)
+
+
+def _fresh(error: StoreError) -> StoreError:
+    """A new exception of ``error``'s kind and message."""
+    if isinstance(error, CommitUncertain):
+        return CommitUncertain(str(error), error.xid)
+    return type(error)(str(error))

@@ -271,7 +271,13 @@ def test_wrong_method_and_path_are_refused_and_logged(server: tuple[ThreadServer
         "live": True,
         "ready": True,
         "store": "ok",
-        "loops": {"writer": "ok", "sync": "ok", "maintenance": "ok", "store_watch": "ok"},
+        "loops": {
+            "writer": "ok",
+            "sync": "ok",
+            "maintenance": "ok",
+            "store_watch": "ok",
+            "spool": "ok",
+        },
     }
     assert sorted(row["status"] for row in _log_rows(db)) == [404, 405]
 

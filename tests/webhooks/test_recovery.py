@@ -326,7 +326,9 @@ def test_a_commit_that_loses_its_connection_is_answered_as_it_ended(pg_url: str)
     writer = GroupCommitWriter(store, state="done")
     writer.start()
     try:
-        assert writer._resolve(uncertain) is uncertain  # not committed: 503
+        # Not committed: 503, and known not written (its rows go to the outage spool).
+        aborted = writer._resolve(uncertain)
+        assert type(aborted) is StoreError and str(aborted) == str(uncertain)
         # One that did commit is answered as committed.
         other.raw.execute("BEGIN")
         xid = int(other.raw.execute("SELECT txid_current()").fetchone()[0])
@@ -355,3 +357,32 @@ def test_a_connection_killed_while_idle_costs_no_delivery(pg_url: str) -> None:
         assert r.status_code == 200 and r.json()["status"] == "accepted"
         assert _get(srv.base_url, "/readyz").status_code == 200
     assert action in _stored(receiver)[1]
+
+
+@pytest.mark.parametrize("lock", [7262011, 7262012], ids=["schema", "tables"])
+def test_a_connection_that_fails_to_start_is_closed(pg_url: str, lock: int) -> None:
+    """A store that cannot be opened (a lock held too long, as while another store's
+    tables are made) leaves no server connection behind: its loops retry every second."""
+    import psycopg
+
+    from gptools.webhooks import open_store
+
+    name = f"leak-test-{uuid.uuid4().hex[:8]}"
+    url = pg_url.replace("?", f"?application_name={name}&", 1)
+    with psycopg.connect(PG_DSN, autocommit=True) as holder:
+        holder.execute("SELECT pg_advisory_lock(%s)", (lock,))
+        try:
+            with pytest.raises(StoreError, match="lock timeout") as failed:
+                open_store(url, lock_timeout=timedelta(milliseconds=200)).connect()
+        finally:
+            holder.execute("SELECT pg_advisory_unlock(%s)", (lock,))
+        # A closed connection's server process takes a moment to go.
+        deadline = time.monotonic() + 5
+        while (
+            left := holder.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", (name,)
+            ).fetchone()
+        ) != (0,) and time.monotonic() < deadline:
+            time.sleep(0.02)
+    assert failed.value is not None  # (the failure, and all it refers to, still alive)
+    assert left == (0,)

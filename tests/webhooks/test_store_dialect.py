@@ -11,6 +11,7 @@ from pathlib import Path
 import gptools.webhooks._connection as connection_module
 import gptools.webhooks._dialects as dialects_module
 import gptools.webhooks._log_io as log_io_module
+import gptools.webhooks._outage_store as outage_store_module
 import gptools.webhooks._queue_store as queue_store_module
 import gptools.webhooks._retention as retention_module
 import gptools.webhooks._store as store_module
@@ -21,6 +22,7 @@ MODULES = (
     store_module,
     connection_module,
     log_io_module,
+    outage_store_module,
     queue_store_module,
     retention_module,
     dialects_module,
@@ -52,6 +54,7 @@ SHARED = (
     "LogOperations",
     "QueueOperations",
     "RetentionOperations",
+    "OutageOperations",
     "_Transaction",
     "Dialect",
     "ActionInserts",
