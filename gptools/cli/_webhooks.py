@@ -1,4 +1,8 @@
-"""``gptools webhooks serve|export|dead-letters``.
+"""``gptools webhooks serve|migrate|export|dead-letters``.
+
+Every command but ``serve`` and ``migrate`` opens a store that exists, at a schema version
+this gptools runs on, and refuses any other with one line and exit 2, leaving nothing
+behind (a mistyped URL never makes an empty store).
 
 Secrets come from environment variables only (``GP_WEBHOOK_API_KEY``, or
 ``GP_WEBHOOK_USERNAME`` and ``GP_WEBHOOK_PASSWORD``, and ``GP_WEBHOOK_SSL_KEYFILE_PASSWORD``),
@@ -10,6 +14,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -18,6 +23,9 @@ from gptools.cli._common import AUTH_CHOICE
 from gptools.cli._main import AddressInUse, emit, fail, say, webhooks
 from gptools.cli._params import STORE_URL
 from gptools.errors import ConfigurationError, MissingExtraError
+
+if TYPE_CHECKING:
+    from gptools.webhooks import Store
 
 _PEM_FILE = click.Path(exists=True, dir_okay=False, readable=True)
 ENV_SSL_KEY_PASSWORD = "GP_WEBHOOK_SSL_KEYFILE_PASSWORD"  # noqa: S105 (a variable name)
@@ -176,8 +184,19 @@ def serve(
     keep_alive_timeout: float,
     max_connections: int,
 ) -> None:
-    """Receive game-event webhooks until Ctrl-C/SIGTERM (in-flight requests are drained)."""
-    from gptools.webhooks import ListenError, ServeError, ServerLimits, StoreError, serve
+    """Receive game-event webhooks until Ctrl-C/SIGTERM (in-flight requests are drained).
+
+    A store that does not exist yet is created; one at another schema version is refused
+    (`gptools webhooks migrate` brings an older one up to date); one that cannot be
+    reached does not stop the start (503 and not ready until it can)."""
+    from gptools.webhooks import (
+        ListenError,
+        SchemaVersionError,
+        ServeError,
+        ServerLimits,
+        StoreError,
+        serve,
+    )
 
     limits = ServerLimits(
         max_header_bytes=max_header_bytes,
@@ -207,7 +226,7 @@ def serve(
         )
     except MissingExtraError as exc:
         fail(str(exc))
-    except ConfigurationError as exc:
+    except (ConfigurationError, SchemaVersionError) as exc:
         fail(str(exc), bad_input=True)
     except ListenError as exc:
         raise AddressInUse(
@@ -216,6 +235,47 @@ def serve(
         ) from None
     except (ServeError, StoreError) as exc:
         fail(str(exc))
+
+
+@webhooks.command("migrate")
+@click.option("--store", "store_url", type=STORE_URL, required=True, help=_STORE_HELP)
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Change nothing (create no file or schema); say which migrations would run, "
+    "with their statements.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+def migrate_command(store_url: str, dry_run: bool, as_json: bool) -> None:
+    """Bring a store to this gptools' schema version (create it if it does not exist).
+
+    Run it with a role allowed to create and change tables, before the first `webhooks
+    serve` of a new gptools; serve then needs data rights only. Says from which version
+    to which; running it again does nothing. Safe while receivers serve: receivers of the
+    previous version keep working on the migrated store (see the operations guide)."""
+    from gptools.webhooks import SchemaVersionError, StoreError, migrate, open_store
+
+    try:
+        store = open_store(store_url)
+    except ValueError as exc:
+        fail(str(exc), bad_input=True)
+    try:
+        result = migrate(store, dry_run=dry_run)
+    except SchemaVersionError as exc:
+        fail(str(exc), bad_input=True)
+    except StoreError as exc:
+        fail(f"migration failed: {exc}")
+    emit(result.to_dict(), as_json=as_json, human=lambda: str(result))
+
+
+def _existing_store(store_url: str) -> Store:
+    """The store ``store_url`` names, opened so that it is never created."""
+    from gptools.webhooks import open_store
+
+    try:
+        return open_store(store_url, create=False)
+    except ValueError as exc:
+        fail(str(exc), bad_input=True)
 
 
 @webhooks.command("export")
@@ -236,12 +296,9 @@ def export(
 ) -> None:
     """Write the store's delivery log to OUT as JSONL or Parquet (OUT must not exist and
     must end in .jsonl or .parquet as --format says, unless --force)."""
-    from gptools.webhooks import StoreError, export_log, open_store
+    from gptools.webhooks import SchemaVersionError, StoreError, StoreNotFoundError, export_log
 
-    try:
-        store = open_store(store_url)
-    except ValueError as exc:
-        fail(str(exc), bad_input=True)
+    store = _existing_store(store_url)
     if not force:
         if out.exists():
             fail(f"{out} exists; --force overwrites it", bad_input=True)
@@ -255,6 +312,8 @@ def export(
         result = export_log(
             store, out, format="jsonl" if fmt == "jsonl" else "parquet", target=target
         )
+    except (StoreNotFoundError, SchemaVersionError) as exc:
+        fail(str(exc), bad_input=True)
     except (StoreError, OSError) as exc:
         fail(f"export failed: {exc}")
     emit(
@@ -275,12 +334,9 @@ def export(
 def dead_letters(store_url: str, retry: bool, as_json: bool) -> None:
     """List the actions whose handler runs gave up (with their last error); --retry
     queues them again with their attempts counted from zero."""
-    from gptools.webhooks import StoreError, format_utc, open_store
+    from gptools.webhooks import SchemaVersionError, StoreError, StoreNotFoundError, format_utc
 
-    try:
-        store = open_store(store_url)
-    except ValueError as exc:
-        fail(str(exc), bad_input=True)
+    store = _existing_store(store_url)
     try:
         conn = store.connect()
         try:
@@ -288,6 +344,8 @@ def dead_letters(store_url: str, retry: bool, as_json: bool) -> None:
             retried = conn.retry_dead(datetime.now(UTC)) if retry else 0
         finally:
             conn.close()
+    except (StoreNotFoundError, SchemaVersionError) as exc:
+        fail(str(exc), bad_input=True)
     except StoreError as exc:
         fail(str(exc))
     listed = [

@@ -3,7 +3,9 @@
 - :class:`WebhookReceiver`: the ASGI receiver (auth, validation, durable dedupe, 200 only
   after the commit, 503 when the store cannot write), with :class:`ReceiverAuth`.
 - :func:`open_store`: the SQLite (WAL) or PostgreSQL store of dedupe keys, processing
-  queue and ``delivery_log`` (:data:`LOG_COLUMNS`).
+  queue and ``delivery_log`` (:data:`LOG_COLUMNS`); :func:`migrate` brings a store to
+  this gptools' schema version (:class:`MigrationResult`), which every connection checks
+  (:class:`SchemaVersionError`).
 - :class:`ProcessingQueue`: runs a user handler after the acknowledgement, at least once,
   one lease per run, with a time-out and dead letters.
 - :class:`Maintenance`: purges old dedupe keys and log rows, in small steps.
@@ -25,12 +27,19 @@ from gptools.webhooks._auth import AuthConfigError, ReceiverAuth
 from gptools.webhooks._export import ExportResult, export_log
 from gptools.webhooks._maintenance import Maintenance
 from gptools.webhooks._metrics import ALERT_RULES, serve_metrics
+from gptools.webhooks._migrations import MigrationResult
 from gptools.webhooks._queue import ProcessingQueue
-from gptools.webhooks._records import StoreError, format_utc
+from gptools.webhooks._records import (
+    SchemaVersionError,
+    StoreError,
+    StoreNotFoundError,
+    StoreUnreachableError,
+    format_utc,
+)
 from gptools.webhooks._schema import LOG_COLUMNS
 from gptools.webhooks._serve import ListenError, ServeError, serve
 from gptools.webhooks._server_limits import ServerLimits
-from gptools.webhooks._store import PostgresStore, SQLiteStore, Store, open_store
+from gptools.webhooks._store import PostgresStore, SQLiteStore, Store, migrate, open_store
 
 __all__ = [
     "ALERT_RULES",
@@ -40,17 +49,22 @@ __all__ = [
     "InjectedFault",
     "ListenError",
     "Maintenance",
+    "MigrationResult",
     "PostgresStore",
     "ProcessingQueue",
     "ReceiverAuth",
     "SQLiteStore",
+    "SchemaVersionError",
     "ServeError",
     "ServerLimits",
     "Store",
     "StoreError",
+    "StoreNotFoundError",
+    "StoreUnreachableError",
     "WebhookReceiver",
     "export_log",
     "format_utc",
+    "migrate",
     "open_private",
     "open_store",
     "serve",

@@ -261,6 +261,8 @@ class WebhookReceiver:
     def _report_health(self) -> None:
         state = self.health()
         self.metrics.health(state["live"], state["ready"])
+        if self.store.schema_version is not None:
+            self.metrics.schema(self.store.schema_version)
 
     async def _write_summaries(self, *, final: bool = False) -> None:
         """Write the summary rows of suppressed refusals that are due (all when

@@ -58,6 +58,7 @@ class _Instruments:
     suppressed: Any
     live: Any
     ready: Any
+    schema_version: Any
 
 
 @functools.cache
@@ -101,6 +102,12 @@ def _instruments() -> _Instruments:
             "1 while the worker is live and its store reachable (GET /readyz answers 200).",
             multiprocess_mode="livemin",
         ),
+        schema_version=Gauge(
+            "gptools_webhook_schema_version",
+            "The store's schema version as the worker found it when it connected (0: not"
+            " read yet, or a store laid out before schema versions).",
+            multiprocess_mode="max",
+        ),
     )
 
 
@@ -141,6 +148,10 @@ class DeliveryMetrics:
         """The worker's liveness and readiness, as its gauges."""
         self._instruments.live.set(1 if live else 0)
         self._instruments.ready.set(1 if ready else 0)
+
+    def schema(self, version: int) -> None:
+        """The store's schema version as this worker found it."""
+        self._instruments.schema_version.set(version)
 
     def committed(self, seconds: float) -> None:
         """One batch's write-and-commit time (from the writer's thread)."""

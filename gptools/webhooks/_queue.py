@@ -31,7 +31,14 @@ from gptools.webhooks._constants import (
     QUEUE_LINK_MAX_BACKOFF,
     QUEUE_STORE_BACKOFF_CAP,
 )
-from gptools.webhooks._records import ActionState, ClaimedAction, Clock, StoreError, utc_now
+from gptools.webhooks._records import (
+    ActionState,
+    ClaimedAction,
+    Clock,
+    SchemaVersionError,
+    StoreError,
+    utc_now,
+)
 from gptools.webhooks._store import Store, StoreConnection
 from gptools.webhooks._supervision import LoopHealth, StoreLink
 
@@ -184,7 +191,8 @@ class ProcessingQueue:
         except StoreError as exc:
             self.link.failed(exc)
             self._store_failures += 1
-            if self._store_failures == 1 or self._store_failures % 20 == 0:
+            said = isinstance(exc, SchemaVersionError)  # the link said it once
+            if not said and (self._store_failures == 1 or self._store_failures % 20 == 0):
                 logger.warning(
                     "processing queue (%d failures in a row): %s", self._store_failures, exc
                 )

@@ -26,7 +26,13 @@ from gptools.webhooks._constants import (
     RESOLVE_LIMIT,
     TIMED_OUT_STATUS,
 )
-from gptools.webhooks._records import ActionState, CommitUncertain, StoreError, WriteItem
+from gptools.webhooks._records import (
+    ActionState,
+    CommitUncertain,
+    SchemaVersionError,
+    StoreError,
+    WriteItem,
+)
 from gptools.webhooks._store import Store
 from gptools.webhooks._supervision import LoopHealth, StoreLink
 
@@ -165,14 +171,22 @@ class GroupCommitWriter:
         self._up = False
 
     def start(self) -> None:
-        """Open the store (creating its tables) and start the threads. A store that is
-        unreachable does not stop the start: a worker restarted during a database outage
-        must come up, answer 503 and reconnect, not fail (uvicorn would then stop every
-        worker). ``gptools webhooks serve`` checks the store once before it starts."""
+        """Open the store and start the threads. A store that is unreachable, or at a
+        schema version this gptools does not run on, does not stop the start: a worker
+        restarted during a database outage must come up, answer 503 and reconnect, not
+        fail (uvicorn would then stop every worker), and one that found the store at
+        another version says so once and is not ready until the store is migrated.
+        ``gptools webhooks serve`` checks the store once before it starts."""
         try:
             self.link.get()
+        except SchemaVersionError:
+            pass  # the link said so
         except StoreError as exc:
-            logger.error("starting without the store (it will be retried): %s", exc)
+            logger.error(
+                "starting without the store (it will be retried): %s",
+                exc,
+                extra={"event": "store_unreachable"},
+            )
         self._up = True
         self._started = True
         self._stop_writer.clear()
