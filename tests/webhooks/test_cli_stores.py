@@ -40,6 +40,7 @@ CREATORS = {
 MALFORMED = {
     "port out of range": "postgresql://postgres@127.0.0.1:99999/test",
     "port not a number": "postgresql://postgres@127.0.0.1:abc/test",
+    "port zero": "postgresql://postgres@127.0.0.1:0/test",
     "no host": "postgresql:///test",
     "unknown option": "postgresql://postgres@127.0.0.1:5432/test?no_such_option=1",
     "integer option": "postgresql://postgres@127.0.0.1:5432/test?connect_timeout=soon",
