@@ -384,3 +384,24 @@ def test_postgres_builds_the_indexes_of_a_large_table_without_blocking_writes(
         " (first_received_at) WHERE state = 'done'",
     ], online
     assert {"delivery_log_received_at", "webhook_actions_done"} <= _indexes(pg_url)
+
+
+def test_each_worker_exports_the_schema_version_it_found(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 's.sqlite3'}"
+    migrate(url)
+    raw = _raw(url)
+    raw.execute(
+        "INSERT INTO webhook_schema_version (version, compatible_from, description,"
+        " applied_at, applied_by) VALUES (2, 1, 'later', '2030-01-01T00:00:00Z', 'later')"
+    )
+    raw.commit()
+    raw.close()
+    receiver = WebhookReceiver(url, auth=ReceiverAuth.none())
+    with serve_in_thread(receiver) as srv, httpx.Client(timeout=10) as client:
+        deadline = datetime.now(UTC) + timedelta(seconds=10)
+        while (
+            "\ngptools_webhook_schema_version 2.0\n"
+            not in client.get(f"{srv.base_url}/metrics").text
+        ):
+            assert datetime.now(UTC) < deadline, "the gauge never said version 2"
+            threading.Event().wait(0.1)

@@ -119,6 +119,14 @@ def test_a_worker_that_finds_an_older_store_says_so_once_and_waits_for_the_migra
     assert (answer.status_code, answer.json()["status"]) == (200, "duplicate")
     assert rp.proc.poll() is None  # no crash loop: the one process served throughout
     assert _mismatches(rp.log) == 1
+    _until(  # the gauges are handed over every half second
+        lambda: (
+            "\ngptools_webhook_schema_version 1.0\n"
+            in httpx.get(f"{rp.base_url}/metrics", timeout=5).text
+        ),
+        10,
+        "the gauge says the version the worker found",
+    )
     line = next(e for e in _events(rp.log) if e.get("event") == "schema_version_mismatch")
     assert "run `gptools webhooks migrate --store" in line["message"]
 
