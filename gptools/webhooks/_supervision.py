@@ -77,6 +77,8 @@ class StoreLink:
             self._down(str(exc))
             raise
         logger.info("connected to the store %s", self.store.url)
+        # Should the store be at another version again (a restored backup), say so again.
+        _REPORTED.difference_update({k for k in _REPORTED if k[0] == self.store.url})
         self._failed_opens = 0
         return self.conn
 
