@@ -35,6 +35,9 @@ name, drawn once, here.
     │   └── JournalBusyError                another run of the same load holds the journal
     ├── LoadStopped                     participants: the server refused the load itself
     ├── StoreError                      webhooks: the store cannot be opened, read or written
+    │   ├── StoreUnreachableError           no connection could be opened (an outage)
+    │   ├── StoreNotFoundError              the store does not exist, and may not be created
+    │   ├── SchemaVersionError              the store is at a schema version this code cannot run on
     │   └── CommitUncertain                 the connection broke during COMMIT
     ├── HandlerTimeout                  webhooks: a handler run past the queue's time-out
     ├── ServeError                      webhooks: the receiver cannot start on this machine

@@ -221,6 +221,11 @@ def test_a_missing_extra_is_one_line_exit_1(
 ) -> None:
     shutil.copytree(ROOT / "data", tmp_path / "data")
     (tmp_path / "notebooks").mkdir()
+    if "--store" in args and args[args.index("--store") + 1].startswith("sqlite:///"):
+        # The store must exist (a missing one is bad input), and the base install makes it.
+        store = args[args.index("--store") + 1]
+        made = _run(base_env, tmp_path, "gptools", "webhooks", "migrate", "--store", store)
+        assert made.returncode == 0, (made.stdout, made.stderr)
     done = _run(base_env, tmp_path, "gptools", *args)
     assert done.returncode == 1, (done.stdout, done.stderr)
     _one_line_naming(extra, done.stderr)

@@ -22,7 +22,7 @@ import pytest
 from click.testing import CliRunner
 
 from gptools.cli import cli
-from gptools.cli._params import BrandId
+from gptools.cli._params import BrandId, StoreUrl
 from gptools.sandbox import RunningSandbox
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -80,6 +80,11 @@ class Files:
         self.notebooks = root / "no-notebooks"
         self.notebooks.mkdir()
         self.closed_url = f"http://127.0.0.1:{_closed_port()}/v1/game-action-events"
+        # The webhook store the valid --store names exists (a missing one is bad input
+        # itself, which would hide the other parameters' bad values).
+        from gptools.webhooks import migrate
+
+        migrate(f"sqlite:///{root / 'w.sqlite3'}")
 
 
 def valid(path: tuple[str, ...], name: str, files: Files) -> list[str] | None:
@@ -118,6 +123,20 @@ def bad_values(param: click.Parameter, files: Files) -> list[str]:
         return ["nan", "inf", "-1", "abc"]
     if isinstance(kind, click.Choice):
         return ["nope", ""]
+    if isinstance(kind, StoreUrl):
+        # Malformed store URLs (issue 34): each is bad input, never "a bug in gptools".
+        return [
+            "",
+            "postgresql://postgres@127.0.0.1:99999/test",
+            "postgresql:///test",
+            "postgresql://postgres@127.0.0.1/test?connect_timeout=soon",
+            "postgresql://postgres@127.0.0.1/test?no_such_option=1",
+            f"sqlite:///{files.root / 'w.sqlite3'}?log_retention_days=inf",
+            f"sqlite:///{files.root / 'w.sqlite3'}?synchronous=sometimes",
+            "mysql://user@127.0.0.1/test",
+            str(files.root / "missing.sqlite3"),
+            str(files.directory),
+        ]
     if isinstance(kind, click.Path):
         return [
             str(files.root / "missing" / "file.csv"),

@@ -71,10 +71,12 @@ def test_every_store_option_takes_a_bare_path_the_same_way(tmp_path: Path) -> No
     }
     assert all(isinstance(p.type, StoreUrl) for _, p in stores)
     bare = tmp_path / "w1.sqlite3"
+    made = CliRunner().invoke(cli, ["webhooks", "migrate", "--store", str(bare), "--json"])
+    assert made.exit_code == 0, made.output
+    assert bare.exists()
     result = CliRunner().invoke(cli, ["webhooks", "dead-letters", "--store", str(bare), "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout) == {"dead_letters": [], "retried": 0}
-    assert bare.exists()
 
 
 def test_run_notebooks_on_a_folder_without_notebooks_is_bad_input(tmp_path: Path) -> None:

@@ -1,4 +1,8 @@
-"""``gptools webhooks serve|reload|export|dead-letters``.
+"""``gptools webhooks serve|reload|migrate|export|dead-letters``.
+
+Every command but ``serve`` and ``migrate`` opens a store that exists, at a schema version
+this gptools runs on, and refuses any other with one line and exit 2, leaving nothing
+behind (a mistyped URL never makes an empty store).
 
 Secrets come from environment variables (``GP_WEBHOOK_API_KEY``, or
 ``GP_WEBHOOK_USERNAME`` and ``GP_WEBHOOK_PASSWORD``, and ``GP_WEBHOOK_SSL_KEYFILE_PASSWORD``)
@@ -14,7 +18,7 @@ import logging
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -23,6 +27,9 @@ from gptools.cli._common import AUTH_CHOICE
 from gptools.cli._main import AddressInUse, emit, fail, say, webhooks
 from gptools.cli._params import STORE_URL, PositiveFinite
 from gptools.errors import ConfigurationError, MissingExtraError
+
+if TYPE_CHECKING:
+    from gptools.webhooks import Store
 
 _PEM_FILE = click.Path(exists=True, dir_okay=False, readable=True)
 ENV_SSL_KEY_PASSWORD = "GP_WEBHOOK_SSL_KEYFILE_PASSWORD"  # noqa: S105 (a variable name)
@@ -261,8 +268,19 @@ def serve(
     spool_max_bytes: int | None,
 ) -> None:
     """Receive game-event webhooks until Ctrl-C/SIGTERM (in-flight requests are drained);
-    SIGHUP reads the credentials file and the TLS certificate and key again."""
-    from gptools.webhooks import ListenError, ServeError, ServerLimits, StoreError, serve
+    SIGHUP reads the credentials file and the TLS certificate and key again.
+
+    A store that does not exist yet is created; one at another schema version is refused
+    (`gptools webhooks migrate` brings an older one up to date); one that cannot be
+    reached does not stop the start (503 and not ready until it can)."""
+    from gptools.webhooks import (
+        ListenError,
+        SchemaVersionError,
+        ServeError,
+        ServerLimits,
+        StoreError,
+        serve,
+    )
     from gptools.webhooks._constants import DEFAULT_QUIET_ALERT_AFTER
 
     limits = ServerLimits(
@@ -310,7 +328,7 @@ def serve(
         )
     except MissingExtraError as exc:
         fail(str(exc))
-    except ConfigurationError as exc:
+    except (ConfigurationError, SchemaVersionError) as exc:
         fail(str(exc), bad_input=True)
     except ListenError as exc:
         raise AddressInUse(
@@ -357,6 +375,47 @@ def reload(pid_file: str, as_json: bool) -> None:
         fail("reload failed", code="reload_failed")
 
 
+@webhooks.command("migrate")
+@click.option("--store", "store_url", type=STORE_URL, required=True, help=_STORE_HELP)
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Change nothing (create no file or schema); say which migrations would run, "
+    "with their statements.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+def migrate_command(store_url: str, dry_run: bool, as_json: bool) -> None:
+    """Bring a store to this gptools' schema version (create it if it does not exist).
+
+    Run it with a role allowed to create and change tables, before the first `webhooks
+    serve` of a new gptools; serve then needs data rights only. Says from which version
+    to which; running it again does nothing. Safe while receivers serve: receivers of the
+    previous version keep working on the migrated store (see the operations guide)."""
+    from gptools.webhooks import SchemaVersionError, StoreError, migrate, open_store
+
+    try:
+        store = open_store(store_url)
+    except ValueError as exc:
+        fail(str(exc), bad_input=True)
+    try:
+        result = migrate(store, dry_run=dry_run)
+    except SchemaVersionError as exc:
+        fail(str(exc), bad_input=True)
+    except StoreError as exc:
+        fail(f"migration failed: {exc}")
+    emit(result.to_dict(), as_json=as_json, human=lambda: str(result))
+
+
+def _existing_store(store_url: str) -> Store:
+    """The store ``store_url`` names, opened so that it is never created."""
+    from gptools.webhooks import open_store
+
+    try:
+        return open_store(store_url, create=False)
+    except ValueError as exc:
+        fail(str(exc), bad_input=True)
+
+
 @webhooks.command("export")
 @click.option("--store", "store_url", type=STORE_URL, required=True, help=_STORE_HELP)
 @click.option("--format", "fmt", type=click.Choice(["jsonl", "parquet"]), required=True)
@@ -375,12 +434,9 @@ def export(
 ) -> None:
     """Write the store's delivery log to OUT as JSONL or Parquet (OUT must not exist and
     must end in .jsonl or .parquet as --format says, unless --force)."""
-    from gptools.webhooks import StoreError, export_log, open_store
+    from gptools.webhooks import SchemaVersionError, StoreError, StoreNotFoundError, export_log
 
-    try:
-        store = open_store(store_url)
-    except ValueError as exc:
-        fail(str(exc), bad_input=True)
+    store = _existing_store(store_url)
     if not force:
         if out.exists():
             fail(f"{out} exists; --force overwrites it", bad_input=True)
@@ -394,6 +450,8 @@ def export(
         result = export_log(
             store, out, format="jsonl" if fmt == "jsonl" else "parquet", target=target
         )
+    except (StoreNotFoundError, SchemaVersionError) as exc:
+        fail(str(exc), bad_input=True)
     except (StoreError, OSError) as exc:
         fail(f"export failed: {exc}")
     emit(
@@ -414,12 +472,9 @@ def export(
 def dead_letters(store_url: str, retry: bool, as_json: bool) -> None:
     """List the actions whose handler runs gave up (with their last error); --retry
     queues them again with their attempts counted from zero."""
-    from gptools.webhooks import StoreError, format_utc, open_store
+    from gptools.webhooks import SchemaVersionError, StoreError, StoreNotFoundError, format_utc
 
-    try:
-        store = open_store(store_url)
-    except ValueError as exc:
-        fail(str(exc), bad_input=True)
+    store = _existing_store(store_url)
     try:
         conn = store.connect()
         try:
@@ -427,6 +482,8 @@ def dead_letters(store_url: str, retry: bool, as_json: bool) -> None:
             retried = conn.retry_dead(datetime.now(UTC)) if retry else 0
         finally:
             conn.close()
+    except (StoreNotFoundError, SchemaVersionError) as exc:
+        fail(str(exc), bad_input=True)
     except StoreError as exc:
         fail(str(exc))
     listed = [

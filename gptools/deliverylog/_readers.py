@@ -42,7 +42,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
-from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 import duckdb
 import ibis
@@ -54,6 +53,7 @@ import pyarrow as pa
 from gptools import spec
 from gptools._private_files import sqlite_read_uri
 from gptools._secrets import redact_url, scrub
+from gptools._store_url import StoreAddress, parse_store_url
 from gptools.deliverylog import _dialect_duckdb, _files
 from gptools.deliverylog._files import DEFAULT_MAX_LINE_BYTES
 from gptools.errors import GptoolsError, import_extra
@@ -898,7 +898,7 @@ def _load_store(con: Any, cursor: Any, name: str, schema: pa.Schema) -> ir.Table
 
 
 def _read_sqlite(con: Any, source: str, mapping: ColumnMapping, table: str) -> tuple[ir.Table, str]:
-    path = source[len("sqlite:///") :] if source.startswith("sqlite:///") else source
+    path = _store_address(source).location if source.startswith("sqlite:///") else source
     if not Path(path).is_file():
         raise DeliveryLogError(f"{path}: no such SQLite file")
     sql = _store_select(mapping, table, f'"{mapping.received_at}"')
@@ -916,14 +916,8 @@ def _read_sqlite(con: Any, source: str, mapping: ColumnMapping, table: str) -> t
 def _read_postgres(con: Any, url: str, mapping: ColumnMapping, table: str) -> tuple[ir.Table, str]:
     psycopg = import_extra("psycopg", "postgres", "Reading a PostgreSQL store")
 
-    parts = urlsplit(url)
-    query = parse_qs(parts.query)
-    schema = query.pop("schema", [None])[0]
-    rest = "&".join(f"{k}={v}" for k, vs in query.items() for v in vs)
-    dsn = urlunsplit((parts.scheme, parts.netloc, parts.path, rest, ""))
-    netloc = (f"{parts.username}@" if parts.username else "") + (parts.hostname or "")
-    shown = urlunsplit((parts.scheme, netloc + (f":{parts.port}" if parts.port else ""),
-                        parts.path, "", ""))  # fmt: skip
+    address = _store_address(url)
+    dsn, schema, shown = address.location, address.schema, address.shown
     if schema and "." not in table:
         table = f"{schema}.{table}"
     # Text in the contract's own format, so every store goes through one timestamp parser.
@@ -938,6 +932,15 @@ def _read_postgres(con: Any, url: str, mapping: ColumnMapping, table: str) -> tu
         first = scrub(str(exc).splitlines()[0], url) if str(exc) else type(exc).__name__
         raise DeliveryLogError(f"{shown}: {first} (table {table!r})") from None
     return _from_table(src, _store_mapping(mapping), shown), shown
+
+
+def _store_address(url: str) -> StoreAddress:
+    """The store a URL names (the receiver's reading of it: its own options are left out),
+    or :class:`DeliveryLogError` for a malformed one."""
+    try:
+        return parse_store_url(url)
+    except ValueError as exc:
+        raise DeliveryLogError(str(exc)) from None
 
 
 def _store_mapping(mapping: ColumnMapping) -> ColumnMapping:

@@ -3,7 +3,9 @@
 - :class:`WebhookReceiver`: the ASGI receiver (auth, validation, durable dedupe, 200 only
   after the commit, 503 when the store cannot write), with :class:`ReceiverAuth`.
 - :func:`open_store`: the SQLite (WAL) or PostgreSQL store of dedupe keys, processing
-  queue and ``delivery_log`` (:data:`LOG_COLUMNS`).
+  queue and ``delivery_log`` (:data:`LOG_COLUMNS`); :func:`migrate` brings a store to
+  this gptools' schema version (:class:`MigrationResult`), which every connection checks
+  (:class:`SchemaVersionError`).
 - :class:`ProcessingQueue`: runs a user handler after the acknowledgement, at least once,
   one lease per run, with a time-out and dead letters.
 - :class:`Maintenance`: purges old dedupe keys and log rows, in small steps.
@@ -27,13 +29,20 @@ from gptools.webhooks._credentials import AuthConfigError
 from gptools.webhooks._export import ExportResult, export_log
 from gptools.webhooks._maintenance import Maintenance
 from gptools.webhooks._metrics import ALERT_RULES, GRAFANA_DASHBOARD, serve_metrics
+from gptools.webhooks._migrations import MigrationResult
 from gptools.webhooks._queue import ProcessingQueue
-from gptools.webhooks._records import StoreError, format_utc
+from gptools.webhooks._records import (
+    SchemaVersionError,
+    StoreError,
+    StoreNotFoundError,
+    StoreUnreachableError,
+    format_utc,
+)
 from gptools.webhooks._reload import ReloadError, ReloadResult, reload_receiver
 from gptools.webhooks._schema import LOG_COLUMNS
 from gptools.webhooks._serve import ListenError, ServeError, serve
 from gptools.webhooks._server_limits import ServerLimits
-from gptools.webhooks._store import PostgresStore, SQLiteStore, Store, open_store
+from gptools.webhooks._store import PostgresStore, SQLiteStore, Store, migrate, open_store
 
 __all__ = [
     "ALERT_RULES",
@@ -44,19 +53,24 @@ __all__ = [
     "InjectedFault",
     "ListenError",
     "Maintenance",
+    "MigrationResult",
     "PostgresStore",
     "ProcessingQueue",
     "ReceiverAuth",
     "ReloadError",
     "ReloadResult",
     "SQLiteStore",
+    "SchemaVersionError",
     "ServeError",
     "ServerLimits",
     "Store",
     "StoreError",
+    "StoreNotFoundError",
+    "StoreUnreachableError",
     "WebhookReceiver",
     "export_log",
     "format_utc",
+    "migrate",
     "open_private",
     "open_store",
     "reload_receiver",

@@ -355,6 +355,8 @@ class WebhookReceiver:
         self.metrics.health(
             live=state["live"], ready=state["ready"], store_up=state["store"] == "ok"
         )
+        if self.store.schema_version is not None:
+            self.metrics.schema(self.store.schema_version)
 
     async def _write_summaries(self, *, final: bool = False) -> None:
         """Write the summary rows of suppressed refusals that are due (all when

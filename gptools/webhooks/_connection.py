@@ -1,5 +1,5 @@
 """A connection to the store: the one code path both engines share for transactions
-(and the write lock around them), schema creation, the write probe, a COMMIT's outcome
+(and the write lock around them), the write probe, a COMMIT's outcome
 and turning driver errors into :class:`~gptools.webhooks._records.StoreError`.
 
 What a connection does with the tables is written on top of it, one file per job: the
@@ -79,11 +79,6 @@ class ConnectionCore:
 
     def _transaction(self, *, durable: bool = True) -> _Transaction:
         return _Transaction(self, durable=durable)
-
-    def create_schema(self) -> None:
-        """Create the tables and indexes if they do not exist (safe to run concurrently)."""
-        with self._errors("create the tables"), self._transaction():
-            self._d.create_schema(self._execute)
 
     def close(self) -> None:
         """Close the connection (never raises: a broken one is closed all the same)."""

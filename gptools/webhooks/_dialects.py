@@ -1,24 +1,34 @@
 """What differs between SQLite and PostgreSQL, in one place: each engine's dialect (its
-placeholders, timestamps, transactions, schema creation, purge steps and how a batch's
+placeholders, timestamps, transactions, migrations, purge steps and how a batch's
 actions go in). The store's code path asks its dialect and never branches on the engine
 (``tests/webhooks/test_store_dialect.py`` keeps it so)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Callable, Sequence
+import re
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gptools.webhooks._constants import POSTGRES_PURGE_STEP, SQLITE_PURGE_STEP
-from gptools.webhooks._records import ActionState, WriteItem, format_utc, parse_utc
-from gptools.webhooks._schema import (
-    PG_DDL,
-    PG_INSERT_ACTIONS,
-    SQLITE_DDL,
-    SQLITE_EXISTING,
-    SQLITE_INSERT_ACTION,
+from gptools.webhooks._constants import (
+    PG_ONLINE_INDEX_BYTES,
+    POSTGRES_PURGE_STEP,
+    SQLITE_PURGE_STEP,
 )
+from gptools.webhooks._records import ActionState, WriteItem, format_utc, parse_utc
+from gptools.webhooks._schema import PG_INSERT_ACTIONS, SQLITE_EXISTING, SQLITE_INSERT_ACTION
+
+if TYPE_CHECKING:
+    from gptools.webhooks._migrations import Migration, Step
+
+#: ``CREATE INDEX IF NOT EXISTS name ON table ...``: an index a migration builds.
+_CREATE_INDEX = re.compile(
+    r"^\s*CREATE INDEX IF NOT EXISTS (\w+) ON (\w+)\b(.*)$", re.IGNORECASE | re.DOTALL
+)
+#: Serialises migrations (and the creation of a store) across every process and host.
+_PG_MIGRATION_LOCK = 7262011
 
 
 def _sqlite_ts(moment: datetime) -> str:
@@ -120,8 +130,6 @@ class Dialect:
 
     #: The statement that opens a write transaction.
     begin: str
-    #: The tables and indexes, created in this order.
-    ddl: tuple[str, ...]
     #: Added to the processing queue's claim, so that concurrent claimers skip a row
     #: another one holds.
     claim_lock: str = ""
@@ -150,10 +158,22 @@ class Dialect:
         """A timestamp column's value as an aware UTC datetime."""
         raise NotImplementedError
 
-    def create_schema(self, execute: Callable[[str], Any]) -> None:
-        """Create the tables and indexes inside the open transaction."""
-        for ddl in self.ddl:
-            execute(ddl)
+    def migration_steps(self, migration: Migration) -> tuple[Step, ...]:
+        """``migration``'s steps on this engine."""
+        raise NotImplementedError
+
+    @contextlib.contextmanager
+    def migration_guard(self, execute: Callable[..., Any]) -> Iterator[None]:
+        """Held around a whole migration run, beyond its transactions (none by default:
+        the migration's write transaction serialises it)."""
+        yield
+
+    def build_indexes_online(
+        self, execute: Callable[..., Any], steps: Sequence[Step], tables: set[str]
+    ) -> None:
+        """Before a migration's transaction: build the indexes of ``steps`` on tables
+        that exist (``tables``) without blocking writes, where the engine can (by default
+        the transaction builds them)."""
 
     def broken(self, raw: Any) -> bool:
         """Whether the connection itself is gone, so that only a new one can go on."""
@@ -176,7 +196,6 @@ class _SQLiteDialect(Dialect):
     """SQLite: ``?`` placeholders, times as format_utc's text, one writer at a time."""
 
     begin = "BEGIN IMMEDIATE"
-    ddl = SQLITE_DDL
     purge_step = SQLITE_PURGE_STEP
     row_address = "rowid"
     ts = staticmethod(_sqlite_ts)
@@ -185,11 +204,8 @@ class _SQLiteDialect(Dialect):
     def from_ts(value: Any) -> datetime:
         return parse_utc(value)  # timestamps are format_utc's text
 
-    def create_schema(self, execute: Callable[[str], Any]) -> None:
-        super().create_schema(execute)
-        columns = {r[1] for r in execute("PRAGMA table_info(webhook_actions)")}
-        if "lease_owner" not in columns:  # a store made before leases had owners
-            execute("ALTER TABLE webhook_actions ADD COLUMN lease_owner TEXT")
+    def migration_steps(self, migration: Migration) -> tuple[Step, ...]:
+        return migration.sqlite
 
     def action_inserts(
         self, cur: Any, items: Sequence[WriteItem], *, keep_body: bool, state: ActionState
@@ -207,8 +223,9 @@ class _PostgresDialect(Dialect):
     """PostgreSQL through psycopg: ``%s`` placeholders, timestamptz, concurrent writers."""
 
     begin = "BEGIN"
-    ddl = PG_DDL
     claim_lock = " FOR UPDATE SKIP LOCKED"
+    #: Tables larger than this get a migration's new indexes built CONCURRENTLY.
+    online_index_bytes = PG_ONLINE_INDEX_BYTES
     purge_step = POSTGRES_PURGE_STEP
     row_address = "ctid"
     ts = staticmethod(_pg_ts)
@@ -228,10 +245,54 @@ class _PostgresDialect(Dialect):
         # byte is; a valid notification never holds one.
         return value.replace("\x00", "\ufffd") if value and "\x00" in value else value
 
-    def create_schema(self, execute: Callable[[str], Any]) -> None:
-        # Concurrent CREATE ... IF NOT EXISTS can still collide; the lock serialises them.
-        execute("SELECT pg_advisory_xact_lock(7262012)")
-        super().create_schema(execute)
+    def migration_steps(self, migration: Migration) -> tuple[Step, ...]:
+        return migration.postgres
+
+    @contextlib.contextmanager
+    def migration_guard(self, execute: Callable[..., Any]) -> Iterator[None]:
+        # Concurrent CREATE ... IF NOT EXISTS can still collide, and two runs would build
+        # the same index at once: one run at a time, in the whole database.
+        execute(f"SELECT pg_advisory_lock({_PG_MIGRATION_LOCK})")
+        try:
+            yield
+        finally:
+            execute(f"SELECT pg_advisory_unlock({_PG_MIGRATION_LOCK})")
+
+    def build_indexes_online(
+        self, execute: Callable[..., Any], steps: Sequence[Step], tables: set[str]
+    ) -> None:
+        # Built in the transaction, an index on a large table would block every insert
+        # (deliveries answered 503) for as long as the build takes; CONCURRENTLY does not
+        # block them, and cannot run in a transaction. The transaction's own CREATE INDEX
+        # IF NOT EXISTS then finds it built.
+        builds = [m for s in steps if isinstance(s, str) and (m := _CREATE_INDEX.match(s))]
+        builds = [
+            m
+            for m in builds
+            if m.group(2) in tables
+            and execute("SELECT pg_relation_size(%s)", (m.group(2),)).fetchone()[0]
+            > self.online_index_bytes
+        ]
+        if not builds:
+            return
+        previous = execute("SHOW lock_timeout").fetchone()[0]
+        # It waits for the transactions in progress, and blocks no write meanwhile.
+        execute("SET lock_timeout = 0")
+        try:
+            for match in builds:
+                name, table, rest = match.groups()
+                valid = execute(
+                    "SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid"
+                    " WHERE c.relname = %s AND c.relnamespace = to_regnamespace(current_schema())",
+                    (name,),
+                ).fetchone()
+                if valid is not None and valid[0]:
+                    continue
+                if valid is not None:  # an interrupted build leaves an invalid index
+                    execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
+                execute(f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON {table}{rest}")
+        finally:
+            execute(f"SET lock_timeout = '{previous}'")
 
     def broken(self, raw: Any) -> bool:
         return bool(raw.closed or getattr(raw, "broken", False))

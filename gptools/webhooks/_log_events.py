@@ -36,8 +36,14 @@ EVENTS: Final[dict[str, str]] = {
     # -- the store ----------------------------------------------------------------------
     "store_connected": "a loop opened a connection to the store",
     "store_recovered": "the store answers again after a failure",
-    "store_unreachable_at_start": "a worker started while the store was unreachable; it "
-    "answers 503 and keeps trying",
+    "store_unreachable_at_start": "serve started while the store was unreachable; the "
+    "workers answer 503 and are not ready until it answers",
+    "store_unreachable": "a worker started while the store was unreachable; it answers 503 "
+    "and keeps trying",
+    "store_created": "a connection found no store and created one at the current schema",
+    "schema_version_mismatch": "the store is at a schema version this gptools does not run "
+    "on (once per store and version per process); run gptools webhooks migrate",
+    "purge_round_skipped": "another worker holds this round's purge lease (DEBUG only)",
     "store_reconnecting": "a connection broke while idle; the batch goes again on a new one",
     "store_write_failed": "a group-commit batch could not be written (its requests get 503)",
     "store_sync_failed": "committed batches could not be synced to disk (answered 503)",

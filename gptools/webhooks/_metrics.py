@@ -163,6 +163,19 @@ def _health_gauges() -> dict[str, Any]:
     }
 
 
+@functools.cache
+def _schema_gauge() -> Any:
+    # Made when a worker first finds its store's version: a 0 before that would read as a
+    # store laid out before schema versions.
+    from prometheus_client import Gauge
+
+    return Gauge(
+        "gptools_webhook_schema_version",
+        "The store's schema version as the worker found it when it connected.",
+        multiprocess_mode="livemax",
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class _QueueGauges:
     actions: Any
@@ -257,6 +270,10 @@ class DeliveryMetrics:
             _forget_process(directory, os.getpid())
         else:
             self.health(live=False, ready=False, store_up=False)
+
+    def schema(self, version: int) -> None:
+        """The store's schema version as this worker found it."""
+        _schema_gauge().set(version)
 
     def committed(self, seconds: float) -> None:
         """One batch's write-and-commit time (from the writer's thread)."""

@@ -32,7 +32,14 @@ from gptools.webhooks._constants import (
     QUEUE_STORE_BACKOFF_CAP,
 )
 from gptools.webhooks._logs import scrub
-from gptools.webhooks._records import ActionState, ClaimedAction, Clock, StoreError, utc_now
+from gptools.webhooks._records import (
+    ActionState,
+    ClaimedAction,
+    Clock,
+    SchemaVersionError,
+    StoreError,
+    utc_now,
+)
 from gptools.webhooks._store import Store, StoreConnection
 from gptools.webhooks._supervision import LoopHealth, StoreLink
 
@@ -185,7 +192,8 @@ class ProcessingQueue:
         except StoreError as exc:
             self.link.failed(exc)
             self._store_failures += 1
-            if self._store_failures == 1 or self._store_failures % 20 == 0:
+            said = isinstance(exc, SchemaVersionError)  # the link said it once
+            if not said and (self._store_failures == 1 or self._store_failures % 20 == 0):
                 logger.warning(
                     "processing queue (%d failures in a row): %s",
                     self._store_failures,

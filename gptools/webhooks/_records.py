@@ -18,6 +18,28 @@ class StoreError(GptoolsError):
     """The store could not be opened, read or written (the cause is chained)."""
 
 
+class StoreUnreachableError(StoreError):
+    """No connection to the store could be opened (the server is down, refuses, or does
+    not answer in time): an outage, which may end by itself."""
+
+
+class StoreNotFoundError(StoreError):
+    """The store does not exist (no SQLite file; no tables in the PostgreSQL schema), and
+    this caller may not create it: a mistyped URL must not make an empty store."""
+
+
+class SchemaVersionError(StoreError):
+    """The store's layout is at a schema version this gptools does not run on: an older
+    one (``gptools webhooks migrate`` brings it up to date) or a newer one it does not
+    know. ``found`` is the store's version (0: laid out before versions existed),
+    ``expected`` this gptools'."""
+
+    def __init__(self, message: str, *, found: int, expected: int) -> None:
+        super().__init__(message)
+        self.found = found
+        self.expected = expected
+
+
 class CommitUncertain(StoreError):
     """The connection broke during COMMIT: the transaction may or may not have been
     committed. ``xid`` lets a new connection find out
@@ -151,6 +173,3 @@ class QueueDepth:
 
     pending: int = 0
     dead: int = 0
-
-
-#: Only pending actions are ever looked up by due time, so only they are indexed: most

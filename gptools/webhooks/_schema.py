@@ -19,6 +19,16 @@ Five tables:
 - ``spool_replay_marks``: per outage spool file, how many of its rows are in
   ``delivery_log``, moved in the transaction that writes them, so a replay that a crash
   interrupted never writes a row twice (``_outage_store.py``).
+- ``webhook_leases``: who does a store-wide job this round (the purge), so that one
+  worker of all those sharing the store does it, not every one.
+- ``webhook_schema_version``: one row per migration applied (``_migrations.py``); the
+  highest ``version`` is the store's, ``compatible_from`` the oldest version whose code
+  still runs on it.
+
+The DDL lists below are the layout at the current schema version: migration 1 of
+``_migrations.py`` runs them (every statement idempotent, ``IF NOT EXISTS``). Until a
+release has shipped version 1, a new table or index goes into these lists; after that,
+into a new migration.
 """
 
 from __future__ import annotations
@@ -36,9 +46,12 @@ LOG_COLUMNS: tuple[str, ...] = (
     "remote_addr",
 )
 
+#: The version table's name (read by every connection, written by migrations).
+VERSION_TABLE = "webhook_schema_version"
+
 #: Only pending actions are ever looked up by due time, so only they are indexed: most
-#: actions are done at once and then cost the index nothing. (The first version indexed
-#: every row on (state, next_attempt_at); it is replaced on start-up.) Dead letters have
+#: actions are done at once and then cost the index nothing. (The first layout indexed
+#: every row on (state, next_attempt_at); migration 1 replaces it.) Dead letters have
 #: a partial index of their own, in the order they are listed: with the pending one, the
 #: queue's counts for the metrics (``queue_depth``) read only these actions.
 QUEUE_INDEX_DDL = (
@@ -53,6 +66,14 @@ QUEUE_INDEX_DDL = (
 OUTAGE_INDEX_DDL = (
     "CREATE INDEX IF NOT EXISTS unacknowledged_actions_first_received_at"
     " ON unacknowledged_actions (first_received_at)",
+)
+#: The purges find their rows by these, never by a scan of the table: the log's by
+#: ``received_at``; the dedupe keys' by ``first_received_at``, among processed actions
+#: only (the only ones the purge deletes).
+PURGE_INDEX_DDL = (
+    "CREATE INDEX IF NOT EXISTS delivery_log_received_at ON delivery_log (received_at)",
+    "CREATE INDEX IF NOT EXISTS webhook_actions_done ON webhook_actions (first_received_at)"
+    " WHERE state = 'done'",
 )
 
 SQLITE_DDL = (
@@ -82,8 +103,19 @@ SQLITE_DDL = (
         target TEXT PRIMARY KEY,
         exported_through TEXT NOT NULL
     )""",
+    """CREATE TABLE IF NOT EXISTS webhook_leases (
+        name TEXT PRIMARY KEY,
+        holder TEXT NOT NULL,
+        held_until TEXT NOT NULL
+    )""",
+    f"""CREATE TABLE IF NOT EXISTS {VERSION_TABLE} (
+        version INTEGER PRIMARY KEY,
+        compatible_from INTEGER NOT NULL,
+        description TEXT NOT NULL,
+        applied_at TEXT NOT NULL,
+        applied_by TEXT NOT NULL
+    )""",
     *QUEUE_INDEX_DDL,
-    "CREATE INDEX IF NOT EXISTS delivery_log_received_at ON delivery_log (received_at)",
     """CREATE TABLE IF NOT EXISTS unacknowledged_actions (
         action_id TEXT PRIMARY KEY,
         first_received_at TEXT NOT NULL
@@ -94,6 +126,7 @@ SQLITE_DDL = (
         updated_at TEXT NOT NULL
     )""",
     *OUTAGE_INDEX_DDL,
+    *PURGE_INDEX_DDL,
 )
 
 PG_DDL = (
@@ -125,8 +158,19 @@ PG_DDL = (
         target text PRIMARY KEY,
         exported_through timestamptz NOT NULL
     )""",
+    """CREATE TABLE IF NOT EXISTS webhook_leases (
+        name text PRIMARY KEY,
+        holder text NOT NULL,
+        held_until timestamptz NOT NULL
+    )""",
+    f"""CREATE TABLE IF NOT EXISTS {VERSION_TABLE} (
+        version integer PRIMARY KEY,
+        compatible_from integer NOT NULL,
+        description text NOT NULL,
+        applied_at timestamptz NOT NULL,
+        applied_by text NOT NULL
+    )""",
     *QUEUE_INDEX_DDL,
-    "CREATE INDEX IF NOT EXISTS delivery_log_received_at ON delivery_log (received_at)",
     """CREATE TABLE IF NOT EXISTS unacknowledged_actions (
         action_id text PRIMARY KEY,
         first_received_at timestamptz NOT NULL
@@ -137,6 +181,7 @@ PG_DDL = (
         updated_at timestamptz NOT NULL
     )""",
     *OUTAGE_INDEX_DDL,
+    *PURGE_INDEX_DDL,
 )
 
 INSERT_LOG = (

@@ -5,8 +5,11 @@ front end over it).
 What it does before uvicorn starts, so that a mistake is one clear error here and not a
 traceback from every worker: the auth secrets, the store URL and the handler are checked,
 the TLS certificate and key are loaded once, the file-descriptor limit is raised (or the
-connection limit lowered) to fit, and the store's tables are created once (so the workers
-do not race to create them). The settings reach each worker through ``GP_WEBHOOK_*``
+connection limit lowered) to fit, and the store is opened once: a store that does not
+exist yet is created (so the workers do not race to create it), one at a schema version
+this gptools does not run on is refused, and one that cannot be reached (a database
+outage) does not stop the start: each worker checks the store's version when it
+connects, and answers 503 until then. The settings reach each worker through ``GP_WEBHOOK_*``
 variables (``_environment.py``); every process counts its metrics into a fresh
 ``PROMETHEUS_MULTIPROC_DIR``, removed (and the variable restored) when it returns. A pid
 file, when asked for, is written and locked while it runs, and SIGHUP reloads the
@@ -45,6 +48,7 @@ from gptools.webhooks._constants import (
 from gptools.webhooks._environment import load_handler, receiver_environment
 from gptools.webhooks._logs import log_config
 from gptools.webhooks._metrics import ENV_MULTIPROC_DIR, METRICS_PATH, serve_metrics
+from gptools.webhooks._records import StoreUnreachableError
 from gptools.webhooks._reload import ReloadControl, live_ssl_context, reload_control
 from gptools.webhooks._server_limits import (
     ServerLimits,
@@ -54,6 +58,8 @@ from gptools.webhooks._server_limits import (
 )
 from gptools.webhooks._spool import default_spool_root, spool_directory
 from gptools.webhooks._store import Store, open_store
+
+logger = logging.getLogger("gptools.webhooks")
 
 #: Where an encrypted TLS key's password is read from (never an argument: arguments show
 #: up in ``ps`` and in shell history).
@@ -128,10 +134,16 @@ def serve(
     file-descriptor limit. ``announce`` gets the start-up line (with ``log_format``
     ``text``; default: the log).
 
+    A store that does not exist yet is created at the current schema version; a store
+    that cannot be reached does not stop the start (the workers answer 503 and report not
+    ready until it can, and check its schema version then).
+
     Raises :class:`~gptools.errors.ConfigurationError` for settings that cannot work (auth
     secrets, store URL, handler, path, TLS files), :class:`ListenError` when an address is
     not free, :class:`ServeError` when no connection fits the descriptor limit,
-    :class:`~gptools.webhooks.StoreError` when the store cannot be opened and
+    :class:`~gptools.webhooks.SchemaVersionError` for a store at a schema version this
+    gptools does not run on (``gptools webhooks migrate`` brings an older one up to date),
+    :class:`~gptools.webhooks.StoreError` when the store cannot be opened or created and
     :class:`~gptools.errors.MissingExtraError` for a store whose extra is missing. When
     SIGTERM stopped it, the process ends by SIGTERM once everything is cleaned up, as a
     service manager expects.
@@ -174,8 +186,17 @@ def serve(
         )
     asked = limits.max_connections
     limits = replace(limits, max_connections=fitted)
-    # Create the tables once here, so the workers do not race to create them.
-    opened.connect().close()
+    # Create a new store once here, so the workers do not race to create it; refuse one
+    # at another schema version. An outage is no reason not to start: the workers
+    # connect when the store is back (and check its version then).
+    store_down: str | None = None
+    try:
+        opened.connect().close()
+    except StoreUnreachableError as exc:
+        store_down = (
+            f"{exc}; starting all the same: deliveries are answered 503 and /readyz fails "
+            "until each worker connects (and checks the store's schema version)"
+        )
     # Bind once before the start-up line, so it never announces an address that is taken;
     # uvicorn binds again right after, with SO_REUSEADDR as here.
     port = _free_port(host, port)
@@ -225,11 +246,13 @@ def serve(
             )
         )
         if logging_config is not None:
-            logging.getLogger("gptools.webhooks").info(listening, extra={"event": "listening"})
+            logger.info(listening, extra={"event": "listening"})
         elif announce is not None:
             announce(listening)
         else:
-            logging.getLogger("gptools.webhooks").info(listening, extra={"event": "listening"})
+            logger.info(listening, extra={"event": "listening"})
+        if store_down is not None:
+            logger.warning(store_down, extra={"event": "store_unreachable_at_start"})
         try:
             stopped_by_sigterm = _run_uvicorn(
                 host=host,

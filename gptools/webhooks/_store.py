@@ -1,28 +1,36 @@
-"""The receiver's durable store: which engine, where, and how long it keeps things.
+"""The receiver's durable store: which engine, where, at which schema version, and how
+long it keeps things.
 
-Two engines share one schema (``_schema.py``) and one code path, their differences held by
-a dialect (``_dialects.py``): SQLite in WAL mode (the embedded default, ``sqlite:///PATH``)
-and PostgreSQL through psycopg 3 (``postgresql://...``, for several receiver processes or
-hosts sharing one dedupe store). :func:`open_store` reads a store URL.
+Two engines share one schema (``_schema.py``, laid out by the migrations of
+``_migrations.py``) and one code path, their differences held by a dialect
+(``_dialects.py``): SQLite in WAL mode (the embedded default, ``sqlite:///PATH``) and
+PostgreSQL through psycopg 3 (``postgresql://...``, for several receiver processes or
+hosts sharing one dedupe store). :func:`open_store` reads a store URL; :func:`migrate`
+brings a store to this gptools' schema version.
 
 A :class:`Store` object is a factory of :class:`StoreConnection` objects; a connection
-belongs to one thread. Writes go through :meth:`StoreConnection.write_batch`, which
-commits a whole batch in one transaction (group commit).
+belongs to one thread. Every connection checks the store's schema version when it opens
+and runs no DDL on a store that is up to date (so a role with data rights only can run
+the receiver); a store that does not exist yet is created at the current version, unless
+the store was opened with ``create=False``. Writes go through
+:meth:`StoreConnection.write_batch`, which commits a whole batch in one transaction
+(group commit).
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import sqlite3
-import threading
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 from gptools import spec
 from gptools._private_files import create_private
-from gptools._secrets import redact_url, scrub
+from gptools._secrets import scrub
+from gptools._store_url import StoreAddress, parse_store_url, shown_url
 from gptools.errors import import_extra, require_extra
 from gptools.webhooks._connection import WriteLock
 from gptools.webhooks._constants import (
@@ -31,10 +39,29 @@ from gptools.webhooks._constants import (
     DEFAULT_SQLITE_BUSY_TIMEOUT,
 )
 from gptools.webhooks._dialects import POSTGRES, SQLITE, Dialect
+from gptools.webhooks._migrations import (
+    READ_VERSION,
+    RECORD_MIGRATION,
+    SCHEMA_VERSION,
+    Migration,
+    MigrationResult,
+    StoreVersion,
+    applied_by,
+    check_version,
+    pending,
+    result,
+    version_from,
+)
 from gptools.webhooks._outage_store import OutageOperations
 from gptools.webhooks._queue_store import QueueOperations
-from gptools.webhooks._records import StoreError
+from gptools.webhooks._records import (
+    StoreError,
+    StoreNotFoundError,
+    StoreUnreachableError,
+)
 from gptools.webhooks._retention import RetentionOperations
+
+logger = logging.getLogger("gptools.webhooks")
 
 
 class StoreConnection(QueueOperations, RetentionOperations, OutageOperations):
@@ -54,6 +81,11 @@ class Store:
     every attempt of an action the provider may still retry stays analysable).
     ``export_target`` names an export (see :func:`~gptools.webhooks.export_log`) that
     must see every row: the log's purge then never deletes rows it has not exported.
+    ``create``: a store that does not exist yet is created (at the current schema
+    version) by the first connection; false, :meth:`connect` refuses it with
+    :class:`~gptools.webhooks.StoreNotFoundError` and leaves nothing behind (what the
+    commands that only read or repair a store want: a mistyped URL must not make an
+    empty store).
     """
 
     dialect: Dialect
@@ -64,6 +96,7 @@ class Store:
         retention: timedelta = spec.WEBHOOK_DEDUPE_RETENTION,
         log_retention: timedelta = spec.WEBHOOK_LOG_RETENTION,
         export_target: str | None = None,
+        create: bool = True,
     ) -> None:
         if retention < spec.WEBHOOK_RETRY_WINDOW:
             raise ValueError(
@@ -80,16 +113,30 @@ class Store:
         self.retention = retention
         self.log_retention = log_retention
         self.export_target = export_target
-        self._init_lock = threading.Lock()
-        self._initialised = False
+        self.create = create
+        #: The schema version the last connection found (None before any; 0 for a store
+        #: laid out before schema versions), kept even when it was refused.
+        self.schema_version: int | None = None
 
     @property
     def url(self) -> str:
         """The store's address, without any password."""
         raise NotImplementedError
 
-    def _raw_connect(self) -> Any:
+    def _raw_connect(self, *, create: bool) -> Any:
+        """A driver connection with the session's settings; it neither writes nor changes
+        the layout. ``create`` false: :class:`StoreNotFoundError` rather than make a file."""
         raise NotImplementedError
+
+    def _prepare(self, raw: Any) -> None:
+        """Settings of a connection to a store that exists (they may write to it)."""
+
+    def _tables(self, raw: Any) -> set[str]:
+        """The names of the tables in the store's file or schema."""
+        raise NotImplementedError
+
+    def _ensure_container(self, raw: Any) -> None:
+        """Create what holds the tables, where it is missing (a PostgreSQL schema)."""
 
     def _write_lock(self) -> WriteLock | None:
         """The lock a connection holds around its write transactions (None: the engine's
@@ -106,21 +153,150 @@ class Store:
         return text
 
     def connect(self) -> StoreConnection:
-        """A new connection for the calling thread; creates the tables on first use."""
+        """A new connection for the calling thread, to a store this gptools runs on.
+
+        Reads the store's schema version and runs no DDL on a store that is up to date.
+        Raises :class:`~gptools.webhooks.SchemaVersionError` for a store at a version this
+        gptools does not run on (``gptools webhooks migrate`` brings an older one up to
+        date); creates a store that does not exist at the current version, or, opened with
+        ``create=False``, raises :class:`~gptools.webhooks.StoreNotFoundError`;
+        :class:`~gptools.webhooks.StoreUnreachableError` when no connection can be opened
+        (an outage); :class:`~gptools.webhooks.StoreError` for anything else.
+        """
+        raw = self._open_raw(create=self.create)
         try:
-            raw = self._raw_connect()
+            found = self._read_version(raw)
+            self.schema_version = found.version
+            if found.version is None and not self.create:
+                raise StoreNotFoundError(self._not_found())
+            check_version(self.url, found)
+            conn = self._connection(raw)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                raw.close()
+            raise
+        if found.version is not None:
+            return conn
+        try:
+            found, done = self._migrate(conn)
+        except StoreError as exc:
+            conn.close()
+            raise StoreError(
+                self.scrub(
+                    f"cannot create the store {self.url}: {exc} (create it with `gptools "
+                    f"webhooks migrate --store {self.url}`, as a role allowed to create "
+                    "tables)"
+                )
+            ) from exc
+        except BaseException:
+            conn.close()
+            raise
+        if done:
+            logger.info(
+                "created the store %s at schema version %d",
+                self.url,
+                done[-1].version,
+                extra={"event": "store_created"},
+            )
+        self.schema_version = SCHEMA_VERSION
+        return conn
+
+    def migrate(self, *, dry_run: bool = False) -> MigrationResult:
+        """Bring the store to this gptools' schema version, creating it when it does not
+        exist (with DDL rights: the tables, the indexes, a PostgreSQL schema); idempotent.
+        ``dry_run``: change nothing (not even create a file), say what would be done.
+        :class:`~gptools.webhooks.SchemaVersionError` for a store this gptools cannot run
+        on because it is newer."""
+        steps = self.dialect.migration_steps
+        try:
+            raw = self._open_raw(create=not dry_run)
+        except StoreNotFoundError:  # a dry run on a SQLite file that does not exist
+            absent = StoreVersion(None)
+            return result(self.url, absent, pending(absent), steps, dry_run=True)
+        try:
+            found = self._read_version(raw)
+            if (found.version or 0) > SCHEMA_VERSION:
+                check_version(self.url, found)  # newer: fine only if this code runs on it
+            if dry_run:
+                raw.close()
+                return result(self.url, found, pending(found), steps, dry_run=True)
+            conn = self._connection(raw)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                raw.close()
+            raise
+        try:
+            found, done = self._migrate(conn)
+        finally:
+            conn.close()
+        self.schema_version = done[-1].version if done else found.version
+        return result(self.url, found, done, steps)
+
+    def _open_raw(self, *, create: bool) -> Any:
+        try:
+            return self._raw_connect(create=create)
+        except StoreError:
+            raise
+        except Exception as exc:
+            text = " ".join(str(exc).split())  # one line: a driver's may have several
+            raise StoreError(self.scrub(f"cannot open the store {self.url}: {text}")) from exc
+
+    def _connection(self, raw: Any) -> StoreConnection:
+        try:
+            self._prepare(raw)
         except Exception as exc:
             raise StoreError(self.scrub(f"cannot open the store {self.url}: {exc}")) from exc
-        conn = StoreConnection(self, raw)
+        return StoreConnection(self, raw)
+
+    def _read_version(self, raw: Any) -> StoreVersion:
         try:
-            with self._init_lock:
-                if not self._initialised:
-                    conn.create_schema()
-                    self._initialised = True
-        except BaseException:
-            conn.close()  # a failed start leaks no server connection (a loop retries it)
-            raise
-        return conn
+            tables = self._tables(raw)
+            return version_from(tables, lambda: raw.execute(READ_VERSION).fetchone())
+        except Exception as exc:
+            raise StoreError(
+                self.scrub(f"cannot read the schema version of the store {self.url}: {exc}")
+            ) from exc
+
+    def _not_found(self) -> str:
+        return (
+            f"no store at {self.url} (it would hold the tables delivery_log and "
+            f"webhook_actions): check the URL, or create it with `gptools webhooks migrate "
+            f"--store {self.url}`"
+        )
+
+    def _migrate(self, conn: StoreConnection) -> tuple[StoreVersion, tuple[Migration, ...]]:
+        """Apply the pending migrations over ``conn``; (version found, migrations done)."""
+        d = self.dialect
+        raw = conn.raw
+        with conn._errors("migrate"), d.migration_guard(raw.execute):
+            self._ensure_container(raw)
+            found = self._read_version(raw)
+            todo = pending(found)
+            if not todo:
+                return found, ()
+            steps = [step for m in todo for step in d.migration_steps(m)]
+            d.build_indexes_online(raw.execute, steps, self._tables(raw))
+            with conn._transaction():
+                # Read again under the write lock: another run may have gone first.
+                found = self._read_version(raw)
+                todo = pending(found)
+                for migration in todo:
+                    for step in d.migration_steps(migration):
+                        if isinstance(step, str):
+                            conn._execute(step)
+                        else:
+                            step(conn._execute)
+                    conn._execute(
+                        RECORD_MIGRATION,
+                        (
+                            migration.version,
+                            migration.compatible_from,
+                            migration.description,
+                            conn._ts(datetime.now(UTC)),
+                            applied_by(),
+                        ),
+                    )
+        return found, todo
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.url!r})"
@@ -163,25 +339,35 @@ class SQLiteStore(Store):
         """``sqlite:///PATH``."""
         return f"sqlite:///{self.path}"
 
-    def _raw_connect(self) -> sqlite3.Connection:
-        folder = Path(self.path).resolve().parent
-        if not folder.is_dir():
-            # sqlite:///a/b is relative to the working directory; sqlite:////a/b is absolute.
-            raise StoreError(
-                f"no folder {folder} for the SQLite file {str(self.path)!r} (sqlite:///PATH is "
-                "relative to the working directory; write sqlite:////PATH for an absolute one)"
-            )
-        create_private(self.path)
-        raw = sqlite3.connect(
+    def _raw_connect(self, *, create: bool) -> sqlite3.Connection:
+        if not self.path.is_file():
+            if not create:
+                raise StoreNotFoundError(self._not_found())
+            folder = Path(self.path).resolve().parent
+            if not folder.is_dir():
+                # sqlite:///a/b is relative to the working directory; sqlite:////a/b is
+                # absolute.
+                raise StoreError(
+                    f"no folder {folder} for the SQLite file {str(self.path)!r} (sqlite:///PATH "
+                    "is relative to the working directory; write sqlite:////PATH for an "
+                    "absolute one)"
+                )
+            create_private(self.path)
+        return sqlite3.connect(
             self.path,
             isolation_level=None,
             check_same_thread=False,
             timeout=self.busy_timeout.total_seconds(),
         )
+
+    def _prepare(self, raw: sqlite3.Connection) -> None:
         raw.execute("PRAGMA journal_mode=WAL")
         # FULL durability comes from make_durable, outside the write lock (see above).
         raw.execute("PRAGMA synchronous=NORMAL")
-        return raw
+
+    def _tables(self, raw: sqlite3.Connection) -> set[str]:
+        rows = raw.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        return {str(r[0]) for r in rows}
 
     def make_durable(self) -> None:
         """``fdatasync`` the WAL (for ``synchronous=FULL``; NORMAL does nothing)."""
@@ -240,91 +426,131 @@ class PostgresStore(Store):
 
     @property
     def url(self) -> str:
-        """The DSN with the password removed."""
-        parts = urlsplit(self.dsn)
-        host = parts.hostname or ""
-        if parts.port:
-            host = f"{host}:{parts.port}"
-        if parts.username:
-            host = f"{parts.username}@{host}"
-        return urlunsplit((parts.scheme, host, parts.path, "", ""))
+        """The DSN without its password or libpq options (its ``?schema=NAME`` kept)."""
+        shown = shown_url(self.dsn)
+        return f"{shown}?schema={self.schema}" if self.schema else shown
 
     def scrub(self, text: str) -> str:
         """``text`` without the DSN's password (libpq quotes a bad part of the URL)."""
         return scrub(text, self.dsn)
 
-    def _raw_connect(self) -> Any:
+    def _raw_connect(self, *, create: bool) -> Any:
         psycopg = import_extra("psycopg", "postgres", "A PostgreSQL store")
-        raw = psycopg.connect(
-            self.dsn,
-            autocommit=True,
-            connect_timeout=max(1, round(self.connect_timeout.total_seconds())),
-        )
+        try:
+            raw = psycopg.connect(
+                self.dsn,
+                autocommit=True,
+                connect_timeout=max(1, round(self.connect_timeout.total_seconds())),
+            )
+        except psycopg.OperationalError as exc:
+            # libpq gives no SQLSTATE for a failed connection: a server that answered
+            # with an error of its own (FATAL) refused these settings, unless it only
+            # said it cannot take connections now.
+            text = " ".join(str(exc).split())  # one line: libpq's has several
+            refused = "FATAL:" in text and not any(w in text for w in _PG_OUTAGE_WORDS)
+            if refused:
+                raise
+            raise StoreUnreachableError(
+                self.scrub(f"cannot open the store {self.url}: {text}")
+            ) from exc
         try:
             ms = int(self.lock_timeout.total_seconds() * 1000)
             raw.execute(f"SET lock_timeout = {ms}")
             raw.execute("SET synchronous_commit = on")
             if self.schema:
-                # Concurrent CREATE SCHEMA IF NOT EXISTS can still collide; the lock
-                # serialises it.
-                raw.execute("SELECT pg_advisory_lock(7262011)")
-                try:
-                    raw.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
-                finally:
-                    raw.execute("SELECT pg_advisory_unlock(7262011)")
                 raw.execute(f'SET search_path TO "{self.schema}"')
         except BaseException:
-            raw.close()  # a lock time-out here leaks no server connection
+            raw.close()  # a failure here leaks no server connection
             raise
         return raw
 
+    def _tables(self, raw: Any) -> set[str]:
+        rows = raw.execute(
+            "SELECT tablename FROM pg_catalog.pg_tables"
+            " WHERE schemaname = COALESCE(%s, current_schema())",
+            (self.schema,),
+        ).fetchall()
+        return {str(r[0]) for r in rows}
+
+    def _ensure_container(self, raw: Any) -> None:
+        if not self.schema:
+            return
+        found = raw.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (self.schema,))
+        if found.fetchone() is None:
+            # Only when missing: CREATE SCHEMA IF NOT EXISTS needs the right to create
+            # schemas even when it exists, which the owner of a schema made for it lacks.
+            raw.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
+            raw.execute(f'SET search_path TO "{self.schema}"')
+
+
+#: What a PostgreSQL server says when it is there but cannot take a connection now.
+_PG_OUTAGE_WORDS = (
+    "the database system is",
+    "too many clients",
+    "connection slots are reserved",
+    "administrator command",
+)
+
 
 def open_store(url: str, **options: Any) -> Store:
-    """Open the store named by ``url``: ``sqlite:///PATH`` or ``postgresql://...``.
+    """Open the store named by ``url``: ``sqlite:///PATH`` or ``postgresql://...``
+    (nothing is connected to yet; :meth:`Store.connect` does).
 
     A SQLite URL may carry ``?synchronous=NORMAL`` (faster commits that survive a
     process crash but not a power loss; the default FULL survives both). A PostgreSQL URL
-    may carry ``?schema=NAME``; other query parameters go to libpq. Both take
+    may carry ``?schema=NAME``; its other query parameters go to libpq. Both take
     ``log_retention_days=N`` (how long ``delivery_log`` rows are kept) and
     ``export_target=NAME`` (never purge log rows that export has not written yet).
-    ``options`` are passed to :class:`SQLiteStore` or :class:`PostgresStore`.
+    ``options`` are passed to :class:`SQLiteStore` or :class:`PostgresStore` (``create=False``:
+    never create a store that does not exist). A malformed URL (an unknown scheme, no path
+    or host, a port out of range, an option or a value nobody takes) is a
+    :class:`ValueError` naming what is wrong.
     """
-    if url.startswith("sqlite:///"):
-        path, _, params = url[len("sqlite:///") :].partition("?")
-        if not path:
-            raise ValueError("sqlite store URL needs a path: sqlite:///PATH")
-        query = parse_qs(params)
-        _log_options(query, options)
-        sync = query.get("synchronous", [None])[0]
-        if sync is not None:
-            if sync.upper() not in ("FULL", "NORMAL"):
-                raise ValueError(f"synchronous={sync!r}: use FULL or NORMAL")
-            options["synchronous"] = sync.upper()
-        return SQLiteStore(path, **options)
-    if url.startswith(("postgresql://", "postgres://")):
-        # Said here, once, rather than by a loop that retries its connection.
-        require_extra("postgres", "A PostgreSQL store")
-        parts = urlsplit(url)
-        query = parse_qs(parts.query)
-        _log_options(query, options)
-        schema = query.pop("schema", [None])[0]
-        rest = "&".join(f"{k}={v}" for k, vs in query.items() for v in vs)
-        dsn = urlunsplit((parts.scheme, parts.netloc, parts.path, rest, ""))
-        return PostgresStore(dsn, schema=schema or options.pop("schema", None), **options)
-    raise ValueError(
-        f"unknown store URL {redact_url(url)!r}: use sqlite:///PATH or "
-        "postgresql://USER@HOST:PORT/DB"
-    )
+    address = parse_store_url(url)
+    _receiver_options(address, options)
+    opener = _OPENERS[address.engine]
+    return opener(address, options)
 
 
-def _log_options(query: dict[str, list[str]], options: dict[str, Any]) -> None:
-    """Move the log's retention options from a store URL's query into ``options``."""
-    days = query.pop("log_retention_days", [None])[0]
+def _open_sqlite(address: StoreAddress, options: dict[str, Any]) -> Store:
+    sync = address.options.get("synchronous")
+    if sync is not None:
+        options["synchronous"] = sync.upper()
+    return SQLiteStore(address.location, **options)
+
+
+def _open_postgres(address: StoreAddress, options: dict[str, Any]) -> Store:
+    # Said here, once, rather than by a loop that retries its connection.
+    require_extra("postgres", "A PostgreSQL store")
+    schema = address.schema or options.pop("schema", None)
+    return PostgresStore(address.location, schema=schema, **options)
+
+
+_OPENERS = {"sqlite": _open_sqlite, "postgres": _open_postgres}
+
+
+def _receiver_options(address: StoreAddress, options: dict[str, Any]) -> None:
+    """Move the log's retention options of a store URL into ``options``."""
+    days = address.options.get("log_retention_days")
     if days is not None:
-        try:
-            options["log_retention"] = timedelta(days=float(days))
-        except ValueError:
-            raise ValueError(f"log_retention_days={days!r}: give a number of days") from None
-    target = query.pop("export_target", [None])[0]
+        options["log_retention"] = timedelta(days=float(days))
+    target = address.options.get("export_target")
     if target is not None:
         options["export_target"] = target
+
+
+def migrate(store: Store | str, *, dry_run: bool = False) -> MigrationResult:
+    """Bring ``store`` (a :class:`Store` or its URL) to this gptools' schema version:
+    what ``gptools webhooks migrate`` runs, with a role allowed to create and change
+    tables. A store that does not exist is created; one laid out by a gptools from before
+    schema versions (version 0) keeps its rows and gets the version table, the new indexes
+    and tables. Idempotent, and safe to run while receivers serve (an index of PostgreSQL
+    is built without blocking writes; a SQLite store's write lock is held while its
+    indexes are built). ``dry_run``: change nothing and say what would be done.
+
+    Raises :class:`~gptools.webhooks.SchemaVersionError` for a store newer than this
+    gptools runs on, :class:`~gptools.webhooks.StoreError` when the store cannot be
+    reached or changed, :class:`ValueError` for a malformed URL.
+    """
+    opened = open_store(store) if isinstance(store, str) else store
+    return opened.migrate(dry_run=dry_run)

@@ -19,10 +19,14 @@ from gptools.webhooks._constants import (
     LOOP_GIVE_UP_AFTER,
     LOOP_MAX_BACKOFF,
 )
-from gptools.webhooks._records import StoreError
+from gptools.webhooks._records import SchemaVersionError, StoreError
 from gptools.webhooks._store import Store, StoreConnection
 
 logger = logging.getLogger("gptools.webhooks")
+
+#: The (store, schema version) refusals this process has logged: a link retries every
+#: second or so, and every loop has one; the refusal is said once.
+_REPORTED: set[tuple[str, int]] = set()
 
 
 class StoreLink:
@@ -33,7 +37,8 @@ class StoreLink:
     open waits for a backoff that doubles from ``first_backoff`` up to ``max_backoff``;
     until then :meth:`get` raises :class:`StoreError` at once, so callers answer 503
     without waiting. ``reachable`` and ``error`` describe the store as this link last
-    saw it.
+    saw it. A store at a schema version this gptools does not run on is refused like an
+    outage (503, not ready) until it is migrated, and said once per process in the log.
     """
 
     def __init__(
@@ -63,9 +68,17 @@ class StoreLink:
         try:
             self.conn = self.store.connect()
         except StoreError as exc:
+            if (
+                isinstance(exc, SchemaVersionError)
+                and (key := (self.store.url, exc.found)) not in _REPORTED
+            ):
+                _REPORTED.add(key)
+                logger.error("%s", exc, extra={"event": "schema_version_mismatch"})
             self._down(str(exc))
             raise
         logger.info("connected to the store %s", self.store.url, extra={"event": "store_connected"})
+        # Should the store be at another version again (a restored backup), say so again.
+        _REPORTED.difference_update({k for k in _REPORTED if k[0] == self.store.url})
         self._failed_opens = 0
         return self.conn
 

@@ -31,6 +31,7 @@ from gptools.webhooks._records import (
     CommitUncertain,
     LogEntry,
     NotDurable,
+    SchemaVersionError,
     StoreError,
     WriteItem,
 )
@@ -178,17 +179,21 @@ class GroupCommitWriter:
         self._up = False
 
     def start(self) -> None:
-        """Open the store (creating its tables) and start the threads. A store that is
-        unreachable does not stop the start: a worker restarted during a database outage
-        must come up, answer 503 and reconnect, not fail (uvicorn would then stop every
-        worker). ``gptools webhooks serve`` checks the store once before it starts."""
+        """Open the store and start the threads. A store that is unreachable, or at a
+        schema version this gptools does not run on, does not stop the start: a worker
+        restarted during a database outage must come up, answer 503 and reconnect, not
+        fail (uvicorn would then stop every worker), and one that found the store at
+        another version says so once and is not ready until the store is migrated.
+        ``gptools webhooks serve`` checks the store once before it starts."""
         try:
             self.link.get()
+        except SchemaVersionError:
+            pass  # the link said so
         except StoreError as exc:
             logger.error(
                 "starting without the store (it will be retried): %s",
                 exc,
-                extra={"event": "store_unreachable_at_start"},
+                extra={"event": "store_unreachable"},
             )
         self._up = True
         self._started = True

@@ -16,7 +16,7 @@ class CappedSQLiteStore(SQLiteStore):
         super().__init__(path)
         self.max_pages = max_pages
 
-    def _raw_connect(self) -> sqlite3.Connection:
-        raw = super()._raw_connect()
+    def _raw_connect(self, *, create: bool) -> sqlite3.Connection:
+        raw = super()._raw_connect(create=create)
         raw.execute(f"PRAGMA max_page_count = {self.max_pages}")
         return raw

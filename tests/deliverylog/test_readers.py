@@ -80,7 +80,6 @@ def test_the_receivers_store_and_exports(builder: LogBuilder, tmp_path: Path) ->
 
     store = webhooks.SQLiteStore(tmp_path / "receiver.sqlite")
     conn = store.connect()
-    conn.create_schema()
     items = [
         WriteItem(LogEntry(
             received_at=datetime.fromisoformat(r["received_at"]), status=r["status"],

@@ -242,7 +242,6 @@ def test_a_postgres_batch_marks_repeats_and_stored_keys_as_duplicates(pg_url: st
 
     conn = open_store(pg_url).connect()
     try:
-        conn.create_schema()
         assert conn.write_batch([item(old)]) == [True]
         # b before a: the statement sorts by key, the answers keep the batch's order.
         batch = [item(b), item(a), item(old), item(b), item(a, accept=False)]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gptools.webhooks import SQLiteStore, StoreError
+from gptools.webhooks import SQLiteStore, StoreError, migrate
 from gptools.webhooks._connection import WriteLock
 from gptools.webhooks._records import LogEntry, WriteItem
 from gptools.webhooks._writer import GroupCommitWriter
@@ -194,6 +194,7 @@ def test_an_old_store_gets_the_pending_only_queue_index(tmp_path: Path) -> None:
     )
     raw.execute("CREATE INDEX webhook_actions_due ON webhook_actions (state, next_attempt_at)")
     raw.close()
+    migrate(SQLiteStore(path))  # issue 34: an earlier layout is migrated, never at start
     SQLiteStore(path).connect().close()
     raw = sqlite3.connect(path)
     names = {r[0] for r in raw.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}

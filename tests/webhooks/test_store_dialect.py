@@ -11,13 +11,14 @@ from pathlib import Path
 import gptools.webhooks._connection as connection_module
 import gptools.webhooks._dialects as dialects_module
 import gptools.webhooks._log_io as log_io_module
+import gptools.webhooks._migrations as migrations_module
 import gptools.webhooks._outage_store as outage_store_module
 import gptools.webhooks._queue_store as queue_store_module
 import gptools.webhooks._retention as retention_module
 import gptools.webhooks._store as store_module
 
-#: The store's code: the engines, the connection's shared plumbing and its operations, and
-#: the dialects that hold their differences.
+#: The store's code: the engines, the connection's shared plumbing and its operations, the
+#: migrations, and the dialects that hold their differences.
 MODULES = (
     store_module,
     connection_module,
@@ -26,6 +27,7 @@ MODULES = (
     queue_store_module,
     retention_module,
     dialects_module,
+    migrations_module,
 )
 TREE = ast.Module(
     body=[
@@ -142,7 +144,7 @@ def test_every_engine_has_a_dialect_with_every_difference() -> None:
     base = dialects_module.Dialect
     open_members = {
         "begin",
-        "ddl",
+        "migration_steps",
         "purge_step",
         "row_address",
         "ts",

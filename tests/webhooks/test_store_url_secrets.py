@@ -54,11 +54,19 @@ def test_no_cli_output_carries_the_password(
     caplog: pytest.LogCaptureFixture,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    import uvicorn
+
     monkeypatch.setenv("GP_WEBHOOK_API_KEY", "k" * 32)
+    # A store that cannot be reached does not stop serve from starting (issue 34): its
+    # serving loop returns at once here, after the warning that names the store.
+    monkeypatch.setattr(uvicorn, "run", lambda *a, **k: None)
     args = [a.format(url=url, tmp=tmp_path) for a in command]
     caplog.set_level(logging.DEBUG)
     result = CliRunner().invoke(cli, args)
-    assert result.exit_code in (1, 2), result.output  # every URL here fails
+    unreachable = {URLS[IDS.index("refused")], URLS[IDS.index("postgres")]}
+    starts = command[1] == "serve" and url in unreachable
+    expected = (0,) if starts else (1, 2)  # every other URL here fails
+    assert result.exit_code in expected, result.output
     assert "Traceback" not in result.output and "Usage:" not in result.output
     output = result.output + (result.stderr if result.stderr_bytes else "")
     assert not leaks(output), output
