@@ -23,6 +23,7 @@ import httpx
 import pytest
 
 from gptools.webhooks import open_store
+from gptools.webhooks._migrations import SCHEMA_VERSION
 from tests.webhooks.conftest import (
     ReceiverProcess,
     accept,
@@ -84,6 +85,10 @@ def _expected(rp: ReceiverProcess, acknowledged: tuple[float, float]) -> dict[st
         "gptools_webhook_dead_letters": float(len(DEAD)),
         "gptools_webhook_last_acknowledged_timestamp_seconds": acknowledged,
         "gptools_webhook_quiet_threshold_seconds": QUIET_AFTER_S,
+        # No outage: nothing spooled, no action answered only 5xx; the store just made.
+        "gptools_webhook_spool_rows": 0.0,
+        "gptools_webhook_oldest_unacknowledged_seconds": 0.0,
+        "gptools_webhook_schema_version": float(SCHEMA_VERSION),
     }
 
 
