@@ -470,7 +470,11 @@ def _settle(settled: list[tuple[asyncio.Future[bool], bool | StoreError]]) -> No
 
 
 def _fresh(error: StoreError) -> StoreError:
-    """A new exception of ``error``'s kind and message."""
-    if isinstance(error, CommitUncertain):
-        return CommitUncertain(str(error), error.xid)
-    return type(error)(str(error))
+    """A new exception of ``error``'s kind, message and attributes (a
+    :class:`~gptools.webhooks._records.CommitUncertain`'s ``xid``, a schema version
+    error's versions), with no traceback yet; made without calling ``__init__``, whose
+    signature differs from class to class."""
+    fresh = type(error).__new__(type(error))
+    fresh.args = error.args
+    fresh.__dict__.update(vars(error))
+    return fresh

@@ -38,7 +38,7 @@ from gptools.webhooks import (
     format_utc,
     open_store,
 )
-from gptools.webhooks._constants import EXPORT_SETTLE
+from gptools.webhooks._constants import DEFAULT_PURGE_EVERY, EXPORT_SETTLE
 from gptools.webhooks._log_io import LogOperations
 from gptools.webhooks._records import LogEntry, StoreError, WriteItem
 from tests._support.cli import run_gptools
@@ -188,7 +188,9 @@ def test_every_hostile_body_is_exported_once_then_purged(
         assert report.invalid_deliveries >= 2 * _not_json_at_all(cases), fmt
         assert nan_rows.reason.notnull().all(), fmt
 
-    # Both exports moved the mark past every row: a clock past retention purges them all.
+    # Both exports moved the mark past every row: the next round (the first one's lease
+    # over) purges them all.
+    far.now += DEFAULT_PURGE_EVERY
     assert _purged_rows(store, far) == len(rows)
     conn = store.connect()
     assert conn.log_count() == 0

@@ -377,13 +377,19 @@ def test_postgres_builds_the_indexes_of_a_large_table_without_blocking_writes(
     assert migrate(store).to_version == SCHEMA_VERSION
     online = [s for s in statements if "CONCURRENTLY" in s]
     assert online == [
+        "CREATE INDEX CONCURRENTLY IF NOT EXISTS webhook_actions_dead ON webhook_actions"
+        " (first_received_at) WHERE state = 'dead'",
         "DROP INDEX CONCURRENTLY IF EXISTS delivery_log_received_at",
         "CREATE INDEX CONCURRENTLY IF NOT EXISTS delivery_log_received_at ON delivery_log"
         " (received_at)",
         "CREATE INDEX CONCURRENTLY IF NOT EXISTS webhook_actions_done ON webhook_actions"
         " (first_received_at) WHERE state = 'done'",
     ], online
-    assert {"delivery_log_received_at", "webhook_actions_done"} <= _indexes(pg_url)
+    assert {
+        "webhook_actions_dead",
+        "delivery_log_received_at",
+        "webhook_actions_done",
+    } <= _indexes(pg_url)
 
 
 def test_each_worker_exports_the_schema_version_it_found(tmp_path: Path) -> None:
