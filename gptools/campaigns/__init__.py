@@ -32,8 +32,11 @@ from gptools.campaigns._plan import (
 from gptools.campaigns._register import (
     CampaignRecord,
     CampaignRegister,
+    LoadRecord,
+    NotRecordedError,
     ParticipantCounts,
     RegisterError,
+    default_register_path,
     server_identity,
 )
 from gptools.campaigns._requests import (
@@ -59,6 +62,8 @@ __all__ = [
     "CampaignRecord",
     "CampaignRegister",
     "CurrencyLine",
+    "LoadRecord",
+    "NotRecordedError",
     "ParticipantCounts",
     "Plan",
     "PlanFileError",
@@ -71,6 +76,7 @@ __all__ = [
     "apply_plan",
     "budget",
     "campaign_requests",
+    "default_register_path",
     "load_plan",
     "plan_from_dict",
     "request_id",
