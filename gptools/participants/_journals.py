@@ -213,9 +213,12 @@ def journal_summary(path: str | os.PathLike[str]) -> JournalSummary:
 
 
 def _last_write(path: Path, mtime: float) -> float:
-    # Commits land in the WAL until a checkpoint folds them into the file.
+    # Commits land in the WAL until a checkpoint folds them into the file. An empty WAL
+    # holds no write: a reader makes one where none was left (reading is not writing).
     with contextlib.suppress(OSError):
-        return max(mtime, path.with_name(path.name + "-wal").stat().st_mtime)
+        wal = path.with_name(path.name + "-wal").stat()
+        if wal.st_size > 0:
+            return max(mtime, wal.st_mtime)
     return mtime
 
 
