@@ -27,7 +27,7 @@ import nbformat
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
-from gptools.campaigns._register import ENV_REGISTER
+from gptools._register_file import ENV_REGISTER
 from gptools.notebook_html import write_html
 from gptools.participants._constants import ENV_JOURNAL_DIR
 from gptools.sandbox._persist import STATE_DIR_ENV

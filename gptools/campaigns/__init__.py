@@ -8,6 +8,7 @@ with a deterministic ``requestId``; :func:`apply_plan` creates them (safe to rep
 records them in the local :class:`CampaignRegister`.
 """
 
+from gptools._register_file import LoadRecord, RegisterError, default_register_path
 from gptools.campaigns._apply import (
     AppliedCampaign,
     ApplyResult,
@@ -32,11 +33,8 @@ from gptools.campaigns._plan import (
 from gptools.campaigns._register import (
     CampaignRecord,
     CampaignRegister,
-    LoadRecord,
     NotRecordedError,
     ParticipantCounts,
-    RegisterError,
-    default_register_path,
     server_identity,
 )
 from gptools.campaigns._requests import (

@@ -13,12 +13,11 @@ from typing import Literal, Protocol
 import pandas as pd
 
 from gptools import spec
+from gptools._register_file import LoadRecord, RegisterError
 from gptools.campaigns._plan import AWARDED_FEATURE, Plan
 from gptools.campaigns._register import (
     CampaignRegister,
-    LoadRecord,
     NotRecordedError,
-    RegisterError,
     as_register,
     server_identity,
 )

@@ -13,10 +13,11 @@ Every entry names its server (a client's ``server_identity``: the provider's nor
 base URL, or a sandbox's state identity, new after a reset), so the same campaign id on
 two servers is two campaigns. Several processes may write at once: the file is in WAL
 mode, every write is one ``BEGIN IMMEDIATE`` transaction synced to disk before it returns
-and waits up to :data:`BUSY_TIMEOUT_S` for another writer, so nothing is lost. Reading
-never writes: a register that cannot be written (read-only, or from before loads were
-recorded) is read as it is; the first write migrates an old one
-(:mod:`gptools.campaigns._register_schema`).
+and waits up to ``BUSY_TIMEOUT_S`` for another writer, so nothing is lost. Reading never
+writes: a register that cannot be written (read-only, or from before loads were recorded)
+is read as it is; the first write migrates an old one. The file itself (tables, migration,
+opening it, a load's record) is :mod:`gptools._register_file`, which the participant
+loader writes through too.
 
 Where: ``$GPTOOLS_REGISTER`` (a file), else ``$XDG_DATA_HOME/gptools/campaigns.sqlite``,
 else ``~/.local/share/gptools/campaigns.sqlite``; the folder is made owner-only (0700) and
@@ -25,14 +26,12 @@ the file 0600 (SQLite gives its WAL files the database file's permissions).
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import html
 import json
 import os
 import sqlite3
-import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -42,18 +41,23 @@ from zoneinfo import ZoneInfo
 
 import pandas as pd
 
-from gptools._private_files import create_private, sqlite_read_uri
-from gptools.campaigns._plan import Plan
-from gptools.campaigns._register_schema import (
+from gptools._register_file import (
     APPLY_LOAD,
-    INSERT_PLAYER,
-    UPSERT_LOAD,
+    LoadRecord,
+    RegisterError,
+    check_writable,
+    default_register_path,
     has_loads,
-    migrate,
+    iso,
+    load_of,
+    reading,
+    record_load,
     tables,
+    write_load,
+    writing,
 )
+from gptools.campaigns._plan import Plan
 from gptools.display import html_table
-from gptools.errors import GptoolsError
 
 
 class _Created(Protocol):
@@ -76,18 +80,10 @@ class _Applied(Protocol):
     def campaigns(self) -> Sequence[_Created]: ...
 
 
-#: The environment variable naming the register file.
-ENV_REGISTER: Final = "GPTOOLS_REGISTER"
-#: How long a write waits for another process's write to finish.
-BUSY_TIMEOUT_S: Final = 30.0
 #: A campaign's state by its window at a moment.
 CampaignState = Literal["scheduled", "running", "ended"]
 #: Outcomes of a participant load shown per campaign.
 PARTICIPANT_COUNTS: Final = ("loaded", "rejected", "pending")
-
-
-class RegisterError(GptoolsError, LookupError):
-    """The register cannot answer: no such campaign, or the file cannot be opened."""
 
 
 class NotRecordedError(RegisterError):
@@ -101,15 +97,6 @@ class NotRecordedError(RegisterError):
         super().__init__(f"created at the server but not recorded: {created}; {reason}. {remedy}")
         self.campaign_ids = dict(campaign_ids)
         self.remedy = remedy
-
-
-def default_register_path() -> Path:
-    """``$GPTOOLS_REGISTER``, else ``$XDG_DATA_HOME/gptools/campaigns.sqlite``, else
-    ``~/.local/share/gptools/campaigns.sqlite``."""
-    if os.environ.get(ENV_REGISTER):
-        return Path(os.environ[ENV_REGISTER])
-    data = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(data) / "gptools" / "campaigns.sqlite"
 
 
 def plan_hash(plan: Plan) -> str:
@@ -214,79 +201,12 @@ class CampaignRecord:
             "state": self.state(now),
             "playersSent": self.players_sent,
             "budget": str(self.budget),
-            "recordedAt": _iso(self.recorded_at),
-            "updatedAt": _iso(self.updated_at),
+            "recordedAt": iso(self.recorded_at),
+            "updatedAt": iso(self.updated_at),
         }
         if participants is not None:
             out["participants"] = {k: getattr(participants, k) for k in PARTICIPANT_COUNTS}
         return out
-
-
-def _iso(moment: datetime) -> str:
-    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
-
-
-def _moment(text: str | None) -> datetime | None:
-    return None if not text else datetime.fromisoformat(text.replace("Z", "+00:00"))
-
-
-@dataclass(frozen=True, slots=True)
-class LoadRecord:
-    """One participant load as the register holds it, as its last run ended.
-
-    ``load_key`` names the load (the loader's: campaign, brand and input, whatever the
-    journal file; ``"apply"`` for the players apply sent itself). Counts are rows of the
-    input: ``rows == loaded + rejected + duplicate + pending``, where ``pending`` ids were
-    not acknowledged yet (running the same load again sends them).
-    """
-
-    server: str
-    campaign_id: str
-    load_key: str
-    brand: int | None
-    source: str
-    rows: int
-    loaded: int
-    rejected: int
-    duplicate: int
-    pending: int
-    rejected_by_reason: Mapping[str, int] = field(default_factory=dict)
-    recorded_at: datetime | None = None
-    updated_at: datetime | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready values (times ISO 8601 UTC)."""
-        return {
-            "loadKey": self.load_key,
-            "brand": self.brand,
-            "source": self.source,
-            "rows": self.rows,
-            "loaded": self.loaded,
-            "rejected": self.rejected,
-            "duplicate": self.duplicate,
-            "pending": self.pending,
-            "rejectedByReason": dict(self.rejected_by_reason),
-            "recordedAt": _iso(self.recorded_at) if self.recorded_at else None,
-            "updatedAt": _iso(self.updated_at) if self.updated_at else None,
-        }
-
-
-def _load(row: sqlite3.Row) -> LoadRecord:
-    return LoadRecord(
-        server=row["server"],
-        campaign_id=row["campaign_id"],
-        load_key=row["load_key"],
-        brand=row["brand"],
-        source=row["source"],
-        rows=int(row["rows"]),
-        loaded=int(row["loaded"]),
-        rejected=int(row["rejected"]),
-        duplicate=int(row["duplicate"]),
-        pending=int(row["pending"]),
-        rejected_by_reason=json.loads(row["rejected_by_reason"]),
-        recorded_at=_moment(row["recorded_at"]),
-        updated_at=_moment(row["updated_at"]),
-    )
 
 
 def _plan_players(row: sqlite3.Row) -> tuple[str, ...]:
@@ -321,47 +241,6 @@ def _record(row: sqlite3.Row, players: tuple[str, ...]) -> CampaignRecord:
     )
 
 
-def _set_up(db: sqlite3.Connection) -> None:
-    """WAL, on a file another process may be setting up at this moment. Switching a new
-    file to WAL can answer "database is locked" at once, without waiting for the busy
-    timeout (SQLite does not call the busy handler there), so it is tried again, with
-    backoff, until the busy timeout has passed."""
-    deadline = time.monotonic() + BUSY_TIMEOUT_S
-    attempt = 0
-    while True:
-        try:
-            db.execute("PRAGMA journal_mode = WAL")
-            return
-        except sqlite3.OperationalError as exc:
-            attempt += 1
-            if "locked" not in str(exc) and "busy" not in str(exc):
-                raise
-            if time.monotonic() >= deadline:
-                raise
-            time.sleep(min(0.01 * 2**attempt, 0.5))
-
-
-def _open_read_only(path: Path) -> sqlite3.Connection:
-    """``path`` opened read-only. A WAL file needs its ``-shm`` beside it, which a folder
-    that cannot be written cannot get: such a file is read as an unchanging one (no
-    process can be writing it there)."""
-    uri = sqlite_read_uri(path)
-    try:
-        return _probed(sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S))
-    except sqlite3.OperationalError:
-        return _probed(sqlite3.connect(uri + "&immutable=1", uri=True, timeout=BUSY_TIMEOUT_S))
-
-
-def _probed(db: sqlite3.Connection) -> sqlite3.Connection:
-    """``db`` once a first read worked (SQLite opens lazily), closed if it failed."""
-    try:
-        db.execute("SELECT count(*) FROM sqlite_master").fetchone()
-    except BaseException:
-        db.close()
-        raise
-    return db
-
-
 class CampaignRegister:
     """The register file at ``path`` (default :func:`default_register_path`); created,
     owner-only, by the first write. Each method opens, works and closes, so one object may
@@ -374,72 +253,14 @@ class CampaignRegister:
     def __repr__(self) -> str:
         return f"CampaignRegister({str(self.path)!r})"
 
-    # -- the file ---------------------------------------------------------------------
-
-    def _fail(self, exc: BaseException, doing: str) -> RegisterError:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-        return RegisterError(f"{self.path}: cannot {doing} the campaign register: {reason}")
-
-    @contextlib.contextmanager
-    def _writing(self) -> Iterator[sqlite3.Connection]:
-        """A connection inside one ``BEGIN IMMEDIATE`` transaction on the register brought
-        to the current layout; committed (and synced) when the block ends, rolled back if
-        it raises."""
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            # Created owner-only before SQLite opens it; SQLite copies the mode to -wal/-shm.
-            create_private(self.path)
-            db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
-        except (OSError, sqlite3.Error) as exc:
-            raise self._fail(exc, "write") from None
-        try:
-            db.row_factory = sqlite3.Row
-            db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-            _set_up(db)
-            db.execute("PRAGMA synchronous = FULL")
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                migrate(db)
-                yield db
-                db.execute("COMMIT")
-            except BaseException:
-                with contextlib.suppress(sqlite3.Error):
-                    db.execute("ROLLBACK")
-                raise
-        except sqlite3.Error as exc:
-            raise self._fail(exc, "write") from None
-        finally:
-            db.close()
-
-    @contextlib.contextmanager
-    def _reading(self) -> Iterator[sqlite3.Connection | None]:
-        """A read-only connection (``None`` when there is no register yet). A file whose
-        folder cannot be written (no ``-shm`` beside it) is read as an unchanging file."""
-        if not self.path.exists():
-            yield None
-            return
-        try:
-            db = _open_read_only(self.path)
-        except (OSError, sqlite3.Error) as exc:
-            raise self._fail(exc, "read") from None
-        try:
-            db.row_factory = sqlite3.Row
-            yield db
-        except sqlite3.Error as exc:
-            raise self._fail(exc, "read") from None
-        finally:
-            db.close()
-
     def check_writable(self, consequence: str = "") -> None:
         """Raise :class:`RegisterError` unless the register can be written now (it is
         created, or migrated, if need be): what ``campaigns apply`` and a participant load
         check before they send anything, so that nothing is created unrecorded.
         ``consequence`` ends the error's message (what the caller did not do)."""
-        try:
-            with self._writing():
-                pass
-        except RegisterError as exc:
-            raise RegisterError(f"{exc}; {consequence}" if consequence else str(exc)) from None
+        check_writable(self.path, consequence)
+
+    # -- the file ---------------------------------------------------------------------
 
     # -- writing ----------------------------------------------------------------------
 
@@ -457,7 +278,7 @@ class CampaignRegister:
         ``recorded_at``; its ``updated_at`` and the number of players sent are updated.
         Players apply sent itself (``participants_sent``) are recorded as the load
         ``"apply"``."""
-        moment = _iso((now or datetime.now(UTC)).astimezone(UTC))
+        moment = iso((now or datetime.now(UTC)).astimezone(UTC))
         content, digest = _plan_json(plan), plan_hash(plan)
         rows = [
             (
@@ -470,7 +291,7 @@ class CampaignRegister:
             )
             for c in result.campaigns
         ]  # fmt: skip
-        with self._writing() as db:
+        with writing(self.path) as db:
             db.executemany(
                 "INSERT INTO campaigns VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) "
                 "ON CONFLICT (server, campaign_id) DO UPDATE SET "
@@ -481,7 +302,7 @@ class CampaignRegister:
             for c in result.campaigns:
                 if c.participants_sent:
                     sent = plan.currencies[c.currency].player_ids[: c.participants_sent]
-                    self._write_load(
+                    write_load(
                         db,
                         LoadRecord(server, c.campaign_id, APPLY_LOAD, plan.brand,
                                    "the plan's player_ids", len(sent), len(sent), 0, 0, 0),
@@ -498,24 +319,7 @@ class CampaignRegister:
         (replacing those of its earlier runs; its first ``recorded_at`` is kept) and the
         player ids the server acknowledged (each once per campaign, whichever load
         acknowledged it first)."""
-        moment = _iso((now or datetime.now(UTC)).astimezone(UTC))
-        with self._writing() as db:
-            self._write_load(db, load, player_ids, moment)
-
-    @staticmethod
-    def _write_load(
-        db: sqlite3.Connection, load: LoadRecord, player_ids: Iterable[str], moment: str
-    ) -> None:
-        db.execute(
-            UPSERT_LOAD,
-            (load.server, load.campaign_id, load.load_key, load.brand, load.source, load.rows,
-             load.loaded, load.rejected, load.duplicate, load.pending,
-             json.dumps(dict(load.rejected_by_reason), sort_keys=True), moment, moment),
-        )  # fmt: skip
-        db.executemany(
-            INSERT_PLAYER,
-            ((load.server, load.campaign_id, p, load.load_key) for p in player_ids),
-        )
+        record_load(self.path, load, player_ids, now=now)
 
     # -- reading ----------------------------------------------------------------------
 
@@ -525,7 +329,7 @@ class CampaignRegister:
         """Every recorded campaign (of one ``server`` when given), oldest first, with its
         players (``with_players=False``: without them, for listing)."""
         where, args = ("WHERE server = ?", (server,)) if server is not None else ("", ())
-        with self._reading() as db:
+        with reading(self.path) as db:
             if db is None or "campaigns" not in tables(db):
                 return []
             rows = db.execute(
@@ -554,7 +358,7 @@ class CampaignRegister:
 
     def servers(self) -> dict[str, int]:
         """Server -> how many campaigns the register holds for it."""
-        with self._reading() as db:
+        with reading(self.path) as db:
             if db is None or "campaigns" not in tables(db):
                 return {}
             rows = db.execute(
@@ -590,14 +394,14 @@ class CampaignRegister:
         given), oldest first."""
         terms = [(c, v) for c, v in (("server", server), ("campaign_id", campaign_id)) if v]
         where = ("WHERE " + " AND ".join(f"{c} = ?" for c, _ in terms)) if terms else ""
-        with self._reading() as db:
+        with reading(self.path) as db:
             if db is None or not has_loads(db):
                 return self._loads_as_they_were(server, campaign_id)
             rows = db.execute(
                 f"SELECT * FROM loads {where} ORDER BY recorded_at, load_key",
                 [v for _, v in terms],
             ).fetchall()
-        return [_load(r) for r in rows]
+        return [load_of(r) for r in rows]
 
     def _loads_as_they_were(self, server: str | None, campaign_id: str | None) -> list[LoadRecord]:
         """The loads of a version-1 register, read as it is: apply's players only."""
@@ -616,7 +420,7 @@ class CampaignRegister:
         or load the register holds (of ``server`` when given): the one count that
         ``campaigns list/show``, the notebooks and :meth:`frame` show."""
         where, args = ("WHERE server = ?", (server,)) if server is not None else ("", ())
-        with self._reading() as db:
+        with reading(self.path) as db:
             if db is None or not has_loads(db):
                 return {
                     (r.server, r.campaign_id): ParticipantCounts(loaded=r.loaded)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from gptools._private_files import sqlite_read_uri
+from gptools._register_file import check_writable
 from gptools.participants._journal import (
     SET_ASIDE_AT,
     SET_ASIDE_REASON,
@@ -31,7 +32,7 @@ from gptools.participants._journal import (
     remove_journal,
 )
 from gptools.participants._loader import default_journal_dir
-from gptools.participants._recorded import record_journal_file, register_of
+from gptools.participants._recorded import record_journal_file, register_path
 
 if TYPE_CHECKING:
     from gptools.campaigns import CampaignRegister
@@ -131,9 +132,9 @@ def prune_journals(
     unreadable journals are never deleted here.
     """
     cutoff = datetime.now(UTC) - older_than
-    record_in = register_of(register)
+    record_in = register_path(register)
     if record_in is not None:
-        record_in.check_writable("no journal was deleted")
+        check_writable(record_in, "no journal was deleted")
     removed = []
     for summary in journal_summaries(directory, campaign_id=campaign_id):
         if summary.state not in (COMPLETE, SET_ASIDE):

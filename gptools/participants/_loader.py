@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from gptools import spec
+from gptools import _register_file, spec
 from gptools._progress import progress as show_progress
 from gptools._temporary import is_temporary_status
 from gptools.client import Client, backoff_delay
@@ -71,7 +71,7 @@ from gptools.participants._constants import (
     RESEND_RETRY_AFTER_CAP,
 )
 from gptools.participants._journal import Identity, Journal
-from gptools.participants._recorded import record_load, register_of
+from gptools.participants._recorded import record_load, register_path
 from gptools.participants._sources import SourceLike, open_source
 from gptools.participants._summary import LoadSummary, check_writable, write_rejects
 from gptools.participants._validate import Rejection, check_player_id
@@ -250,9 +250,9 @@ def load_participants(
     if rejects is not None:
         # Before anything is read or sent: an output that cannot be written is bad input.
         check_writable(Path(rejects), "rejects file")
-    record_in = register_of(register)
+    record_in = register_path(register)
     if record_in is not None:
-        record_in.check_writable("nothing was sent")  # before anything it could not record
+        _register_file.check_writable(record_in, "nothing was sent")  # nothing unrecorded
     src = open_source(
         source,
         column=column,
@@ -363,18 +363,16 @@ def _reached_nothing(book: Journal) -> bool:
     return counts.loaded == 0 and counts.refused_by_server == 0 and book.unknown_at_open == 0
 
 
-def _end(book: Journal, register: CampaignRegister | None, *, keep: bool) -> str | None:
+def _end(book: Journal, register: Path | None, *, keep: bool) -> str | None:
     """Close the journal, recording its load in ``register`` first; or, unless ``keep``,
     delete it (nothing to resume, nothing to record). Returns why recording failed."""
     if not keep:
         book.discard()
         return None
-    from gptools.campaigns import RegisterError
-
     try:
         if register is not None:
             record_load(register, book.meta(), book.counts(), book.loaded_ids())
-    except RegisterError as exc:
+    except _register_file.RegisterError as exc:
         return (
             f"the load is done but not recorded in the campaign register: {exc}; "
             "run the same load again to record it"
