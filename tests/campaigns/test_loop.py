@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
+from gptools.campaigns import CampaignRegister
 from gptools.cli import cli
 from gptools.sandbox import RunningSandbox
 from gptools.webhooks import ReceiverAuth, WebhookReceiver
@@ -97,6 +98,12 @@ def test_the_loop_runs_from_the_command_line_with_exact_results(
     assert eur["assigned"] == 23 and eur["reached"] > 0  # 3 from the plan, 20 from the file
     listed = _by_id(_json(cli_runner, "campaigns", "list"))
     assert listed[ids["EUR"]]["participants"] == {"loaded": 23, "rejected": 7, "pending": 0}
+    # Item 12: the notebooks' table is the same count, by the same library function.
+    server = _json(cli_runner, "campaigns", "list")["server"]
+    frame = CampaignRegister().frame(server=server).set_index("campaign_id")
+    assert {cid: frame.loc[cid, ["loaded", "rejected", "pending"]].tolist() for cid in listed} == {
+        cid: list(c["participants"].values()) for cid, c in listed.items()
+    }
     shown = _run(cli_runner, "campaigns", "show", ids["EUR"])
     assert "budget: 100000.00 EUR" in shown.stdout
 

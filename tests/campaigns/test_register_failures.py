@@ -12,15 +12,17 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
-from gptools.campaigns import CampaignRegister, ParticipantCounts
+from gptools.campaigns import CampaignRegister, ParticipantCounts, RegisterError, apply_plan
 from gptools.cli import cli
 from gptools.cli._main import EXIT_NOT_RECORDED
 from gptools.client import Client
 from gptools.participants import journal_summaries, load_participants, prune_journals
 from gptools.sandbox import FaultRule, RunningSandbox
 from tests._support.campaigns import free_rounds
+from tests.campaigns.conftest import NOW as PLAN_NOW
 from tests.campaigns.conftest import make_plan
 
 EXAMPLE = str(Path(__file__).resolve().parents[2] / "data" / "example_plan.yaml")
@@ -38,6 +40,16 @@ def test_a_register_that_cannot_be_written_stops_apply_before_anything_is_create
     assert str(register) in result.stderr and "Traceback" not in result.output
     assert fresh_sandbox.state.campaigns == {}
     assert not [r for r in fresh_sandbox.state.requests if r.method == "POST"]
+
+
+def test_apply_plan_checks_the_register_before_creating_anything(
+    client: Client, fresh_sandbox: RunningSandbox, tmp_path: Path
+) -> None:
+    register = tmp_path / "r.sqlite"
+    register.write_bytes(b"not a database " * 100)
+    with pytest.raises(RegisterError, match=r"r\.sqlite: cannot write .*; nothing was created"):
+        apply_plan(client, make_plan(), now=PLAN_NOW, register=register)
+    assert fresh_sandbox.state.campaigns == {}
 
 
 def test_recording_that_fails_after_creation_names_the_campaigns_and_exits_4(
