@@ -344,8 +344,11 @@ def check_writable(path: Path, consequence: str = "") -> None:
     (created, or migrated, if need be); ``consequence`` ends the message (what the caller
     did not do)."""
     try:
-        with writing(path):
-            pass
+        with writing(path) as db:
+            # SQLite opens a file it cannot write read-only without a word, and reads and
+            # empty transactions go through: only a write tells.
+            db.execute("CREATE TABLE write_probe (x)")
+            db.execute("DROP TABLE write_probe")
     except RegisterError as exc:
         raise RegisterError(f"{exc}; {consequence}" if consequence else str(exc)) from None
 

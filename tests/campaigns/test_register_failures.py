@@ -5,11 +5,14 @@ from before loads were recorded is read as it is and migrated by the first write
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
+import subprocess
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -138,3 +141,43 @@ def test_a_register_from_before_loads_were_recorded_is_read_then_migrated(
     assert register.get("CMP-000001", server=server).players == ("p1", "p2")
     assert register.participant_counts()[(server, campaign)] == ParticipantCounts(2)
     assert [x.load_key for x in register.loads(campaign_id="CMP-000001")] == ["apply"]
+
+
+@contextlib.contextmanager
+def _read_only(folder: Path) -> Iterator[None]:
+    """``folder`` and its files made unwritable for this process: by mode, or (root
+    ignores modes) by the immutable attribute."""
+    files = [folder, *folder.iterdir()]
+    if os.geteuid() != 0:
+        for path in files:
+            path.chmod(0o500 if path.is_dir() else 0o400)
+        undo = [["chmod", "700" if p.is_dir() else "600", str(p)] for p in files]
+    else:
+        subprocess.run(["chattr", "+i", *map(str, files)], check=True)
+        undo = [["chattr", "-i", *map(str, files)]]
+    try:
+        yield
+    finally:
+        for command in undo:
+            subprocess.run(command, check=True)
+
+
+def test_a_read_only_register_is_read_and_never_half_written(
+    cli_runner: CliRunner, fresh_sandbox: RunningSandbox
+) -> None:
+    register = Path(os.environ["GPTOOLS_REGISTER"])
+    applied = cli_runner.invoke(cli, ["campaigns", "apply", EXAMPLE, "--now", NOW, "--json"])
+    assert applied.exit_code == 0, applied.output
+    listed = cli_runner.invoke(cli, ["campaigns", "list", "--json"])
+    with _read_only(register.parent):
+        again = cli_runner.invoke(cli, ["campaigns", "list", "--json"])
+        assert again.exit_code == 0, again.output
+        assert json.loads(again.stdout) == json.loads(listed.stdout)
+        shown = cli_runner.invoke(cli, ["campaigns", "show", "CMP-000001"])
+        assert shown.exit_code == 0 and "players loaded 3" in shown.stdout
+        other = Path(EXAMPLE).read_text().replace("Spring feature drop 2030", "Another drop")
+        plan = register.parent.parent / "other.yaml"
+        plan.write_text(other)
+        refused = cli_runner.invoke(cli, ["campaigns", "apply", str(plan), "--now", NOW])
+        assert refused.exit_code == 1 and "nothing was created" in refused.stderr
+    assert len(fresh_sandbox.state.campaigns) == 3
