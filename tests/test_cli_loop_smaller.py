@@ -74,3 +74,26 @@ def test_client_settings_errors_name_variables_not_arguments(
                        cwd=tmp_path)  # fmt: skip
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip() == f"Error: {message}"
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _section(path: Path, heading: str) -> str:
+    return path.read_text(encoding="utf-8").split(f"\n{heading}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def test_the_readme_says_how_to_reach_gptools_after_make_run() -> None:
+    setup = _section(ROOT / "README.md", "## Set-up: two commands")
+    assert "`.venv/bin/gptools`" in setup and "`source .venv/bin/activate`" in setup
+
+
+def test_the_configuration_tables_name_where_gptools_keeps_its_files() -> None:
+    from gptools._register_file import ENV_REGISTER
+    from gptools.participants._constants import ENV_JOURNAL_DIR
+    from gptools.sandbox._persist import STATE_DIR_ENV
+
+    for page in (ROOT / "README.md", ROOT / "docs" / "guides" / "client.md"):
+        table = _section(page, "## Configuration")
+        for variable in (ENV_REGISTER, ENV_JOURNAL_DIR, STATE_DIR_ENV):
+            assert f"\n| `{variable}` |" in table, (page.name, variable)
