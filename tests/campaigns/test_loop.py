@@ -224,3 +224,12 @@ def test_a_load_that_reached_nothing_leaves_nothing_pending(
     right = _json(cli_runner, "participants", "load", MESSY, "--campaign", ids["EUR"],
                   "--brand", "201", "--no-progress")  # fmt: skip
     assert right["loaded"] == 20 and not right["resumed"]
+
+
+def test_play_refuses_a_real_provider(
+    cli_runner: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GP_BASE_URL", "https://provider.example.invalid")
+    result = _run(cli_runner, "sandbox", "play", "--url", "http://127.0.0.1:9/x", "--now", AFTER)
+    assert result.exit_code == 2, result.output
+    assert "https://provider.example.invalid, which is not a sandbox" in result.stderr
