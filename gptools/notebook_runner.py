@@ -6,11 +6,19 @@ sandbox, so :func:`gptools.session.connect` inside it uses the run's sandbox wha
 user's environment says. The sandbox is reset before each notebook, so every notebook meets
 a provider as fresh as under nbval. Rendered pages go to ``out_dir``; a failing notebook is
 still rendered up to the failing cell, and reported.
+
+What a notebook writes stays out of the user's files: its kernel gets a temporary folder
+of its own for the campaign register (``GPTOOLS_REGISTER``), the loader's journals
+(``GPTOOLS_JOURNAL_DIR``), an embedded sandbox's state (``GPTOOLS_SANDBOX_STATE_DIR``) and
+temporary files (``TMPDIR``), deleted when the notebook ends: campaigns of a throwaway
+sandbox never enter the user's register.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +27,10 @@ import nbformat
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
+from gptools._register_file import ENV_REGISTER
 from gptools.notebook_html import write_html
+from gptools.participants._constants import ENV_JOURNAL_DIR
+from gptools.sandbox._persist import STATE_DIR_ENV
 from gptools.session import SANDBOX_URL_ENV
 
 
@@ -63,8 +74,9 @@ def run_notebook(
     )
     started = time.monotonic()
     error: str | None = None
+    scratch = Path(tempfile.mkdtemp(prefix="gptools-notebook-"))
     # The kernel inherits this process's environment when it starts.
-    overrides = {"GP_BASE_URL": "", SANDBOX_URL_ENV: sandbox_url}
+    overrides = {"GP_BASE_URL": "", SANDBOX_URL_ENV: sandbox_url, **_scratch_environment(scratch)}
     saved = {name: os.environ.get(name) for name in overrides}
     _set_env(overrides)
     try:
@@ -73,8 +85,21 @@ def run_notebook(
         error = str(exc).strip().splitlines()[-1] if str(exc).strip() else repr(exc)
     finally:
         _set_env(saved)
+        shutil.rmtree(scratch, ignore_errors=True)
     html = write_html(nb, out_dir, path.stem)
     return NotebookRun(path, html, time.monotonic() - started, error)
+
+
+def _scratch_environment(folder: Path) -> dict[str, str | None]:
+    """The variables that keep a notebook's files in ``folder``: the campaign register,
+    the loader's journals, an embedded sandbox's state and temporary files."""
+    (folder / "tmp").mkdir(parents=True, exist_ok=True)
+    return {
+        ENV_REGISTER: str(folder / "campaigns.sqlite"),
+        ENV_JOURNAL_DIR: str(folder / "journals"),
+        STATE_DIR_ENV: str(folder / "sandbox"),
+        "TMPDIR": str(folder / "tmp"),
+    }
 
 
 def _set_env(values: dict[str, str | None]) -> None:

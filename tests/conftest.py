@@ -25,11 +25,13 @@ def _sandbox_state_dir(
     """CLI commands run by a test keep their embedded sandbox's state in a directory of
     that test, never in the user's cache."""
     monkeypatch.setenv("GPTOOLS_SANDBOX_STATE_DIR", str(tmp_path_factory.mktemp("sandbox-state")))
-    # The campaign register too (apply_plan records every applied plan).
+    # The campaign register too (apply_plan and every load record themselves there), and
+    # the loader's default journals.
     monkeypatch.setenv("GPTOOLS_REGISTER", str(tmp_path_factory.mktemp("register") / "r.sqlite"))
     # And the receiver's outage spools of PostgreSQL stores (~/.local/state otherwise).
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state")))
     monkeypatch.delenv("STATE_DIRECTORY", raising=False)
+    monkeypatch.setenv("GPTOOLS_JOURNAL_DIR", str(tmp_path_factory.mktemp("journals")))
 
 
 @pytest.fixture(scope="session")

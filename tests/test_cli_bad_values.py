@@ -22,7 +22,7 @@ import pytest
 from click.testing import CliRunner
 
 from gptools.cli import cli
-from gptools.cli._params import BrandId, StoreUrl
+from gptools.cli._params import BrandId, PositiveFinite, Share, StoreUrl
 from gptools.sandbox import RunningSandbox
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,7 +32,7 @@ LOG = ROOT / "data" / "sample_delivery_log.jsonl"
 NOW = "2029-12-01T12:00:00+00:00"
 
 #: The exit codes of the README's table.
-README_EXIT_CODES = {0, 1, 2, 3, 130}
+README_EXIT_CODES = {0, 1, 2, 3, 4, 130}
 
 
 def commands(group: click.Group, path: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
@@ -119,7 +119,7 @@ def bad_values(param: click.Parameter, files: Files) -> list[str]:
         return []
     if isinstance(kind, (click.IntRange, BrandId)) or kind is click.INT:
         return ["999999999999", "-999999999999", "-1", "abc", ""]
-    if isinstance(kind, click.FloatRange) or kind is click.FLOAT:
+    if isinstance(kind, (click.FloatRange, PositiveFinite, Share)) or kind is click.FLOAT:
         return ["nan", "inf", "-1", "abc"]
     if isinstance(kind, click.Choice):
         return ["nope", ""]

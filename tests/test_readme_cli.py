@@ -8,8 +8,8 @@ in a scratch folder holding a copy of ``data/`` (the checkout, for the examples)
 own sandbox state and journals elsewhere. What the test changes, and why:
 - fixed ports (``--port N`` and the same ``:N`` in URLs) become free ports, as other test
   runs share the machine;
-- the PostgreSQL schema the examples name becomes one of this run's own (dropped at the
-  end), as other runs share the machine's PostgreSQL;
+- the PostgreSQL schema the examples name (and drop) becomes one of this run's own (dropped
+  at the end too), as other runs share the machine's PostgreSQL;
 - a server started with ``&`` keeps running for the blocks after it, as in a shell, until a
   ``kill %N`` line stops it (SIGTERM); a server started without ``&`` (a reader runs it in
   another terminal) serves the commands of its block and gets Ctrl-C at the block's end.
@@ -17,11 +17,15 @@ own sandbox state and journals elsewhere. What the test changes, and why:
   (a second receiver on a port in use, exit 3);
 - the commands in :data:`EXCLUDED` are not run, each for the reason given there.
 At the end the scratch folder must hold what it held at the start: the README says how to
-remove what its examples write, and following it leaves nothing behind.
+remove what its examples write, and following it leaves nothing behind. The README's
+examples then run a second time in the same folder and must print the same campaign loop
+(issue 35: a second run of the PostgreSQL block no longer doubles its deliveries, nothing of
+the first run is left to change the second's numbers).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -51,8 +55,9 @@ SERVERS = {
     "gptools sandbox serve": "gptools sandbox serving at",
     "gptools webhooks serve": "receiving webhooks on",
 }
-#: The PostgreSQL schema the README's examples use.
+#: The PostgreSQL schema the README's examples use, and how their last block drops it.
 README_SCHEMA = "schema=receiver"
+README_DROP = "DROP SCHEMA IF EXISTS receiver "
 _START_TIMEOUT_S = 120.0
 _COMMAND_TIMEOUT_S = 300.0
 
@@ -169,9 +174,18 @@ def test_readme_lists_commands_and_reasons() -> None:
     apply = next(i for i, line in enumerate(lines) if line.startswith("gptools campaigns apply"))
     load = next(i for i, line in enumerate(lines) if line.startswith("gptools participants load"))
     assert apply < load and "--campaign CMP-000001" in lines[load]
+    # Issue 35: the loop from the command line, plan -> apply -> play -> results -> list.
+    order = [
+        next(i for i, line in enumerate(lines) if line.startswith(prefix))
+        for prefix in ("gptools campaigns plan", "gptools campaigns apply",
+                       "gptools sandbox play", "gptools campaigns results webhooks",
+                       "gptools campaigns list", "gptools campaigns show", "kill %")
+    ]  # fmt: skip
+    assert order == sorted(order)
     for prefix in EXCLUDED:
         assert any(line.startswith(prefix) for line in lines), f"stale exclusion {prefix!r}"
     assert any(README_SCHEMA in line for line in lines)
+    assert any(README_DROP in line for line in lines)
 
 
 def _files(folder: Path) -> set[str]:
@@ -184,11 +198,13 @@ def _drop_schema(schema: str) -> None:
         db.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
-def run_blocks(text: str, tmp_path: Path) -> list[str]:
+def run_blocks(text: str, tmp_path: Path) -> list[tuple[str, str]]:
     """Run every command of ``text``'s bash blocks in order, as described above; return the
-    lines run, after checking that the scratch folder holds what it held at the start."""
+    lines run with what each printed on stdout, after checking that the scratch folder
+    holds what it held at the start."""
     checkout = tmp_path / "checkout"
-    shutil.copytree(ROOT / "data", checkout / "data")
+    if not checkout.exists():
+        shutil.copytree(ROOT / "data", checkout / "data")
     before = _files(checkout)
     schema = f"readme_{uuid.uuid4().hex[:12]}"
     env = {
@@ -208,6 +224,7 @@ def run_blocks(text: str, tmp_path: Path) -> list[str]:
             try:
                 for line in block:
                     line = line.replace(README_SCHEMA, f"schema={schema}")
+                    line = line.replace(README_DROP, f'DROP SCHEMA IF EXISTS "{schema}" ')
                     if _excluded(line) is not None:
                         continue
                     if line.startswith("export "):
@@ -218,7 +235,7 @@ def run_blocks(text: str, tmp_path: Path) -> list[str]:
                     if line.startswith("kill %"):
                         for job in shlex.split(line, comments=True)[1:]:
                             jobs[int(job.lstrip("%")) - 1].stop(signal.SIGTERM)
-                        ran.append(line)
+                        ran.append((line, ""))
                         continue
                     if line.startswith(tuple(SERVERS)):
                         words = shlex.split(line, comments=True)
@@ -228,7 +245,7 @@ def run_blocks(text: str, tmp_path: Path) -> list[str]:
                         )
                         (jobs if background else foreground).append(server)
                         server.wait_until_serving()
-                        ran.append(line)
+                        ran.append((line, ""))
                         continue
                     done = subprocess.run(
                         ["bash", "-c", line],
@@ -244,25 +261,65 @@ def run_blocks(text: str, tmp_path: Path) -> list[str]:
                         f"stdout: {done.stdout[-2000:]}\nstderr: {done.stderr[-2000:]}"
                     )
                     assert "Traceback" not in done.stderr, done.stderr
-                    ran.append(line)
+                    ran.append((line, done.stdout))
             finally:
                 for server in foreground:
                     server.stop()
     finally:
         for server in jobs:
             server.stop()
-        if any(f"schema={schema}" in line for line in ran):
+        if any(f"schema={schema}" in line for line, _ in ran):
             _drop_schema(schema)
     left = sorted(_files(checkout) - before)
     assert not left, f"the examples, followed to the end, leave {left} behind"
     return ran
 
 
-def test_every_readme_command_runs_in_order(tmp_path: Path) -> None:
-    ran = run_blocks(README.read_text(encoding="utf-8"), tmp_path)
-    assert any(line.startswith("gptools participants load") for line in ran)
-    assert any("postgresql://" in line and "analyze" in line for line in ran)
-    assert any(line.startswith("gptools webhooks analyze webhooks.sqlite3") for line in ran)
+#: The commands whose output is the campaign loop's result, compared between two runs.
+LOOP = ("gptools sandbox play", "gptools campaigns results", "gptools campaigns list")
+
+
+def _loop_output(ran: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """What the campaign loop printed, its free ports and the sandbox's random state
+    identity left out."""
+
+    def same(text: str) -> str:
+        return re.sub(r"sandbox:[0-9a-f]+", "sandbox:ID", re.sub(r"127\.0\.0\.1:\d+", "PORT", text))
+
+    return [(same(line), same(out)) for line, out in ran if line.startswith(LOOP)]
+
+
+def _deliveries(ran: list[tuple[str, str]]) -> int:
+    """The deliveries the PostgreSQL receiver's log holds, as its analysis says."""
+    out = next(o for line, o in ran if "postgresql://" in line and "analyze" in line)
+    count: int = json.loads(out)["deliveries"]
+    return count
+
+
+def test_every_readme_command_runs_in_order_twice_with_the_same_results(tmp_path: Path) -> None:
+    readme = README.read_text(encoding="utf-8")
+    first = run_blocks(readme, tmp_path)
+    lines = [line for line, _ in first]
+    assert any(line.startswith("gptools participants load") for line in lines)
+    assert any("postgresql://" in line and "analyze" in line for line in lines)
+    assert any(line.startswith("gptools webhooks analyze webhooks.sqlite3") for line in lines)
+    # The loop's results are not zero, and are what the players played (play's truth).
+    played = next(out for line, out in first if line.startswith("gptools sandbox play"))
+    results = next(out for line, out in first
+                   if line.startswith("gptools campaigns results webhooks.sqlite3"))  # fmt: skip
+    truth = re.findall(r"^(CMP-\d+): (\d+) of (\d+) participants played by .*?, (\d+) used "
+                       r"every round, (\d+) rounds$", played, re.MULTILINE)  # fmt: skip
+    found = re.findall(r"^(CMP-\d+) \w+: reached (\d+)/(\d+), completed (\d+), "
+                       r"rounds (\d+)/", results, re.MULTILINE)  # fmt: skip
+    assert len(truth) == 3 and found == truth
+    assert int(truth[0][1]) > 0 and int(truth[0][4]) > 0
+    sample = "gptools campaigns results data/sample_delivery_log"
+    late = next(out for line, out in first if line.startswith(sample))
+    assert "do not overlap in time" in late and len(late.strip().splitlines()) == 1
+    # Run again: what the first run wrote is gone, so the same loop prints the same.
+    second = run_blocks(readme, tmp_path)
+    assert _loop_output(second) == _loop_output(first)
+    assert _deliveries(second) == _deliveries(first) == 100
 
 
 @pytest.mark.slow
@@ -270,4 +327,4 @@ def test_every_readme_command_runs_in_order(tmp_path: Path) -> None:
 def test_every_guide_command_runs_in_order(guide: Path, tmp_path: Path) -> None:
     """Each guide of the documentation site on its own, as a reader follows it."""
     ran = run_blocks(guide.read_text(encoding="utf-8"), tmp_path)
-    assert ran and all(not line.startswith("make ") for line in ran)
+    assert ran and all(not line.startswith("make ") for line, _ in ran)

@@ -8,6 +8,7 @@ with a deterministic ``requestId``; :func:`apply_plan` creates them (safe to rep
 records them in the local :class:`CampaignRegister`.
 """
 
+from gptools._register_file import LoadRecord, RegisterError, default_register_path
 from gptools.campaigns._apply import (
     AppliedCampaign,
     ApplyResult,
@@ -32,8 +33,8 @@ from gptools.campaigns._plan import (
 from gptools.campaigns._register import (
     CampaignRecord,
     CampaignRegister,
+    NotRecordedError,
     ParticipantCounts,
-    RegisterError,
     server_identity,
 )
 from gptools.campaigns._requests import (
@@ -59,6 +60,8 @@ __all__ = [
     "CampaignRecord",
     "CampaignRegister",
     "CurrencyLine",
+    "LoadRecord",
+    "NotRecordedError",
     "ParticipantCounts",
     "Plan",
     "PlanFileError",
@@ -71,6 +74,7 @@ __all__ = [
     "apply_plan",
     "budget",
     "campaign_requests",
+    "default_register_path",
     "load_plan",
     "plan_from_dict",
     "request_id",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import html
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -12,8 +13,14 @@ from typing import Literal, Protocol
 import pandas as pd
 
 from gptools import spec
+from gptools._register_file import LoadRecord, RegisterError
 from gptools.campaigns._plan import AWARDED_FEATURE, Plan
-from gptools.campaigns._register import CampaignRegister, record_applied
+from gptools.campaigns._register import (
+    CampaignRegister,
+    NotRecordedError,
+    as_register,
+    server_identity,
+)
 from gptools.campaigns._requests import campaign_requests
 from gptools.costs import CatalogueClient, cost_book
 from gptools.display import html_table
@@ -141,8 +148,15 @@ def apply_plan(
 
     The campaigns are recorded in the campaign ``register`` (``None``: the default file,
     :func:`~gptools.campaigns.default_register_path`; ``False``: not recorded) once
-    every one of them is created, with the server's identity.
+    every one of them is created, with the server's identity, and with the players sent
+    by ``add_participants``. The register is checked before anything is created: one that
+    cannot be written raises :class:`RegisterError` and nothing is sent. Should recording
+    fail after the campaigns were created, :class:`NotRecordedError` names them (and
+    applying the same plan again, once the register can be written, records them).
     """
+    reg = as_register(register) if register is not False else None
+    if reg is not None:
+        reg.check_writable("nothing was created")  # before anything it could not record
     if plan.campaign_type == AWARDED_FEATURE and costs is None and plan.currencies:
         costs = cost_book(client, brand=plan.brand).table(
             list(plan.game_ids), list(plan.currencies), source="configurations"
@@ -163,8 +177,13 @@ def apply_plan(
         assert request.request_id is not None
         applied.append(AppliedCampaign(currency, request.request_id, created.campaign_id, sent))
     result = ApplyResult(plan.name, tuple(applied))
-    if register is not False:
-        record_applied(register, plan, result, client)
+    if reg is not None:
+        try:
+            reg.record(plan, result, server=server_identity(client))
+        except RegisterError as exc:
+            raise NotRecordedError(
+                str(exc), result.campaign_ids, "Apply the same plan again to record them."
+            ) from None
     return result
 
 
@@ -174,13 +193,30 @@ def add_participants_to(
     player_ids: Mapping[str, Sequence[str]],
     *,
     brand: int | None = None,
+    register: CampaignRegister | str | PathLike[str] | Literal[False] | None = None,
 ) -> dict[str, int]:
     """Add players to the campaigns of an applied plan: currency -> ids; returns
-    currency -> ids sent. An unknown currency raises :class:`KeyError` before sending."""
+    currency -> ids sent. An unknown currency raises :class:`KeyError` before sending.
+
+    Each currency's ids are recorded in the campaign ``register`` once sent (``None``: the
+    default file; ``False``: not recorded), as a load of their own, so that ``campaigns
+    list`` and the results count them (a long list: the participant loader, which
+    journals and resumes)."""
     ids = result.campaign_ids
     unknown = sorted(set(player_ids) - set(ids))
     if unknown:
         raise KeyError(f"the applied plan has no campaign in {unknown}; it has {sorted(ids)}")
-    return {
-        cur: add_players(client, ids[cur], pids, brand=brand) for cur, pids in player_ids.items()
-    }
+    reg = as_register(register) if register is not False else None
+    if reg is not None:
+        reg.check_writable("nothing was sent")
+    sent = {}
+    for cur, pids in player_ids.items():
+        sent[cur] = add_players(client, ids[cur], pids, brand=brand)
+        if reg is not None:
+            added = list(dict.fromkeys(pids))
+            digest = hashlib.sha256("\n".join(added).encode()).hexdigest()[:20]
+            load = LoadRecord(server_identity(client), ids[cur], f"added-{digest}", brand,
+                              "add_participants_to", len(pids), len(added), 0,
+                              len(pids) - len(added), 0)  # fmt: skip
+            reg.record_load(load, added)
+    return sent

@@ -1,11 +1,23 @@
-"""The local register of the campaigns gptools created: one SQLite file, owner-only.
+"""The local register of the campaigns gptools created and of who was loaded into them:
+one SQLite file, owner-only, the one record that ``campaigns list/show/results`` read.
 
-The provider's document shows no endpoint that lists campaigns, so what :func:`apply_plan
-<gptools.campaigns.apply_plan>` created (or found again by its requestId) is written here:
-campaign id, requestId, brand, server, the plan (content and hash), currency, bet, games,
-betNumber, window with its zone, the players it sent, and when. Several processes may
-write at once: the file is in WAL mode, every write is one ``BEGIN IMMEDIATE`` transaction
-and waits up to :data:`BUSY_TIMEOUT_S` for another writer, so nothing is lost.
+The provider's document shows no endpoint that lists campaigns or their participants, so
+what :func:`apply_plan <gptools.campaigns.apply_plan>` created (or found again by its
+requestId) is written here: campaign id, requestId, brand, server, the plan (content and
+hash), currency, bet, games, betNumber, window with its zone, and when. Every participant
+load records itself here as its run ends (:meth:`CampaignRegister.record_load`): its
+counts, and the player ids the server acknowledged, once each per campaign. The loader's
+journals only make a load resumable; deleting them changes nothing here.
+
+Every entry names its server (a client's ``server_identity``: the provider's normalised
+base URL, or a sandbox's state identity, new after a reset), so the same campaign id on
+two servers is two campaigns. Several processes may write at once: the file is in WAL
+mode, every write is one ``BEGIN IMMEDIATE`` transaction synced to disk before it returns
+and waits up to ``BUSY_TIMEOUT_S`` for another writer, so nothing is lost. Reading never
+writes: a register that cannot be written (read-only, or from before loads were recorded)
+is read as it is; the first write migrates an old one. The file itself (tables, migration,
+opening it, a load's record) is :mod:`gptools._register_file`, which the participant
+loader writes through too.
 
 Where: ``$GPTOOLS_REGISTER`` (a file), else ``$XDG_DATA_HOME/gptools/campaigns.sqlite``,
 else ``~/.local/share/gptools/campaigns.sqlite``; the folder is made owner-only (0700) and
@@ -14,14 +26,12 @@ the file 0600 (SQLite gives its WAL files the database file's permissions).
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import html
 import json
 import os
 import sqlite3
-import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -31,10 +41,23 @@ from zoneinfo import ZoneInfo
 
 import pandas as pd
 
-from gptools._private_files import create_private
+from gptools._register_file import (
+    APPLY_LOAD,
+    LoadRecord,
+    RegisterError,
+    check_writable,
+    default_register_path,
+    has_loads,
+    iso,
+    load_of,
+    reading,
+    record_load,
+    tables,
+    write_load,
+    writing,
+)
 from gptools.campaigns._plan import Plan
 from gptools.display import html_table
-from gptools.errors import GptoolsError
 
 
 class _Created(Protocol):
@@ -57,51 +80,23 @@ class _Applied(Protocol):
     def campaigns(self) -> Sequence[_Created]: ...
 
 
-#: The environment variable naming the register file.
-ENV_REGISTER: Final = "GPTOOLS_REGISTER"
-#: How long a write waits for another process's write to finish.
-BUSY_TIMEOUT_S: Final = 30.0
 #: A campaign's state by its window at a moment.
 CampaignState = Literal["scheduled", "running", "ended"]
 #: Outcomes of a participant load shown per campaign.
 PARTICIPANT_COUNTS: Final = ("loaded", "rejected", "pending")
 
-_SCHEMA: Final = """
-CREATE TABLE IF NOT EXISTS campaigns (
-    server TEXT NOT NULL,
-    campaign_id TEXT NOT NULL,
-    request_id TEXT NOT NULL,
-    brand INTEGER,
-    plan_name TEXT NOT NULL,
-    plan_hash TEXT NOT NULL,
-    plan_json TEXT NOT NULL,
-    campaign_type TEXT NOT NULL,
-    currency TEXT NOT NULL,
-    bet TEXT NOT NULL,
-    bet_number INTEGER NOT NULL,
-    game_ids TEXT NOT NULL,
-    start_local TEXT NOT NULL,
-    end_local TEXT NOT NULL,
-    time_zone TEXT NOT NULL,
-    players_sent INTEGER NOT NULL DEFAULT 0,
-    recorded_at TEXT NOT NULL,
-    updated_at TEXT NOT NULL,
-    PRIMARY KEY (server, campaign_id)
-);
-"""
 
+class NotRecordedError(RegisterError):
+    """What was done at the server stands, but the register could not record it (the
+    file went bad or read-only meanwhile). ``campaign_ids`` maps each created campaign's
+    currency to its id; ``remedy`` says how to record them once the register can be
+    written (doing the same again: the requestIds make it create nothing new)."""
 
-class RegisterError(GptoolsError, LookupError):
-    """The register cannot answer: no such campaign, or the file cannot be opened."""
-
-
-def default_register_path() -> Path:
-    """``$GPTOOLS_REGISTER``, else ``$XDG_DATA_HOME/gptools/campaigns.sqlite``, else
-    ``~/.local/share/gptools/campaigns.sqlite``."""
-    if os.environ.get(ENV_REGISTER):
-        return Path(os.environ[ENV_REGISTER])
-    data = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(data) / "gptools" / "campaigns.sqlite"
+    def __init__(self, reason: str, campaign_ids: Mapping[str, str], remedy: str) -> None:
+        created = ", ".join(f"{cur} {cid}" for cur, cid in campaign_ids.items())
+        super().__init__(f"created at the server but not recorded: {created}; {reason}. {remedy}")
+        self.campaign_ids = dict(campaign_ids)
+        self.remedy = remedy
 
 
 def plan_hash(plan: Plan) -> str:
@@ -115,8 +110,9 @@ def _plan_json(plan: Plan) -> str:
 
 @dataclass(frozen=True, slots=True)
 class ParticipantCounts:
-    """Where a campaign's players stand: loaded (acknowledged by the server), rejected,
-    pending (staged or sent, not acknowledged yet)."""
+    """Where a campaign's players stand: loaded (distinct players the server acknowledged,
+    by apply or by a load), rejected (rows the loads rejected, locally or at the server),
+    pending (ids a load left unacknowledged when its last run ended)."""
 
     loaded: int = 0
     rejected: int = 0
@@ -133,8 +129,9 @@ class CampaignRecord:
     """One campaign gptools created, as the register holds it.
 
     ``start``/``end`` are wall-clock times in ``time_zone`` (as the plan says);
-    :attr:`start_utc`/:attr:`end_utc` are the instants. ``players`` are the player ids
-    apply sent with the plan (a participant load's players are in its journal).
+    :attr:`start_utc`/:attr:`end_utc` are the instants. ``players`` are the campaign's
+    players the register knows (sent by apply or acknowledged to a load), sorted; empty
+    when read without them (``with_players=False``).
     ``bet`` is the campaign's bet (AWARDED_FEATURE: the feature cost).
     """
 
@@ -204,22 +201,23 @@ class CampaignRecord:
             "state": self.state(now),
             "playersSent": self.players_sent,
             "budget": str(self.budget),
-            "recordedAt": _iso(self.recorded_at),
-            "updatedAt": _iso(self.updated_at),
+            "recordedAt": iso(self.recorded_at),
+            "updatedAt": iso(self.updated_at),
         }
         if participants is not None:
             out["participants"] = {k: getattr(participants, k) for k in PARTICIPANT_COUNTS}
         return out
 
 
-def _iso(moment: datetime) -> str:
-    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+def _plan_players(row: sqlite3.Row) -> tuple[str, ...]:
+    """The players apply sent, as a version-1 register tells them (its plan's ids)."""
+    if not row["players_sent"]:
+        return ()
+    line = json.loads(row["plan_json"]).get("currencies", {}).get(row["currency"], {})
+    return tuple(sorted(dict.fromkeys(str(p) for p in line.get("player_ids", ()))))
 
 
-def _record(row: sqlite3.Row) -> CampaignRecord:
-    plan = json.loads(row["plan_json"])
-    line = plan.get("currencies", {}).get(row["currency"], {})
-    players = tuple(line.get("player_ids", ())) if row["players_sent"] else ()
+def _record(row: sqlite3.Row, players: tuple[str, ...]) -> CampaignRecord:
     return CampaignRecord(
         campaign_id=row["campaign_id"],
         request_id=row["request_id"],
@@ -227,7 +225,7 @@ def _record(row: sqlite3.Row) -> CampaignRecord:
         brand=row["brand"],
         plan_name=row["plan_name"],
         plan_hash=row["plan_hash"],
-        plan=plan,
+        plan=json.loads(row["plan_json"]),
         campaign_type=row["campaign_type"],
         currency=row["currency"],
         bet=Decimal(row["bet"]),
@@ -243,31 +241,11 @@ def _record(row: sqlite3.Row) -> CampaignRecord:
     )
 
 
-def _set_up(db: sqlite3.Connection) -> None:
-    """WAL and the schema, on a file another process may be setting up at this moment.
-    Switching a new file to WAL can answer "database is locked" at once, without waiting
-    for the busy timeout (SQLite does not call the busy handler there), so the set-up is
-    tried again, with backoff, until the busy timeout has passed."""
-    deadline = time.monotonic() + BUSY_TIMEOUT_S
-    attempt = 0
-    while True:
-        try:
-            db.execute("PRAGMA journal_mode = WAL")
-            db.executescript(_SCHEMA)
-            return
-        except sqlite3.OperationalError as exc:
-            attempt += 1
-            if "locked" not in str(exc) and "busy" not in str(exc):
-                raise
-            if time.monotonic() >= deadline:
-                raise
-            time.sleep(min(0.01 * 2**attempt, 0.5))
-
-
 class CampaignRegister:
     """The register file at ``path`` (default :func:`default_register_path`); created,
-    owner-only, on first use. Each method opens, works and closes, so one object may be
-    shared and many processes may use the same file."""
+    owner-only, by the first write. Each method opens, works and closes, so one object may
+    be shared and many processes may use the same file. Methods that take ``server`` read
+    one server's entries (a client's ``server_identity``); without it, every server's."""
 
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
         self.path = Path(path) if path is not None else default_register_path()
@@ -275,24 +253,16 @@ class CampaignRegister:
     def __repr__(self) -> str:
         return f"CampaignRegister({str(self.path)!r})"
 
-    @contextlib.contextmanager
-    def _connect(self) -> Iterator[sqlite3.Connection]:
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            # Created owner-only before SQLite opens it; SQLite copies the mode to -wal/-shm.
-            create_private(self.path)
-            db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
-        except (OSError, sqlite3.Error) as exc:
-            raise RegisterError(f"{self.path}: cannot open the campaign register: {exc}") from None
-        try:
-            db.row_factory = sqlite3.Row
-            db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-            _set_up(db)
-            yield db
-        except sqlite3.DatabaseError as exc:
-            raise RegisterError(f"{self.path}: {exc}") from None
-        finally:
-            db.close()
+    def check_writable(self, consequence: str = "") -> None:
+        """Raise :class:`RegisterError` unless the register can be written now (it is
+        created, or migrated, if need be): what ``campaigns apply`` and a participant load
+        check before they send anything, so that nothing is created unrecorded.
+        ``consequence`` ends the error's message (what the caller did not do)."""
+        check_writable(self.path, consequence)
+
+    # -- the file ---------------------------------------------------------------------
+
+    # -- writing ----------------------------------------------------------------------
 
     def record(
         self,
@@ -305,8 +275,10 @@ class CampaignRegister:
         """Record the campaigns of an applied ``plan`` on ``server`` (one transaction).
 
         A campaign already recorded (the same plan applied again) keeps its first
-        ``recorded_at``; its ``updated_at`` and the number of players sent are updated."""
-        moment = _iso((now or datetime.now(UTC)).astimezone(UTC))
+        ``recorded_at``; its ``updated_at`` and the number of players sent are updated.
+        Players apply sent itself (``participants_sent``) are recorded as the load
+        ``"apply"``."""
+        moment = iso((now or datetime.now(UTC)).astimezone(UTC))
         content, digest = _plan_json(plan), plan_hash(plan)
         rows = [
             (
@@ -319,61 +291,175 @@ class CampaignRegister:
             )
             for c in result.campaigns
         ]  # fmt: skip
-        with self._connect() as db:
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                db.executemany(
-                    "INSERT INTO campaigns VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) "
-                    "ON CONFLICT (server, campaign_id) DO UPDATE SET "
-                    "players_sent = max(players_sent, excluded.players_sent), "
-                    "updated_at = excluded.updated_at",
-                    rows,
-                )
-                db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-        ids = [c.campaign_id for c in result.campaigns]
-        return [r for r in self.campaigns(server=server) if r.campaign_id in ids]
+        with writing(self.path) as db:
+            db.executemany(
+                "INSERT INTO campaigns VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) "
+                "ON CONFLICT (server, campaign_id) DO UPDATE SET "
+                "players_sent = max(players_sent, excluded.players_sent), "
+                "updated_at = excluded.updated_at",
+                rows,
+            )
+            for c in result.campaigns:
+                if c.participants_sent:
+                    sent = plan.currencies[c.currency].player_ids[: c.participants_sent]
+                    write_load(
+                        db,
+                        LoadRecord(server, c.campaign_id, APPLY_LOAD, plan.brand,
+                                   "the plan's player_ids", len(sent), len(sent), 0, 0, 0),
+                        sent,
+                        moment,
+                    )  # fmt: skip
+        created = {c.campaign_id for c in result.campaigns}
+        return [r for r in self.campaigns(server=server) if r.campaign_id in created]
 
-    def campaigns(self, *, server: str | None = None) -> list[CampaignRecord]:
-        """Every recorded campaign (of one ``server`` when given), oldest first."""
+    def record_load(
+        self, load: LoadRecord, player_ids: Iterable[str], *, now: datetime | None = None
+    ) -> None:
+        """Record a participant load as its run ended (one transaction): its counts
+        (replacing those of its earlier runs; its first ``recorded_at`` is kept) and the
+        player ids the server acknowledged (each once per campaign, whichever load
+        acknowledged it first)."""
+        record_load(self.path, load, player_ids, now=now)
+
+    # -- reading ----------------------------------------------------------------------
+
+    def campaigns(
+        self, *, server: str | None = None, with_players: bool = True
+    ) -> list[CampaignRecord]:
+        """Every recorded campaign (of one ``server`` when given), oldest first, with its
+        players (``with_players=False``: without them, for listing)."""
         where, args = ("WHERE server = ?", (server,)) if server is not None else ("", ())
-        with self._connect() as db:
+        with reading(self.path) as db:
+            if db is None or "campaigns" not in tables(db):
+                return []
             rows = db.execute(
                 f"SELECT * FROM campaigns {where} ORDER BY recorded_at, campaign_id", args
             ).fetchall()
-        return [_record(r) for r in rows]
+            players: dict[tuple[str, str], list[str]] = {}
+            loads = has_loads(db)
+            if with_players and loads:
+                for r in db.execute(
+                    f"SELECT server, campaign_id, player_id FROM players {where} "
+                    "ORDER BY server, campaign_id, player_id",
+                    args,
+                ):
+                    players.setdefault((r[0], r[1]), []).append(r[2])
+        out = []
+        for row in rows:
+            key = (row["server"], row["campaign_id"])
+            if not with_players:
+                mine: tuple[str, ...] = ()
+            elif loads:
+                mine = tuple(players.get(key, ()))
+            else:
+                mine = _plan_players(row)
+            out.append(_record(row, mine))
+        return out
+
+    def servers(self) -> dict[str, int]:
+        """Server -> how many campaigns the register holds for it."""
+        with reading(self.path) as db:
+            if db is None or "campaigns" not in tables(db):
+                return {}
+            rows = db.execute(
+                "SELECT server, count(*) FROM campaigns GROUP BY server ORDER BY server"
+            ).fetchall()
+        return {r[0]: int(r[1]) for r in rows}
 
     def get(self, campaign_id: str, *, server: str | None = None) -> CampaignRecord:
-        """The campaign ``campaign_id`` (of ``server`` when given; else the one most
-        recently updated); :class:`RegisterError` when it is not recorded."""
+        """The campaign ``campaign_id`` of ``server`` (without ``server``: the one most
+        recently updated); :class:`RegisterError` when it is not recorded there."""
         found = [r for r in self.campaigns(server=server) if r.campaign_id == campaign_id]
         if not found:
+            elsewhere = sorted(
+                r.server for r in self.campaigns(with_players=False)
+                if r.campaign_id == campaign_id
+            )  # fmt: skip
+            where = f" for the server {server}" if server is not None else ""
+            hint = (
+                f"; it is recorded for {', '.join(elsewhere)} (--server names one)"
+                if elsewhere
+                else " (only campaigns created by gptools campaigns apply / apply_plan are "
+                "recorded)"
+            )
             raise RegisterError(
-                f"campaign {campaign_id!r} is not in the register {self.path} (only campaigns "
-                "created by gptools campaigns apply / apply_plan are recorded)"
+                f"campaign {campaign_id!r} is not in the register {self.path}{where}{hint}"
             )
         return max(found, key=lambda r: r.updated_at)
 
-    def frame(
-        self,
-        *,
-        now: datetime | None = None,
-        participants: Mapping[str, ParticipantCounts] | None = None,
-    ) -> pd.DataFrame:
-        """One row per campaign: id, plan, currency, bet, betNumber, window, state at
-        ``now``, and the participant counts (``participants``: campaign id -> counts)."""
+    def loads(
+        self, *, server: str | None = None, campaign_id: str | None = None
+    ) -> list[LoadRecord]:
+        """The participant loads recorded (of ``server``, into ``campaign_id``, when
+        given), oldest first."""
+        terms = [(c, v) for c, v in (("server", server), ("campaign_id", campaign_id)) if v]
+        where = ("WHERE " + " AND ".join(f"{c} = ?" for c, _ in terms)) if terms else ""
+        with reading(self.path) as db:
+            if db is None or not has_loads(db):
+                return self._loads_as_they_were(server, campaign_id)
+            rows = db.execute(
+                f"SELECT * FROM loads {where} ORDER BY recorded_at, load_key",
+                [v for _, v in terms],
+            ).fetchall()
+        return [load_of(r) for r in rows]
+
+    def _loads_as_they_were(self, server: str | None, campaign_id: str | None) -> list[LoadRecord]:
+        """The loads of a version-1 register, read as it is: apply's players only."""
+        return [
+            LoadRecord(r.server, r.campaign_id, APPLY_LOAD, r.brand,
+                       "the plan's player_ids", len(r.players), len(r.players), 0, 0, 0,
+                       recorded_at=r.recorded_at, updated_at=r.updated_at)
+            for r in self.campaigns(server=server)
+            if r.players and (campaign_id is None or r.campaign_id == campaign_id)
+        ]  # fmt: skip
+
+    def participant_counts(
+        self, *, server: str | None = None
+    ) -> dict[tuple[str, str], ParticipantCounts]:
+        """(server, campaign id) -> where the campaign's players stand, for every campaign
+        or load the register holds (of ``server`` when given): the one count that
+        ``campaigns list/show``, the notebooks and :meth:`frame` show."""
+        where, args = ("WHERE server = ?", (server,)) if server is not None else ("", ())
+        with reading(self.path) as db:
+            if db is None or not has_loads(db):
+                return {
+                    (r.server, r.campaign_id): ParticipantCounts(loaded=r.loaded)
+                    for r in self._loads_as_they_were(server, None)
+                }
+            loaded = db.execute(
+                f"SELECT server, campaign_id, count(*) FROM players {where} "
+                "GROUP BY server, campaign_id",
+                args,
+            ).fetchall()
+            others = db.execute(
+                f"SELECT server, campaign_id, sum(rejected), sum(pending) FROM loads {where} "
+                "GROUP BY server, campaign_id",
+                args,
+            ).fetchall()
+        counts: dict[tuple[str, str], ParticipantCounts] = {}
+        for s, c, n in loaded:
+            counts[(s, c)] = ParticipantCounts(loaded=int(n))
+        for s, c, rejected, pending in others:
+            counts[(s, c)] = counts.get((s, c), ParticipantCounts()) + ParticipantCounts(
+                rejected=int(rejected or 0), pending=int(pending or 0)
+            )
+        return counts
+
+    def frame(self, *, now: datetime | None = None, server: str | None = None) -> pd.DataFrame:
+        """One row per campaign (of ``server`` when given): id, server, plan, currency,
+        bet, betNumber, window, state at ``now``, and its players (loaded, rejected,
+        pending: :meth:`participant_counts`)."""
+        counts = self.participant_counts(server=server)
         rows = []
-        for r in self.campaigns():
-            counts = (participants or {}).get(r.campaign_id, ParticipantCounts())
+        for r in self.campaigns(server=server, with_players=False):
+            mine = counts.get((r.server, r.campaign_id), ParticipantCounts())
             rows.append(
-                (r.campaign_id, r.plan_name, r.currency, r.bet, r.bet_number,
+                (r.campaign_id, r.server, r.plan_name, r.currency, r.bet, r.bet_number,
                  f"{r.start:%Y-%m-%d %H:%M} – {r.end:%Y-%m-%d %H:%M} {r.time_zone}",
-                 r.state(now), counts.loaded, counts.rejected, counts.pending)
+                 r.state(now), mine.loaded, mine.rejected, mine.pending)
             )  # fmt: skip
-        columns = ["campaign_id", "plan", "currency", "bet", "bet_number", "window", "state",
-                   *PARTICIPANT_COUNTS]  # fmt: skip
+        columns = ["campaign_id", "server", "plan", "currency", "bet", "bet_number", "window",
+                   "state", *PARTICIPANT_COUNTS]  # fmt: skip
         return pd.DataFrame(rows, columns=columns)
 
     def _repr_html_(self) -> str:
@@ -392,27 +478,6 @@ def server_identity(client: object) -> str:
     return "unknown"
 
 
-def record_applied(
-    register: CampaignRegister | str | os.PathLike[str] | None,
-    plan: Plan,
-    result: _Applied,
-    client: object,
-    *,
-    now: datetime | None = None,
-) -> list[CampaignRecord]:
-    """Record an applied plan in ``register`` (a register, a path, or ``None`` for the
-    default file)."""
-    reg = register if isinstance(register, CampaignRegister) else CampaignRegister(register)
-    return reg.record(plan, result, server=server_identity(client), now=now)
-
-
-def participants_of(
-    records: Sequence[CampaignRecord], loaded: Mapping[str, Sequence[str]] | None = None
-) -> dict[str, tuple[str, ...]]:
-    """Campaign id -> its players: those apply sent, and those a load acknowledged
-    (``loaded``: campaign id -> ids, e.g. read from the loader's journals), once each."""
-    out: dict[str, tuple[str, ...]] = {}
-    for r in records:
-        ids = dict.fromkeys((*r.players, *(loaded or {}).get(r.campaign_id, ())))
-        out[r.campaign_id] = tuple(ids)
-    return out
+def as_register(register: CampaignRegister | str | os.PathLike[str] | None) -> CampaignRegister:
+    """``register`` as a :class:`CampaignRegister` (a path, or ``None``: the default file)."""
+    return register if isinstance(register, CampaignRegister) else CampaignRegister(register)

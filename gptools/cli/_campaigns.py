@@ -10,8 +10,15 @@ from typing import Any
 import click
 
 from gptools import spec
-from gptools.cli._common import NOW_HELP, cli_errors, connect_client, parse_now, resolve_brand
-from gptools.cli._main import EXIT_BAD_INPUT, campaigns, cli_text, emit, fail
+from gptools.cli._common import (
+    NOW_HELP,
+    PROGRESS_OPTION,
+    cli_errors,
+    connect_client,
+    parse_now,
+    resolve_brand,
+)
+from gptools.cli._main import EXIT_BAD_INPUT, NotRecorded, campaigns, cli_text, emit, fail, say
 from gptools.cli._params import BRAND_ID, column_mapping_options, mapping_fields
 from gptools.errors import GameNotFoundError, MissingExtraError
 
@@ -92,6 +99,7 @@ def plan_command(
         return "\n".join(lines)
 
     emit(document, as_json=as_json, human=human)
+
     if not validation.ok:
         raise SystemExit(EXIT_BAD_INPUT)
 
@@ -99,88 +107,180 @@ def plan_command(
 @campaigns.command("apply")
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option(
-    "--add-participants",
+    "--no-participants",
     is_flag=True,
-    help="Also add each currency's player_ids (a re-run adds them again: harmless "
-    "by assumption, spec.PARTICIPANT_ADDITION_IDEMPOTENT).",
+    help="Create the campaigns only; do not load each currency's player_ids (a later "
+    "`gptools participants load` can).",
 )
 @click.option(
     "--endpoint",
     type=click.Choice(spec.PARTICIPANT_ENDPOINTS),
     default="single",
     show_default=True,
-    help="Participant endpoint for --add-participants: batch is the one the "
+    help="Participant endpoint the player_ids are loaded through: batch is the one the "
     "document recommends for large lists (its path is an assumption).",
 )
 @click.option("--brand", type=BRAND_ID, default=None, help="Brand id (overrides the plan's).")
 @click.option("--now", "now_text", default=None, help=NOW_HELP)
+@PROGRESS_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def apply_command(
     file: str,
-    add_participants: bool,
+    no_participants: bool,
     endpoint: str,
     brand: int | None,
     now_text: str | None,
+    progress: bool | None,
     as_json: bool,
 ) -> None:
-    """Create the campaigns of a plan FILE (safe to repeat: same plan, same campaigns)."""
-    from gptools.campaigns import apply_plan, load_plan
+    """Create the campaigns of a plan FILE and load each currency's player_ids into its
+    campaign (through the participant loader: journaled, resumable, recorded); safe to
+    repeat: same plan, same campaigns, and a complete load sends nothing again.
+
+    Everything is recorded in the campaign register ($GPTOOLS_REGISTER), which is checked
+    before anything is created. Exit codes: 0 done, 1 failure (nothing created when the
+    register cannot be written), 2 bad input, 4 created but not recorded (the message
+    names the campaigns; running the same command again records them)."""
+    from gptools.campaigns import CampaignRegister, NotRecordedError, apply_plan, load_plan
+    from gptools.participants import PlayerListError, load_plan_players
 
     now = parse_now(now_text)
-    with cli_errors():
+    register = CampaignRegister()
+    with cli_errors(PlayerListError):
         plan = load_plan(file)
         with connect_client() as client:
             chosen = resolve_brand(client, brand if brand is not None else plan.brand)
             plan = plan.model_copy(update={"brand": chosen})
-            result = apply_plan(
-                client, plan, now=now, add_participants=add_participants, endpoint=endpoint
-            )
-    document = {
-        "plan": plan.name,
-        "brand": plan.brand,
-        "campaigns": [
+            server = client.server_identity
+            # What the register already holds of this server tells a campaign found again
+            # by its requestId from a new one (the client does not show the status).
+            known = {r.request_id for r in register.campaigns(server=server, with_players=False)}
+            try:
+                result = apply_plan(client, plan, now=now, register=register)
+            except NotRecordedError as exc:
+                raise NotRecorded(
+                    cli_text(str(exc)).replace(
+                        exc.remedy,
+                        f"Run `gptools campaigns apply {file}` again once the register "
+                        "can be written: it creates nothing new and records them.",
+                    )
+                ) from None
+            loads = {}
+            if not no_participants:
+                loads = load_plan_players(
+                    client,
+                    plan,
+                    result,
+                    endpoint="batch" if endpoint == "batch" else "single",
+                    register=register,
+                    progress=progress,
+                    notice=say,
+                )
+    entries: list[dict[str, Any]] = []
+    for c in result.campaigns:
+        summary = loads.get(c.currency)
+        entries.append(
             {
                 "currency": c.currency,
                 "requestId": c.request_id,
                 "campaignId": c.campaign_id,
-                "participantsSent": c.participants_sent,
+                "status": "existed" if c.request_id in known else "created",
+                "participants": None
+                if summary is None
+                else {k: getattr(summary, k) for k in _LOAD_COUNTS},
             }
-            for c in result.campaigns
-        ],
-    }
+        )
+    document = {"plan": plan.name, "brand": plan.brand, "server": server, "campaigns": entries}
 
     def human() -> str:
-        return "\n".join(
-            f"{c.currency}: campaign {c.campaign_id} (requestId {c.request_id})"
-            + (f", {c.participants_sent} players sent" if c.participants_sent else "")
-            for c in result.campaigns
-        )
+        lines = []
+        for e in entries:
+            what = "created" if e["status"] == "created" else "already existed"
+            p = e["participants"]
+            players = (
+                "no player_ids in the plan"
+                if p is None and not no_participants
+                else "players not loaded (--no-participants)"
+                if p is None
+                else f"players loaded {p['loaded']} ({p['loaded_this_run']} this run), "
+                f"rejected {p['rejected']}, duplicate {p['duplicate']}, "
+                f"not attempted {p['not_attempted']}"
+            )
+            lines.append(
+                f"{e['currency']}: campaign {e['campaignId']} {what} "
+                f"(requestId {e['requestId']}); {players}"
+            )
+        return "\n".join(lines)
 
     emit(document, as_json=as_json, human=human)
-
-
-def _participants(records: list[Any]) -> dict[tuple[str, str], Any]:
-    """(server, campaign id) -> participant counts: loaded are the distinct players apply
-    sent or a load's journal has acknowledged; rejected and pending add up the journals'
-    (of that server, set-aside ones apart)."""
-    from gptools.campaigns import ParticipantCounts
-    from gptools.participants import journal_summaries, loaded_players
-
-    out: dict[tuple[str, str], Any] = {}
-    summaries = journal_summaries()
-    for r in records:
-        mine = [
-            s for s in summaries
-            if s.campaign_id == r.campaign_id and s.server == r.server
-            and s.state in ("complete", "pending")
-        ]  # fmt: skip
-        loaded = dict.fromkeys((*r.players, *loaded_players(r.campaign_id, server=r.server)))
-        out[(r.server, r.campaign_id)] = ParticipantCounts(
-            loaded=len(loaded),
-            rejected=sum(s.rejected for s in mine),
-            pending=sum(s.pending for s in mine),
+    unrecorded = [s.register_error for s in loads.values() if s.register_error]
+    incomplete = [s for s in loads.values() if not s.complete]
+    if incomplete:
+        fail(
+            "; ".join(
+                f"{s.not_attempted} player id(s) of {s.campaign_id} not loaded yet "
+                f"({s.last_error or 'no answer'})"
+                for s in incomplete
+            )
+            + f"; run `gptools campaigns apply {file}` again to resume"
         )
-    return out
+    if unrecorded:
+        raise NotRecorded("; ".join(unrecorded))
+
+
+#: The counts of a participant load that ``campaigns apply`` shows per campaign.
+_LOAD_COUNTS = ("rows", "loaded", "loaded_this_run", "rejected", "duplicate", "not_attempted")
+
+
+_SERVER_OPTIONS = (
+    click.option(
+        "--server",
+        default=None,
+        help="The server whose campaigns to read, as the register names it (see "
+        "`campaigns list --all-servers`) [default: the server this command talks to: "
+        "GP_BASE_URL, or the embedded sandbox's state].",
+    ),
+    click.option(
+        "--all-servers", is_flag=True, help="Read the campaigns of every server recorded."
+    ),
+)
+
+
+def server_options(command: Any) -> Any:
+    """Add ``--server`` and ``--all-servers`` to a command that reads the register."""
+    for option in reversed(_SERVER_OPTIONS):
+        command = option(command)
+    return command
+
+
+def chosen_server(server: str | None, all_servers: bool) -> str | None:
+    """The server a register command reads (``None``: every one): ``--server``, else the
+    identity of the server the command talks to (as a load or an apply records it)."""
+    if server is not None and all_servers:
+        fail("--server and --all-servers exclude each other: give one", bad_input=True)
+    if all_servers:
+        return None
+    if server is not None:
+        if not server.strip():
+            fail("--server must name a server, got an empty value", bad_input=True)
+        return server
+    with connect_client() as client:
+        identity: str = client.server_identity
+    return identity
+
+
+def _nothing_here(register: Any, server: str | None) -> str:
+    """Why a register read for ``server`` found no campaign, and where the others are."""
+    if server is None:
+        return f"no campaign in the register {register.path} yet (gptools campaigns apply)"
+    others = {s: n for s, n in register.servers().items() if s != server}
+    where = (
+        f"; {sum(others.values())} on other servers ({', '.join(others)}): --all-servers "
+        "lists them, --server names one"
+        if others
+        else " (gptools campaigns apply)"
+    )
+    return f"no campaign of the server {server} in the register {register.path}{where}"
 
 
 def _campaign_line(doc: dict[str, Any]) -> str:
@@ -188,29 +288,38 @@ def _campaign_line(doc: dict[str, Any]) -> str:
     return (
         f"{doc['campaignId']}  {doc['state']:<9}  {doc['plan']!r} {doc['currency']} "
         f"{doc['bet']} × {doc['betNumber']}  {doc['start']} – {doc['end']} {doc['timeZone']}  "
-        f"players loaded {p['loaded']}, rejected {p['rejected']}, pending {p['pending']}"
+        f"players loaded {p['loaded']}, rejected {p['rejected']}, pending {p['pending']}  "
+        f"server {doc['server']}"
     )
 
 
 @campaigns.command("list")
+@server_options
 @click.option("--now", "now_text", default=None, help=NOW_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
-def list_command(now_text: str | None, as_json: bool) -> None:
-    """The campaigns gptools created (the local register), with their state by window and
-    their participants (loaded, rejected, pending)."""
-    from gptools.campaigns import CampaignRegister
+def list_command(
+    server: str | None, all_servers: bool, now_text: str | None, as_json: bool
+) -> None:
+    """The campaigns gptools created on a server (the local register; by default the
+    server this command talks to), with their state by window and their participants
+    (loaded, rejected, pending), as the register records every apply and load."""
+    from gptools.campaigns import CampaignRegister, ParticipantCounts
 
     now = parse_now(now_text)
     with cli_errors():
+        chosen = chosen_server(server, all_servers)
         register = CampaignRegister()
-        records = register.campaigns()
-        counts = _participants(records)
-    docs = [r.to_dict(now=now, participants=counts[(r.server, r.campaign_id)]) for r in records]
-    document = {"register": str(register.path), "campaigns": docs}
+        records = register.campaigns(server=chosen, with_players=False)
+        counts = register.participant_counts(server=chosen)
+    docs = [
+        r.to_dict(now=now, participants=counts.get((r.server, r.campaign_id), ParticipantCounts()))
+        for r in records
+    ]
+    document = {"register": str(register.path), "server": chosen, "campaigns": docs}
 
     def human() -> str:
         if not docs:
-            return f"no campaign in the register {register.path} yet (gptools campaigns apply)"
+            return _nothing_here(register, chosen)
         return "\n".join(_campaign_line(d) for d in docs)
 
     emit(document, as_json=as_json, human=human)
@@ -218,26 +327,41 @@ def list_command(now_text: str | None, as_json: bool) -> None:
 
 @campaigns.command("show")
 @click.argument("campaign_id")
+@server_options
 @click.option("--now", "now_text", default=None, help=NOW_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
-def show_command(campaign_id: str, now_text: str | None, as_json: bool) -> None:
-    """One campaign of the register: its plan, window, state and participants; exit 2
-    when it is not recorded."""
-    from gptools.campaigns import CampaignRegister, RegisterError
+def show_command(
+    campaign_id: str, server: str | None, all_servers: bool, now_text: str | None, as_json: bool
+) -> None:
+    """One campaign of the register: its plan, window, state, participants and the loads
+    that put them there; exit 2 when it is not recorded (for the server: by default the
+    one this command talks to; with --all-servers the one most recently updated)."""
+    from gptools.campaigns import CampaignRegister, ParticipantCounts, RegisterError
 
     now = parse_now(now_text)
     with cli_errors():
+        chosen = chosen_server(server, all_servers)
+        register = CampaignRegister()
         try:
-            record = CampaignRegister().get(campaign_id)
+            record = register.get(campaign_id, server=chosen)
         except RegisterError as exc:
             fail(str(exc), bad_input=True)
-        counts = _participants([record])
-    doc = record.to_dict(now=now, participants=counts[(record.server, record.campaign_id)])
+        counts = register.participant_counts(server=record.server)
+        loads = register.loads(server=record.server, campaign_id=record.campaign_id)
+    mine = counts.get((record.server, record.campaign_id), ParticipantCounts())
+    doc = record.to_dict(now=now, participants=mine)
+    doc["loads"] = [load.to_dict() for load in loads]
 
     def human() -> str:
-        keys = ("requestId", "server", "brand", "planHash", "type", "gameIds", "budget",
-                "recordedAt")  # fmt: skip
-        return "\n".join([_campaign_line(doc), *(f"  {k}: {doc[k]}" for k in keys)])
+        keys = ("requestId", "server", "brand", "planHash", "type", "gameIds", "recordedAt")
+        lines = [_campaign_line(doc), *(f"  {k}: {doc[k]}" for k in keys)]
+        lines.append(f"  budget: {doc['budget']} {doc['currency']}")
+        lines += [
+            f"  load {load.source or load.load_key}: loaded {load.loaded}, rejected "
+            f"{load.rejected}, duplicate {load.duplicate}, pending {load.pending}"
+            for load in loads
+        ]
+        return "\n".join(lines)
 
     emit(doc, as_json=as_json, human=human)
 
@@ -288,11 +412,12 @@ def _write_unreached(path: Path, frame: Any) -> None:
     help="Write the players never reached (campaign_id, player_id) to this CSV file.",
 )
 @column_mapping_options
+@server_options
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def results_command(
     source: str, campaign_ids: tuple[str, ...], fmt: str, table: str, engine: str,
     spark_master: str | None, unreached_out: Path | None, columns: tuple[tuple[str, str], ...],
-    latency_unit: str, as_json: bool,
+    latency_unit: str, server: str | None, all_servers: bool, as_json: bool,
 ) -> None:  # fmt: skip
     """How the recorded campaigns did, from a webhook delivery log SOURCE (any log
     `webhooks analyze` reads): players reached and completed, rounds and exposure used
@@ -302,31 +427,35 @@ def results_command(
     log carries the campaign id: --column campaign_id=NAME attributes each action by it."""
     fields = mapping_fields(columns, latency_unit)
     from gptools.campaigns import CampaignRegister, RegisterError
-    from gptools.participants import loaded_players
 
     with cli_errors():
+        chosen = chosen_server(server, all_servers)
         register = CampaignRegister()
         try:
             records = (
-                [register.get(c) for c in dict.fromkeys(campaign_ids)]
-                if campaign_ids
-                else register.campaigns()
-            )
+                [register.get(c, server=chosen) for c in dict.fromkeys(campaign_ids)]
+                if campaign_ids and chosen is not None
+                else [
+                    r for r in register.campaigns(server=chosen)
+                    if not campaign_ids or r.campaign_id in campaign_ids
+                ]
+            )  # fmt: skip
         except RegisterError as exc:
             fail(str(exc), bad_input=True)
         if not records:
-            fail(f"no campaign in the register {register.path}: nothing to report", bad_input=True)
-        players = {r.campaign_id: loaded_players(r.campaign_id, server=r.server) for r in records}
+            fail(f"{_nothing_here(register, chosen)}: nothing to report", bad_input=True)
+        _one_server_per_id(records)
     try:
         from gptools.deliverylog import ColumnMapping, DeliveryLogError, campaign_results
 
         with campaign_results(
-            source, records, players=players, format=fmt, table=table,  # type: ignore[arg-type]
+            source, records, format=fmt, table=table,  # type: ignore[arg-type]
             engine=engine, spark_master=spark_master,
             mapping=ColumnMapping(**fields),  # type: ignore[arg-type]
         ) as results:  # fmt: skip
             report = results.report
             unreached = results.unreached()
+            apart = None if report.attributed else _apart_in_time(results, records)
     except MissingExtraError as exc:
         fail(str(exc))
     except (DeliveryLogError, ImportError, ValueError) as exc:
@@ -335,8 +464,12 @@ def results_command(
         _write_unreached(unreached_out, unreached)
     document = report.to_dict()
     document["unreached"] = len(unreached)
+    document["server"] = chosen
+    document["apart_in_time"] = apart
 
     def human() -> str:
+        if apart is not None:
+            return apart
         lines = [
             f"{report.actions:,} actions: {report.attributed:,} attributed, "
             f"{report.ambiguous:,} ambiguous, {report.unattributed:,} unattributed "
@@ -356,3 +489,40 @@ def results_command(
         return "\n".join(lines)
 
     emit(document, as_json=as_json, human=human)
+
+
+def _one_server_per_id(records: list[Any]) -> None:
+    """Refuse campaigns of several servers that share an id: the results name campaigns
+    by id, and one log's events cannot be told apart between two servers' campaigns."""
+    servers: dict[str, list[str]] = {}
+    for r in records:
+        servers.setdefault(r.campaign_id, []).append(r.server)
+    shared = {cid: s for cid, s in servers.items() if len(s) > 1}
+    if shared:
+        named = "; ".join(f"{cid} on {', '.join(s)}" for cid, s in sorted(shared.items()))
+        fail(
+            f"the same campaign id is recorded for several servers ({named}): the results "
+            "of one log are one server's; name it with --server",
+            bad_input=True,
+        )
+
+
+def _apart_in_time(results: Any, records: list[Any]) -> str | None:
+    """One line when the log's events and the campaigns' windows do not overlap in time
+    (nothing could be attributed by the rule, whatever the players), else ``None``."""
+    if results.campaign_id_column is not None:
+        return None  # attribution by the log's campaign id does not look at the time
+    span = results.play_span()
+    if span is None:
+        return None
+    first, last = span
+    start = min(r.start_utc for r in records)
+    end = max(r.end_utc for r in records)
+    if first < end and last >= start:
+        return None
+    return (
+        f"the log's events ({first:%Y-%m-%d %H:%M} – {last:%Y-%m-%d %H:%M} UTC) and the "
+        f"campaigns' windows ({start:%Y-%m-%d %H:%M} – {end:%Y-%m-%d %H:%M} UTC) do not "
+        "overlap in time: no event can be a campaign's (another log, or the campaigns of "
+        "another server?)"
+    )

@@ -12,8 +12,8 @@ from typing import Any
 import click
 
 from gptools import spec
+from gptools.cli._main import NotRecorded, cli_text, client_options, fail
 from gptools.cli._main import cli_errors as _contract_errors
-from gptools.cli._main import client_options, fail
 from gptools.errors import GameNotFoundError
 
 #: How a receiver authenticates deliveries (``webhooks serve``, ``sandbox deliver``).
@@ -36,15 +36,25 @@ NOW_HELP = (
 
 
 @contextlib.contextmanager
-def cli_errors() -> Iterator[None]:
-    """The CLI's error contract plus the bad-input errors of costs and campaign plans."""
-    from gptools.campaigns import PlanFileError, PlanInvalidError
+def cli_errors(*bad_input: type[BaseException]) -> Iterator[None]:
+    """The CLI's error contract plus the bad-input errors of costs and campaign plans (and
+    the caller's ``bad_input`` types); work done at the server that the campaign register
+    could not record is exit 4."""
+    from gptools.campaigns import NotRecordedError, PlanFileError, PlanInvalidError
     from gptools.costs import StoredTableError, UnknownCurrencyError
 
     with _contract_errors(
-        UnknownCurrencyError, GameNotFoundError, PlanFileError, PlanInvalidError, StoredTableError
+        UnknownCurrencyError,
+        GameNotFoundError,
+        PlanFileError,
+        PlanInvalidError,
+        StoredTableError,
+        *bad_input,
     ):
-        yield
+        try:
+            yield
+        except NotRecordedError as exc:
+            raise NotRecorded(cli_text(str(exc))) from None
 
 
 def connect_client(**options: Any) -> Any:

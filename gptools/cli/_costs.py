@@ -81,6 +81,7 @@ def preview_command(
 ) -> None:
     """Every available awarded-feature cost of GAME in CURRENCY (decimals as text in JSON)."""
     from gptools.costs import CostBook
+    from gptools.display import readable
 
     currencies = tuple(cli_currency(c) for c in currencies)
     with cli_errors(), connect_client() as client:
@@ -99,6 +100,7 @@ def preview_command(
     def human() -> str:
         if not rows:
             return "no awarded-feature costs for these games and currencies"
-        return str(table.to_string(index=False, na_rep="-"))
+        # The configurations source knows costs only: its empty breakdown columns go.
+        return str(readable(table.dropna(axis="columns", how="all")))
 
     emit(document, as_json=as_json, human=human)

@@ -28,6 +28,9 @@ EXIT_FAILURE = 1
 EXIT_BAD_INPUT = 2
 #: A server command could not listen on its address (the port is in use, or not permitted).
 EXIT_ADDRESS_IN_USE = 3
+#: Done at the server (campaigns created, players loaded) but not recorded in the campaign
+#: register; the message names what was done and how to record it.
+EXIT_NOT_RECORDED = 4
 EXIT_INTERRUPTED = 130
 
 
@@ -60,6 +63,14 @@ class AddressInUse(_ContractError):
 
     exit_code = EXIT_ADDRESS_IN_USE
     default_code = "address_in_use"
+
+
+class NotRecorded(_ContractError):
+    """Done at the server but not recorded in the campaign register: exit code 4, with a
+    message naming what was done and how to record it."""
+
+    exit_code = EXIT_NOT_RECORDED
+    default_code = "not_recorded"
 
 
 class Interrupted(_ContractError):
@@ -128,6 +139,8 @@ _PYTHON_HINTS: tuple[tuple[str, str], ...] = (
     ("skip_rows=N", "--skip-rows N"),
     ("pass format= one of", "pass --format, one of"),
     ("(pass costs=)", "(run without --offline)"),
+    ("give username= and password= instead", "set GP_USERNAME and GP_PASSWORD instead"),
+    ("missing client settings: give ", "missing client settings: set "),
     (
         "(lost_actions() lists what a replay request needs)",
         "(listed below with what a replay request needs; --lost-out FILE writes them)",
@@ -137,6 +150,8 @@ _PYTHON_HINTS: tuple[tuple[str, str], ...] = (
 
 #: The same for hints whose text varies (the CLI has no way to give a currency's exponent).
 _PYTHON_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
+    # "missing client settings: give username= (or GP_USERNAME in the environment)"
+    (re.compile(r"\b[a-z_]+= \(or (GP_[A-Z_]+) in ([^)]*)\)"), r"\1 (in \2)"),
     (
         re.compile(r"pass its number of decimals, e\.g\. exponents=\{[^}]*\}"),
         "the CLI takes ISO 4217 codes only",

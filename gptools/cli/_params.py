@@ -88,6 +88,24 @@ class PositiveFinite(click.ParamType[float]):
         return number
 
 
+class Share(click.ParamType[float]):
+    """A share between 0 and 1 (both included); NaN and infinity are refused."""
+
+    name = "share"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        """The number, or a usage error naming the range."""
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        if not 0 <= number <= 1:  # False for NaN, so NaN is refused too
+            self.fail(f"{value} is not a share between 0 and 1", param, ctx)
+        return number
+
+
 class StoreUrl(click.ParamType[str]):
     """A webhook store: ``sqlite:///PATH``, ``postgresql://...``, or a bare path, which
     names a SQLite file as ``webhooks analyze`` reads one (one rule for every command)."""

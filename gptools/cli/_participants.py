@@ -11,10 +11,10 @@ from typing import Any
 import click
 
 from gptools import spec
-from gptools.cli._common import PROGRESS_OPTION, connect_client
+from gptools.cli._common import PROGRESS_OPTION, cli_errors, connect_client
 from gptools.cli._main import (
     EXIT_INTERRUPTED,
-    cli_errors,
+    NotRecorded,
     cli_text,
     emit,
     fail,
@@ -40,8 +40,9 @@ from gptools.cli._params import BRAND_ID, CAMPAIGN_ID, FilePath
     "--journal",
     type=FilePath(dir_okay=False, path_type=Path),
     default=None,
-    help="Journal file (SQLite) that makes the load resumable "
-    "[default: one per load under $GPTOOLS_JOURNAL_DIR or ~/.cache/gptools].",
+    help="Journal file (SQLite) that makes the load resumable [default: one per load "
+    "in the journal folder: $GPTOOLS_JOURNAL_DIR, else $XDG_CACHE_HOME/gptools/journals, "
+    "else ~/.cache/gptools/journals].",
 )
 @click.option(
     "--rejects",
@@ -127,8 +128,12 @@ def load(
     Every row ends loaded, rejected (written to the rejects file with its line and
     reason), duplicate, or not attempted; the summary shows that they add up. Run the same
     command again to resume an interrupted load: acknowledged chunks are never sent again.
-    Exit codes: 0 all rows settled, 1 some ids could not be sent (run again) or the server
-    failed, 2 bad input (unreadable file, unknown campaign, missing brand), 130 interrupted.
+    The load is recorded in the campaign register ($GPTOOLS_REGISTER), which `campaigns
+    list/show/results` read; a load that reached nothing (unknown campaign, missing brand)
+    leaves no journal and no record. Exit codes: 0 all rows settled, 1 some ids could not
+    be sent (run again) or the server failed, 2 bad input (unreadable file, unknown
+    campaign, missing brand), 4 loaded but not recorded in the register (run again to
+    record it), 130 interrupted.
     """
     from gptools.participants import (
         DEFAULT_CONCURRENCY,
@@ -176,13 +181,16 @@ def load(
             f"{summary.not_attempted} player id(s) not loaded yet "
             f"({summary.last_error or 'no answer'}); run the same command again to resume"
         )
+    if summary.register_error is not None:
+        raise NotRecorded(summary.register_error)
 
 
 _JOURNAL_DIR_OPTION = click.option(
     "--journal-dir",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
-    help="Folder of the journals [default: $GPTOOLS_JOURNAL_DIR or ~/.cache/gptools/journals].",
+    help="Folder of the journals [default: $GPTOOLS_JOURNAL_DIR, else "
+    "$XDG_CACHE_HOME/gptools/journals, else ~/.cache/gptools/journals].",
 )
 
 
@@ -225,7 +233,8 @@ def status(campaign_id: str | None, journal_dir: Path | None, as_json: bool) -> 
 @click.option(
     "--prune",
     is_flag=True,
-    help="Delete complete and set-aside journals (not pending ones, nor one in use).",
+    help="Delete complete and set-aside journals (not pending ones, nor one in use), each "
+    "recorded in the campaign register first.",
 )
 @click.option(
     "--older-than",
@@ -241,7 +250,8 @@ def journals(
     prune: bool, older_than: int, campaign_id: str | None, journal_dir: Path | None, as_json: bool
 ) -> None:
     """List the journal files (as status does), or with --prune delete those no longer
-    needed. A complete load run again after its journal is pruned sends its ids again."""
+    needed (each load is in the campaign register, which pruning changes nothing of). A
+    complete load run again after its journal is pruned sends its ids again."""
     from gptools.participants import journal_summaries, prune_journals
 
     with cli_errors():

@@ -1,20 +1,55 @@
-"""``gptools sandbox serve|reset|deliver``: run the simulated provider in the foreground,
-forget its shared state, or make it deliver game events to a receiver."""
+"""``gptools sandbox serve|reset|deliver|play``: run the simulated provider in the
+foreground, forget its shared state, make it deliver generated game events to a receiver,
+or make the players of its campaigns play them and deliver their events."""
 
 from __future__ import annotations
 
 import ssl
-from collections.abc import Mapping
-from datetime import UTC, datetime
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
 
 import click
 
-from gptools.cli._common import AUTH_CHOICE
+from gptools.cli._common import AUTH_CHOICE, NOW_HELP, cli_errors, connect_client, parse_now
 from gptools.cli._main import emit, fail, listening_socket, sandbox, say
-from gptools.cli._params import PositiveFinite
+from gptools.cli._params import CAMPAIGN_ID, PositiveFinite, Share
 
-#: The most events ``sandbox deliver`` generates in one run (they are held in memory).
+#: The most events ``sandbox deliver`` generates, or ``sandbox play`` delivers, in one run
+#: (they are held in memory).
 DELIVER_MAX_EVENTS = 1_000_000
+#: The longest ``sandbox play --days`` (ten years: longer than any campaign's window).
+PLAY_MAX_DAYS = 3660.0
+
+#: The options ``deliver`` and ``play`` share: where the events go and how.
+URL_OPTION = click.option(
+    "--url",
+    required=True,
+    help="The receiver's URL (e.g. http://127.0.0.1:8000/v1/game-action-events).",
+)
+AUTH_OPTION = click.option(
+    "--auth",
+    "auth_kind",
+    type=AUTH_CHOICE,
+    default="none",
+    show_default=True,
+    help="How to authenticate; secrets from the same GP_WEBHOOK_* variables.",
+)
+CONCURRENCY_OPTION = click.option(
+    "--concurrency",
+    type=click.IntRange(1, 256),
+    default=8,
+    show_default=True,
+    help="Deliveries in flight at once.",
+)
+CA_BUNDLE_OPTION = click.option(
+    "--ca-bundle",
+    type=click.Path(exists=True, dir_okay=False, readable=True),
+    default=None,
+    help="Verify an https:// receiver against this CA bundle (PEM) instead of "
+    "the system's certificate authorities.",
+)
 
 
 @sandbox.command("serve")
@@ -115,11 +150,7 @@ def reset(as_json: bool) -> None:
 
 
 @sandbox.command("deliver")
-@click.option(
-    "--url",
-    required=True,
-    help="The receiver's URL (e.g. http://127.0.0.1:8000/v1/game-action-events).",
-)
+@URL_OPTION
 @click.option(
     "--count",
     "-n",
@@ -128,15 +159,14 @@ def reset(as_json: bool) -> None:
     show_default=True,
     help="How many game events to generate and deliver.",
 )
+@AUTH_OPTION
 @click.option(
-    "--auth",
-    "auth_kind",
-    type=AUTH_CHOICE,
-    default="none",
+    "--seed",
+    type=int,
+    default=0,
     show_default=True,
-    help="How to authenticate; secrets from the same GP_WEBHOOK_* variables.",
+    help="Seed of the event generator: the same seed, the same events.",
 )
-@click.option("--seed", type=int, default=0, show_default=True)
 @click.option(
     "--time-scale",
     type=PositiveFinite(maximum=1e9),
@@ -144,14 +174,8 @@ def reset(as_json: bool) -> None:
     help="Simulated seconds per real second (e.g. 100800: 7 days in 6 s); "
     "default: jump straight to each due time.",
 )
-@click.option("--concurrency", type=click.IntRange(1, 256), default=8, show_default=True)
-@click.option(
-    "--ca-bundle",
-    type=click.Path(exists=True, dir_okay=False, readable=True),
-    default=None,
-    help="Verify an https:// receiver against this CA bundle (PEM) instead of "
-    "the system's certificate authorities.",
-)
+@CONCURRENCY_OPTION
+@CA_BUNDLE_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def deliver(
     url: str,
@@ -164,15 +188,237 @@ def deliver(
     as_json: bool,
 ) -> None:
     """Make the sandbox deliver COUNT generated game events to a receiver, with the
-    provider's retries (5xx and time-outs retried with backoff for 7 simulated days)."""
-    from gptools.sandbox import (
-        DeliveryTarget,
-        ScaledClock,
-        SimClock,
-        VirtualClock,
-        WebhookDispatcher,
-        events_before,
+    provider's retries (5xx and time-outs retried with backoff for 7 simulated days).
+    The events are generic play; `gptools sandbox play` delivers the play of the
+    campaigns the CLI created."""
+    from gptools.sandbox import ScaledClock, SimClock, VirtualClock, events_before
+
+    target = delivery_target(url, auth_kind, ca_bundle)
+    start, events = events_before(datetime.now(UTC), count, seed=seed)
+    clock: SimClock = (
+        ScaledClock(start, time_scale) if time_scale is not None else VirtualClock(start)
     )
+    say(f"delivering {count} events to {url} ...")
+    report, first_error = dispatch(events, clock, target, concurrency, ca_bundle)
+    document = {"url": url, "events": count, **delivery_document(report)}
+    emit(
+        document,
+        as_json=as_json,
+        human=lambda: f"{count} events, " + delivery_line(report),
+    )
+    check_delivered(report, first_error, url, count)
+
+
+@sandbox.command("play")
+@URL_OPTION
+@AUTH_OPTION
+@click.option(
+    "--campaign",
+    "campaign_ids",
+    type=CAMPAIGN_ID,
+    multiple=True,
+    help="A campaign to play (repeat) [default: every campaign of the sandbox].",
+)
+@click.option("--now", "now_text", default=None, help=NOW_HELP + " The play clock's time.")
+@click.option(
+    "--days",
+    type=PositiveFinite(maximum=PLAY_MAX_DAYS),
+    default=None,
+    help="Let the play clock run this many days from --now: the plays of those days are "
+    "delivered [default: every play before --now].",
+)
+@click.option(
+    "--seed",
+    type=int,
+    default=0,
+    show_default=True,
+    help="Seed of the player model: the same seed, the same plays.",
+)
+@click.option(
+    "--accept-share",
+    type=Share(),
+    default=None,
+    help="Share of the participants who play at all [default: the player model's].",
+)
+@click.option(
+    "--finish-share",
+    type=Share(),
+    default=None,
+    help="Share of those who use every round [default: the player model's].",
+)
+@click.option(
+    "--truth",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write what the players had played by the clock's time (per campaign: reached, "
+    "completed, rounds per player) to this JSON file, to compare results with.",
+)
+@click.option("--force", is_flag=True, help="Replace an existing --truth file.")
+@CONCURRENCY_OPTION
+@CA_BUNDLE_OPTION
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+def play(
+    url: str,
+    auth_kind: str,
+    campaign_ids: tuple[str, ...],
+    now_text: str | None,
+    days: float | None,
+    seed: int,
+    accept_share: float | None,
+    finish_share: float | None,
+    truth: Path | None,
+    force: bool,
+    concurrency: int,
+    ca_bundle: str | None,
+    as_json: bool,
+) -> None:
+    """Make the players of the sandbox's campaigns play them and deliver their game
+    events to a receiver (the provider's retries, on a simulated clock).
+
+    The sandbox is the one the CLI's commands share (its campaigns and their
+    participants, as `campaigns apply` and `participants load` left them), or the one
+    `gptools sandbox serve` serves at a loopback GP_BASE_URL. Its seeded player model
+    plays each campaign: a participant accepts or not, plays up to betNumber rounds,
+    spread over the window. Delivered: every play before --now (default: the current
+    time), or with --days the plays of the days from --now on. A play delivered again
+    (a later clock covering it) has the same actionId: the receiver stores it once."""
+    from gptools.sandbox import CampaignNotPlayableError, PlayerModel, VirtualClock, play_campaign
+
+    target = delivery_target(url, auth_kind, ca_bundle)
+    if truth is not None and not force and (truth.exists() or truth.is_symlink()):
+        fail(f"--truth {truth} exists; --force replaces it", bad_input=True)
+    now = parse_now(now_text) or datetime.now(UTC)
+    since, until = (now, now + timedelta(days=days)) if days is not None else (None, now)
+    model = PlayerModel(
+        seed=seed,
+        **{k: v for k, v in (("accept_share", accept_share),
+                             ("finish_share", finish_share)) if v is not None},
+    )  # fmt: skip
+    with cli_errors():
+        state = _played_sandbox()
+        stored = state.campaigns
+        chosen = list(dict.fromkeys(campaign_ids)) or sorted(stored)
+        unknown = [c for c in chosen if c not in stored]
+        if unknown:
+            fail(f"no campaign {', '.join(unknown)} in the sandbox", bad_input=True)
+        try:
+            played = [
+                play_campaign(c, stored[c].body, state.participants(c), model).before(until)
+                for c in chosen
+            ]
+        except CampaignNotPlayableError as exc:
+            fail(str(exc), bad_input=True)
+    events = sorted(
+        (e for p in played for e in p.events if since is None or e.timestamp >= since),
+        key=lambda e: (e.timestamp, str(e.action_id)),
+    )
+    if len(events) > DELIVER_MAX_EVENTS:
+        fail(
+            f"{len(events):,} plays to deliver, more than {DELIVER_MAX_EVENTS:,} at once: "
+            "play fewer days at a time (--now, --days) or fewer campaigns (--campaign)",
+            bad_input=True,
+        )
+    report = None
+    first_error = "no answer"
+    if events:
+        say(f"delivering {len(events)} plays of {len(played)} campaign(s) to {url} ...")
+        report, first_error = dispatch(
+            events, VirtualClock(events[0].timestamp), target, concurrency, ca_bundle
+        )
+    truths = [p.summary() for p in played]
+    if truth is not None:
+        _write_truth(truth, {"seed": seed, "until": _iso(until), "campaigns": truths})
+    per_campaign = [
+        {
+            **{k: t[k] for k in ("campaignId", "participants", "reached", "completed")},
+            "roundsUsed": t["roundsUsed"],
+            "delivered": sum(1 for e in p.events if since is None or e.timestamp >= since),
+        }
+        for t, p in zip(truths, played, strict=True)
+    ]
+    document = {
+        "url": url,
+        "from": _iso(since),
+        "until": _iso(until),
+        "seed": seed,
+        "campaigns": per_campaign,
+        "events": len(events),
+        **(delivery_document(report) if report is not None else {}),
+        "truth": str(truth) if truth is not None else None,
+    }
+
+    def human() -> str:
+        lines = [
+            f"{c['campaignId']}: {c['reached']} of {c['participants']} participants played by "
+            f"{until:%Y-%m-%d %H:%M} UTC, {c['completed']} used every round, "
+            f"{c['roundsUsed']} rounds"
+            for c in per_campaign
+        ]
+        if report is None:
+            lines.append(
+                f"no play {'between ' + f'{since:%Y-%m-%d %H:%M} and ' if since else 'before '}"
+                f"{until:%Y-%m-%d %H:%M} UTC: nothing delivered (the campaigns' windows are "
+                "elsewhere; move the clock with --now and --days)"
+            )
+        else:
+            lines.append(f"{len(events)} plays, " + delivery_line(report))
+        if truth is not None:
+            lines.append(f"Wrote the truth to {truth}")
+        return "\n".join(lines)
+
+    emit(document, as_json=as_json, human=human)
+    if report is not None:
+        check_delivered(report, first_error, url, len(events))
+
+
+def _played_sandbox() -> Any:
+    """The state of the sandbox the CLI's commands talk to: the embedded one (its state
+    shared between commands), or the one served at a loopback ``GP_BASE_URL``."""
+    from gptools.sandbox import RemoteSandbox
+    from gptools.session import embedded_sandbox, real_service_configured
+
+    with connect_client() as client:
+        if not real_service_configured():
+            running = embedded_sandbox()
+            assert running is not None  # connect_client started it
+            return running.state
+        if not client.server_identity.startswith("sandbox:"):
+            fail(
+                f"GP_BASE_URL names {client.base_url}, which is not a sandbox: only a "
+                "sandbox's players can be made to play (unset GP_BASE_URL for the "
+                "embedded one)",
+                bad_input=True,
+            )
+        return RemoteSandbox.at(client.base_url).state
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def _write_truth(path: Path, document: dict[str, Any]) -> None:
+    """Write ``document`` to ``path`` as JSON (money as its digits), owner-only; a file
+    written beside it then renamed over it, so a link at ``path`` is replaced, never
+    written through."""
+    from gptools.models import dumps_wire
+    from gptools.webhooks import open_private
+
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        tmp.unlink(missing_ok=True)
+        with open_private(tmp, "wb") as fh:
+            fh.write(dumps_wire(document))
+        tmp.replace(path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        fail(f"--truth {path}: cannot write: {exc.strerror or exc}")
+
+
+def delivery_target(url: str, auth_kind: str, ca_bundle: str | None) -> Any:
+    """The receiver at ``url`` as the sandbox's dispatcher reaches it, authenticated as
+    ``--auth`` says with the secrets of the same ``GP_WEBHOOK_*`` variables the receiver
+    reads; bad input (exit 2) for a URL that is not http(s) or a CA bundle that is not one."""
+    from gptools.sandbox import DeliveryTarget
     from gptools.webhooks import AuthConfigError, ReceiverAuth
 
     try:
@@ -197,45 +443,55 @@ def deliver(
         else:
             subscription["username"] = sent.username.get_secret_value()
             subscription["password"] = sent.secret
-    start, events = events_before(datetime.now(UTC), count, seed=seed)
-    clock: SimClock = (
-        ScaledClock(start, time_scale) if time_scale is not None else VirtualClock(start)
-    )
+    return DeliveryTarget.from_subscription(subscription)
+
+
+def dispatch(
+    events: Iterable[Any], clock: Any, target: Any, concurrency: int, ca_bundle: str | None
+) -> tuple[Any, str]:
+    """Deliver ``events`` to ``target`` with the provider's retries on ``clock``; the
+    dispatcher's report, and the first transport error met (for the failure message)."""
+    from gptools.sandbox import WebhookDispatcher
+
     with WebhookDispatcher(
-        clock=clock,
-        target=DeliveryTarget.from_subscription(subscription),
-        concurrency=concurrency,
-        ca_bundle=ca_bundle,
+        clock=clock, target=target, concurrency=concurrency, ca_bundle=ca_bundle
     ) as dispatcher:
         for event in events:
             dispatcher.enqueue(event)
-        say(f"delivering {count} events to {url} ...")
         report = dispatcher.run()
-    document = {
-        "url": url,
-        "events": count,
+    first = next((a.error for a in dispatcher.attempts if a.error), None)
+    return report, first or "no answer"
+
+
+def delivery_document(report: Any) -> dict[str, Any]:
+    """The delivery's counts as ``--json`` shows them."""
+    return {
         "attempts": report.attempts,
         "statuses": report.statuses,
         **report.counts,
         "duplicates": report.duplicates,
     }
+
+
+def delivery_line(report: Any) -> str:
+    """The delivery's counts in one line."""
     answers = ", ".join(f"{k}×{v}" for k, v in sorted(report.statuses.items()))
-    emit(
-        document,
-        as_json=as_json,
-        human=lambda: (
-            f"{count} events, {report.attempts} attempts: "
-            + ", ".join(f"{k} {v}" for k, v in report.counts.items())
-            + f", duplicates {report.duplicates}; answers {answers}"
-        ),
+    return (
+        f"{report.attempts} attempts: "
+        + ", ".join(f"{k} {v}" for k, v in report.counts.items())
+        + f", duplicates {report.duplicates}; answers {answers}"
     )
+
+
+def check_delivered(report: Any, first_error: str, url: str, count: int) -> None:
+    """Exit 1 when no attempt got an answer, or nothing was acknowledged."""
+    answers = ", ".join(f"{k}×{v}" for k, v in sorted(report.statuses.items()))
     if report.attempts and set(report.statuses) == {"no answer"}:
-        first = next((a.error for a in dispatcher.attempts if a.error), "no answer")
         fail(
-            f"no answer from {url} on any of {report.attempts} attempts (first: {first}); "
+            f"no answer from {url} on any of {report.attempts} attempts (first: {first_error}); "
             "is the receiver running there?"
         )
-    if report.counts["delivered"] == 0:
+    if count and report.counts["delivered"] == 0:
         fail(
             f"the receiver at {url} acknowledged none of {count} events (answers {answers}); "
             + refusal_hint(report.statuses)

@@ -77,7 +77,13 @@ def _failure_as_json_line(command: Callable[..., None]) -> Callable[..., None]:
     help=_STORE_HELP,
 )
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
-@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True)
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8000,
+    show_default=True,
+    help="Port to listen on (0: a free one).",
+)
 @click.option(
     "--workers",
     type=click.IntRange(1, 64),
@@ -418,7 +424,13 @@ def _existing_store(store_url: str) -> Store:
 
 @webhooks.command("export")
 @click.option("--store", "store_url", type=STORE_URL, required=True, help=_STORE_HELP)
-@click.option("--format", "fmt", type=click.Choice(["jsonl", "parquet"]), required=True)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["jsonl", "parquet"]),
+    required=True,
+    help="The file's format: JSONL (one delivery a line) or Parquet.",
+)
 @click.argument("out", type=click.Path(dir_okay=False, writable=True, path_type=Path))
 @click.option(
     "--target",

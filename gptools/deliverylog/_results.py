@@ -598,6 +598,17 @@ class CampaignResults(LogOwner):
         ]
         return df[["campaign_id", "day", "date", "rounds", "new_players", "reached"]]
 
+    def play_span(self) -> tuple[datetime, datetime] | None:
+        """The first and the last event time of the log's valid deliveries (UTC), or
+        ``None`` when it has none: a log whose span misses every campaign's window can
+        attribute nothing by the rule (``gptools campaigns results`` says so)."""
+        p = self._plays
+        valid = p.filter(p.reason.isnull())
+        span = self._df(valid.aggregate(first_us=valid.ts_us.min(), last_us=valid.ts_us.max()))
+        row = span.to_dict("records")[0]
+        first, last = _moment(row, "first_us"), _moment(row, "last_us")
+        return None if first is None or last is None else (first, last)
+
     def unreached(self, campaign_id: str | None = None) -> pd.DataFrame:
         """The players never reached (no attributed play): ``campaign_id``, ``player_id``,
         a list to target again."""

@@ -20,12 +20,12 @@ from gptools.participants._journals import (
     journal_summary,
     prune_journals,
 )
-from gptools.participants._loaded import loaded_players
 from gptools.participants._loader import (
     LoadInterrupted,
     LoadStopped,
     load_participants,
 )
+from gptools.participants._plan_players import load_plan_players
 from gptools.participants._sources import (
     PLAYER_ID_HEADERS,
     REJECTS_COLUMNS,
@@ -53,6 +53,6 @@ __all__ = [
     "journal_summaries",
     "journal_summary",
     "load_participants",
-    "loaded_players",
+    "load_plan_players",
     "prune_journals",
 ]

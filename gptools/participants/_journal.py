@@ -41,10 +41,11 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import sqlite3
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -119,6 +120,25 @@ class Identity:
     campaign_id: str
     brand: int | None
     fingerprint: str
+
+    @property
+    def key(self) -> str:
+        """The load's name whatever the server: campaign, brand and input, hashed (its
+        default journal file's name, and its key in the campaign register)."""
+        text = "\n".join((self.campaign_id, "" if self.brand is None else str(self.brand),
+                          self.fingerprint))  # fmt: skip
+        return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+    @classmethod
+    def of_meta(cls, meta: Mapping[str, str]) -> Identity:
+        """The identity a journal's ``meta`` rows hold."""
+        brand = meta.get("brand", "")
+        return cls(
+            meta.get("server", ""),
+            meta.get("campaign_id", ""),
+            int(brand) if brand.lstrip("-").isdigit() else None,
+            meta.get("fingerprint", ""),
+        )
 
     def as_meta(self) -> dict[str, str]:
         """The identity as ``meta`` rows."""
@@ -426,6 +446,10 @@ class Journal:
 
     # -- reading ------------------------------------------------------------------------
 
+    def loaded_ids(self) -> Iterator[str]:
+        """The player ids the server acknowledged, in order of first appearance."""
+        return loaded_ids(self._db)
+
     def counts(self) -> Counts:
         """Where every row and chunk stands now."""
         return read_counts(self._db)
@@ -434,6 +458,13 @@ class Journal:
         """The source details and settings recorded when the rows were staged."""
         meta = self.meta()
         return json.loads(meta["source_details"]) if "source_details" in meta else {}
+
+
+def loaded_ids(db: sqlite3.Connection) -> Iterator[str]:
+    """The player ids the journal open in ``db`` says the server acknowledged, in order."""
+    for (player_id,) in db.execute("SELECT player_id FROM ids WHERE status = ? ORDER BY seq",
+                                   (LOADED,)):  # fmt: skip
+        yield player_id
 
 
 def read_counts(db: sqlite3.Connection) -> Counts:

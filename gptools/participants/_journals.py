@@ -4,8 +4,11 @@ clean-up of those that are no longer needed (:func:`prune_journals`).
 A journal is one load's record (see :mod:`gptools.participants._journal`). Once a load is
 complete its journal only lets a re-run of the same load skip sending, and a journal set
 aside (made against another server or sandbox state) is kept only to be looked at: both
-can go. ``gptools participants status`` and ``gptools participants journals --prune`` are
-thin front ends over these functions.
+can go. Who was loaded lives in the campaign register, where each load records itself;
+pruning records a journal there before deleting it (a journal older than that record is
+migrated so), so no count of ``campaigns list/show/results`` changes.
+``gptools participants status`` and ``gptools participants journals --prune`` are thin
+front ends over these functions.
 """
 
 from __future__ import annotations
@@ -16,9 +19,10 @@ import sqlite3
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from gptools._private_files import sqlite_read_uri
+from gptools._register_file import check_writable
 from gptools.participants._journal import (
     SET_ASIDE_AT,
     SET_ASIDE_REASON,
@@ -28,6 +32,10 @@ from gptools.participants._journal import (
     remove_journal,
 )
 from gptools.participants._loader import default_journal_dir
+from gptools.participants._recorded import record_journal_file, register_path
+
+if TYPE_CHECKING:
+    from gptools.campaigns import CampaignRegister
 
 #: The states :attr:`JournalSummary.state` takes.
 COMPLETE: Final = "complete"
@@ -106,10 +114,17 @@ def prune_journals(
     *,
     campaign_id: str | None = None,
     older_than: timedelta = timedelta(0),
+    register: CampaignRegister | str | os.PathLike[str] | Literal[False] | None = None,
 ) -> list[JournalSummary]:
     """Delete the complete and set-aside journals in ``directory`` (default
     :func:`default_journal_dir`; only ``campaign_id``'s when given) last written more than
     ``older_than`` ago; return what was deleted.
+
+    Each is recorded in the campaign ``register`` first (``None``: the default file;
+    ``False``: not recorded), under the server it was made against: a load the register
+    already holds is written again unchanged, one from before loads were recorded is
+    added. A register that cannot be written raises
+    :class:`~gptools.campaigns.RegisterError` before anything is deleted.
 
     A journal in use by a running load is left alone (its lock is taken before deleting).
     A complete load run again after its journal is pruned sends its ids again, which adds
@@ -117,6 +132,9 @@ def prune_journals(
     unreadable journals are never deleted here.
     """
     cutoff = datetime.now(UTC) - older_than
+    record_in = register_path(register)
+    if record_in is not None:
+        check_writable(record_in, "no journal was deleted")
     removed = []
     for summary in journal_summaries(directory, campaign_id=campaign_id):
         if summary.state not in (COMPLETE, SET_ASIDE):
@@ -128,6 +146,8 @@ def prune_journals(
         except (JournalBusyError, OSError):
             continue  # a load has it open (or its lock cannot be had): left alone
         try:
+            if record_in is not None:
+                record_journal_file(record_in, summary.path)
             remove_journal(summary.path)
         finally:
             os.close(lock)
@@ -194,9 +214,12 @@ def journal_summary(path: str | os.PathLike[str]) -> JournalSummary:
 
 
 def _last_write(path: Path, mtime: float) -> float:
-    # Commits land in the WAL until a checkpoint folds them into the file.
+    # Commits land in the WAL until a checkpoint folds them into the file. An empty WAL
+    # holds no write: a reader makes one where none was left (reading is not writing).
     with contextlib.suppress(OSError):
-        return max(mtime, path.with_name(path.name + "-wal").stat().st_mtime)
+        wal = path.with_name(path.name + "-wal").stat()
+        if wal.st_size > 0:
+            return max(mtime, wal.st_mtime)
     return mtime
 
 

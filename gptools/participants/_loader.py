@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import os
 import random
 import re
@@ -46,9 +45,9 @@ from collections.abc import Callable, Collection
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
-from gptools import spec
+from gptools import _register_file, spec
 from gptools._progress import progress as show_progress
 from gptools._temporary import is_temporary_status
 from gptools.client import Client, backoff_delay
@@ -72,9 +71,13 @@ from gptools.participants._constants import (
     RESEND_RETRY_AFTER_CAP,
 )
 from gptools.participants._journal import Identity, Journal
+from gptools.participants._recorded import record_load, register_path
 from gptools.participants._sources import SourceLike, open_source
 from gptools.participants._summary import LoadSummary, check_writable, write_rejects
 from gptools.participants._validate import Rejection, check_player_id
+
+if TYPE_CHECKING:
+    from gptools.campaigns import CampaignRegister
 
 #: The participant endpoints a load can use (``spec.PARTICIPANT_ENDPOINTS``).
 Endpoint = Literal["single", "batch"]
@@ -120,11 +123,8 @@ def default_journal_path(identity: Identity) -> Path:
     server is left out of the name on purpose: a journal of the same load made against
     another server (or sandbox state) is found there and set aside with a notice
     (:meth:`Journal.open`), never silently trusted or silently ignored."""
-    meta = identity.as_meta()
-    key = "\n".join(meta[k] for k in ("campaign_id", "brand", "fingerprint"))
-    digest = hashlib.sha256(key.encode()).hexdigest()[:20]
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", identity.campaign_id)[:40]
-    return default_journal_dir() / f"participants-{safe}-{digest}.sqlite"
+    return default_journal_dir() / f"participants-{safe}-{identity.key}.sqlite"
 
 
 def _to_stderr(message: str) -> None:
@@ -177,6 +177,7 @@ def load_participants(
     id_refusals: Collection[tuple[int, str]] = spec.PARTICIPANT_ID_REFUSALS,
     restart: bool = False,
     notice: Callable[[str], object] | None = None,
+    register: CampaignRegister | str | os.PathLike[str] | Literal[False] | None = None,
 ) -> LoadSummary:
     """Add every valid player of ``source`` to campaign ``campaign_id``; return the summary.
 
@@ -211,7 +212,20 @@ def load_participants(
     provider's base URL): a journal of the same load made against another is set aside
     (renamed, listed by :func:`journal_summaries`) and the load starts over, with a
     one-line ``notice`` (default: printed to stderr). ``restart`` discards the journal and
-    starts the load over deliberately. An empty list leaves no journal file.
+    starts the load over deliberately. An empty list leaves no journal file, and so does a
+    load that nothing reached the campaign by (the server refused the campaign, brand or
+    account, or could not be reached, before any id was acknowledged): there is nothing to
+    resume, and nothing counts against the campaign.
+
+    As each run ends (complete, interrupted, stopped after some ids were acknowledged, or
+    left with ids to resend) the load is recorded in the campaign ``register`` (``None``:
+    the default file, :func:`~gptools.campaigns.default_register_path`; ``False``: not
+    recorded): its counts and the ids the server acknowledged, the record that
+    ``campaigns list/show/results`` read.
+    The register is checked before anything is sent (:class:`~gptools.campaigns.
+    RegisterError` when it cannot be written); should recording fail after the load, the
+    summary says why (``register_error``, with a ``notice``) and running the same load
+    again records it.
 
     Raises :class:`PlayerListError` for an unreadable source or a journal of another load
     (:class:`JournalBusyError` while another run uses the journal), the client's
@@ -236,6 +250,9 @@ def load_participants(
     if rejects is not None:
         # Before anything is read or sent: an output that cannot be written is bad input.
         check_writable(Path(rejects), "rejects file")
+    record_in = register_path(register)
+    if record_in is not None:
+        _register_file.check_writable(record_in, "nothing was sent")  # nothing unrecorded
     src = open_source(
         source,
         column=column,
@@ -289,7 +306,7 @@ def load_participants(
         raise
     finally:
         src.close()
-    empty = False
+    interrupted = False
     try:
         # A resumed load keeps the endpoint it started with (journals from before the
         # option have none: they used the single endpoint).
@@ -305,7 +322,6 @@ def load_participants(
             batch=started_with == "batch",
             id_refusals=frozenset(id_refusals),
         )
-        interrupted = False
         try:
             sender.run(progress)
         except KeyboardInterrupt:
@@ -320,18 +336,50 @@ def load_participants(
             elapsed=time.monotonic() - started,
             rejects=Path(rejects) if rejects is not None else None,
         )
-        empty = summary.rows == 0
-    finally:
-        if empty:
-            book.discard()  # nothing to resume from an empty list: no journal left behind
-        else:
-            book.close()
+    except BaseException:
+        # The server refused the account, brand or campaign, or could not be reached.
+        nothing = _reached_nothing(book)
+        _end(book, None if nothing else record_in, keep=not nothing)
+        raise
+    # A load that reached nothing and stopped (a refusal not about its ids) stays
+    # resumable, but nothing of it is at the server: nothing to record.
+    stopped_before = sender.stopped is not None and _reached_nothing(book)
+    unrecorded = _end(book, None if stopped_before else record_in, keep=summary.rows > 0)
+    if unrecorded is not None:
+        (notice or _to_stderr)(f"warning: {unrecorded}")
+        summary = dataclasses.replace(summary, register_error=unrecorded)
     summary = _write_rejects(summary, notice or _to_stderr)
     if interrupted:
         raise LoadInterrupted(summary)
     if sender.stopped is not None:
         raise LoadStopped(summary, sender.stopped)
     return summary
+
+
+def _reached_nothing(book: Journal) -> bool:
+    """Whether no id of the load can have reached the campaign: none acknowledged or
+    refused by the server, and no request of an earlier run left without its answer."""
+    counts = book.counts()
+    return counts.loaded == 0 and counts.refused_by_server == 0 and book.unknown_at_open == 0
+
+
+def _end(book: Journal, register: Path | None, *, keep: bool) -> str | None:
+    """Close the journal, recording its load in ``register`` first; or, unless ``keep``,
+    delete it (nothing to resume, nothing to record). Returns why recording failed."""
+    if not keep:
+        book.discard()
+        return None
+    try:
+        if register is not None:
+            record_load(register, book.meta(), book.counts(), book.loaded_ids())
+    except _register_file.RegisterError as exc:
+        return (
+            f"the load is done but not recorded in the campaign register: {exc}; "
+            "run the same load again to record it"
+        )
+    finally:
+        book.close()
+    return None
 
 
 def _write_rejects(summary: LoadSummary, notice: Callable[[str], object]) -> LoadSummary:

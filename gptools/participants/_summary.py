@@ -66,6 +66,9 @@ class LoadSummary:
     rejects_error: str | None = None
     #: Where a journal of this load made against another server was moved, else None.
     set_aside: Path | None = None
+    #: Why the load could not be recorded in the campaign register (the load stands:
+    #: running it again records it), else None.
+    register_error: str | None = None
 
     @property
     def balanced(self) -> bool:

@@ -12,7 +12,8 @@ tests that run the client against it check two independent readings of the docum
 
 Demo accounts are listed in :mod:`gptools.sandbox._accounts` (and ``GET /_sandbox/accounts``);
 the catalogue is :data:`CATALOGUE`; the provider's webhook side (deliveries with
-retries on a simulated clock) is :class:`WebhookDispatcher`; inspection paths are described in
+retries on a simulated clock) is :class:`WebhookDispatcher`; how a campaign's participants
+play it is :func:`play_campaign` (a seeded :class:`PlayerModel`); inspection paths are described in
 :mod:`gptools.sandbox._inspect`.
 """
 
@@ -44,6 +45,13 @@ from gptools.sandbox._persist import (
     default_state_dir,
     reset_state,
 )
+from gptools.sandbox._players import (
+    CampaignNotPlayableError,
+    CampaignPlayed,
+    PlayerModel,
+    play_campaign,
+)
+from gptools.sandbox._remote import RemoteSandbox
 from gptools.sandbox._server import RunningSandbox, run_sandbox, serve_forever
 from gptools.sandbox._state import (
     RecordedRequest,
@@ -54,13 +62,17 @@ __all__ = [
     "CURRENCIES",
     "DEMO_ACCOUNTS",
     "STATE_FILE",
+    "CampaignNotPlayableError",
     "CampaignPlay",
+    "CampaignPlayed",
     "CatalogueBuyFeature",
     "CatalogueGame",
     "DeliveryTarget",
     "EventGenerator",
     "FaultRule",
+    "PlayerModel",
     "RecordedRequest",
+    "RemoteSandbox",
     "RunningSandbox",
     "SandboxAccount",
     "SandboxConfig",
@@ -73,6 +85,7 @@ __all__ = [
     "attach_dispatcher",
     "default_state_dir",
     "events_before",
+    "play_campaign",
     "reset_state",
     "run_sandbox",
     "serve_forever",

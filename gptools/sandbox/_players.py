@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import random
 import uuid
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from gptools import spec
@@ -64,16 +65,32 @@ class CampaignPlayed:
     events: tuple[GameEventNotification, ...] = field(repr=False)
     rounds: Mapping[str, int] = field(repr=False)
 
-    def to_json(self) -> dict[str, Any]:
-        """The truth as JSON-ready data (money as Decimals, for ``dumps_wire``): players'
-        rounds, counts, and the events as their wire bodies."""
+    def before(self, moment: datetime) -> CampaignPlayed:
+        """What had been played before ``moment`` (aware): its events, and per player who
+        had played, the rounds so far (the truth at that time)."""
+        events = tuple(e for e in self.events if e.timestamp < moment)
+        rounds = Counter(e.player_id for e in events)
+        return CampaignPlayed(
+            self.campaign_id, self.bet_number, self.participants, events, dict(rounds)
+        )
+
+    def summary(self) -> dict[str, Any]:
+        """The truth's counts and each player's rounds, as JSON-ready data (no events)."""
         return {
             "campaignId": self.campaign_id,
             "betNumber": self.bet_number,
             "participants": self.participants,
             "reached": len(self.rounds),
             "completed": sum(1 for n in self.rounds.values() if n >= self.bet_number),
+            "roundsUsed": sum(self.rounds.values()),
             "rounds": dict(self.rounds),
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        """The truth as JSON-ready data (money as Decimals, for ``dumps_wire``): players'
+        rounds, counts, and the events as their wire bodies."""
+        return {
+            **self.summary(),
             "events": [loads_wire(e.to_wire()) for e in self.events],
         }
 

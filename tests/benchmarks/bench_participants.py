@@ -141,6 +141,8 @@ def main() -> None:
             Client(base_url, *ACCOUNT, env_file=None) as client,
         ):
             work = Path(tmp)
+            # Every load records itself in the campaign register: this run's own.
+            env["GPTOOLS_REGISTER"] = str(work / "campaigns.sqlite")
             # (a) one id per request, at the documented limit.
             campaign = new_campaign(client)
             ids = [f"single-{i:06d}" for i in range(SINGLE_IDS)]
@@ -152,6 +154,7 @@ def main() -> None:
                 chunk_size=1,
                 journal=work / "single.sqlite",
                 progress=False,
+                register=work / "campaigns.sqlite",
             )
             assert single.loaded == SINGLE_IDS and single.requests == SINGLE_IDS
             achieved, refused = steady_rate(base_url, campaign)

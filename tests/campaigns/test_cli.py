@@ -46,16 +46,40 @@ def test_apply_twice_gives_the_same_campaigns(
     cli_runner: CliRunner, fresh_sandbox: RunningSandbox
 ) -> None:
     args = ["campaigns", "apply", EXAMPLE, "--now", NOW, "--json"]
-    first = cli_runner.invoke(cli, [*args, "--add-participants"])
+    first = cli_runner.invoke(cli, args)
     assert first.exit_code == 0, first.output
     second = cli_runner.invoke(cli, args)
     assert second.exit_code == 0, second.output
     ids = [[c["campaignId"] for c in json.loads(r.stdout)["campaigns"]] for r in (first, second)]
     assert ids[0] == ids[1] and len(set(ids[0])) == 3
     assert len(fresh_sandbox.state.campaigns) == 3
-    assert json.loads(first.stdout)["campaigns"][0]["participantsSent"] == 3
+    # Issue 35 item 4: the plan's players are loaded (3 EUR, 2 JPY, none for KWD) and a
+    # re-run says which campaigns already existed and sends nothing again.
+    firsts, seconds = (json.loads(r.stdout)["campaigns"] for r in (first, second))
+    assert [c["status"] for c in firsts] == ["created"] * 3
+    assert [c["status"] for c in seconds] == ["existed"] * 3
+    assert [c["participants"] and c["participants"]["loaded"] for c in firsts] == [3, 2, None]
+    assert [c["participants"] and c["participants"]["loaded_this_run"] for c in seconds] == [
+        0, 0, None,
+    ]  # fmt: skip
+    assert sorted(fresh_sandbox.state.participants(ids[0][0])) == [
+        "p-eur-0001", "p-eur-0002", "p-eur-0003",
+    ]  # fmt: skip
     human = cli_runner.invoke(cli, ["campaigns", "apply", EXAMPLE, "--now", NOW])
-    assert ids[0][0] in human.stdout
+    assert f"EUR: campaign {ids[0][0]} already existed" in human.stdout
+    assert "players loaded 3 (0 this run)" in human.stdout
+
+
+def test_apply_without_participants_loads_none(
+    cli_runner: CliRunner, fresh_sandbox: RunningSandbox
+) -> None:
+    args = ["campaigns", "apply", EXAMPLE, "--now", NOW, "--json", "--no-participants"]
+    result = cli_runner.invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    assert [c["participants"] for c in json.loads(result.stdout)["campaigns"]] == [None] * 3
+    assert not [r for r in fresh_sandbox.state.requests if "/participant" in r.path]
+    listed = json.loads(cli_runner.invoke(cli, ["campaigns", "list", "--json"]).stdout)
+    assert [c["participants"]["loaded"] for c in listed["campaigns"]] == [0, 0, 0]
 
 
 def test_apply_adds_participants_through_the_batch_endpoint(
@@ -70,15 +94,14 @@ def test_apply_adds_participants_through_the_batch_endpoint(
             "--now",
             NOW,
             "--json",
-            "--add-participants",
             "--endpoint",
             "batch",
         ],
     )
     assert result.exit_code == 0, result.output
-    sent = [c["participantsSent"] for c in json.loads(result.stdout)["campaigns"]]
+    loads = [c["participants"] for c in json.loads(result.stdout)["campaigns"]]
     posts = [r.path for r in fresh_sandbox.state.requests if "/participant" in r.path]
-    assert len(posts) == sum(1 for n in sent if n) > 0
+    assert len(posts) == sum(1 for p in loads if p and p["loaded"]) == 2
     assert all(p.endswith("/participant/batch") for p in posts)
 
 

@@ -28,8 +28,7 @@ def _json(runner: CliRunner, *args: str) -> dict[str, object]:
 
 
 def test_list_show_and_results(cli_runner: CliRunner, tmp_path: Path) -> None:
-    applied = _json(cli_runner, "campaigns", "apply", EXAMPLE, "--now", NOW, "--json",
-                    "--add-participants")  # fmt: skip
+    applied = _json(cli_runner, "campaigns", "apply", EXAMPLE, "--now", NOW, "--json")
     ids = {c["currency"]: c["campaignId"] for c in applied["campaigns"]}  # type: ignore[attr-defined]
     eur = ids["EUR"]
     # A participant load of two more EUR players (one already sent by apply).
@@ -93,4 +92,6 @@ def test_unknown_campaign_exits_2(cli_runner: CliRunner, tmp_path: Path) -> None
 
 def test_empty_register_lists_nothing(cli_runner: CliRunner) -> None:
     result = cli_runner.invoke(cli, ["campaigns", "list"])
+    assert result.exit_code == 0 and "no campaign of the server" in result.stdout
+    result = cli_runner.invoke(cli, ["campaigns", "list", "--all-servers"])
     assert result.exit_code == 0 and "no campaign in the register" in result.stdout

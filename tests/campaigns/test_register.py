@@ -17,10 +17,12 @@ from gptools.campaigns import (
     AppliedCampaign,
     ApplyResult,
     CampaignRegister,
+    LoadRecord,
+    ParticipantCounts,
     RegisterError,
     apply_plan,
 )
-from gptools.campaigns._register import participants_of, plan_hash
+from gptools.campaigns._register import plan_hash
 from gptools.client import Client
 from tests.campaigns.conftest import NOW, make_plan
 
@@ -96,8 +98,26 @@ def test_players_of_a_campaign_join_sent_and_loaded(tmp_path: Path) -> None:
     plan = make_plan()
     reg = CampaignRegister(tmp_path / "r.sqlite")
     result = ApplyResult(plan.name, (AppliedCampaign("EUR", "req-1", "CMP-1", 2),))
-    records = reg.record(plan, result, server="s")
-    assert participants_of(records, {"CMP-1": ["p2", "p3"]}) == {"CMP-1": ("p1", "p2", "p3")}
+    reg.record(plan, result, server="s")
+    load = LoadRecord("s", "CMP-1", "load-a", 201, "players.csv", 5, 2, 1, 1, 1,
+                      {"empty": 1})  # fmt: skip
+    reg.record_load(load, ["p2", "p3"])
+    # The same campaign id on another server is another campaign.
+    reg.record(plan, result, server="other")
+    (record,) = reg.campaigns(server="s")
+    assert record.players == ("p1", "p2", "p3")
+    assert reg.participant_counts(server="s") == {
+        ("s", "CMP-1"): ParticipantCounts(loaded=3, rejected=1, pending=1)
+    }
+    assert reg.participant_counts()[("other", "CMP-1")] == ParticipantCounts(loaded=2)
+    assert [x.load_key for x in reg.loads(server="s")] == ["apply", "load-a"]
+    # A load's later run replaces its counts, keeps its first record time and adds ids.
+    first = reg.loads(server="s")[1].recorded_at
+    reg.record_load(LoadRecord("s", "CMP-1", "load-a", 201, "players.csv", 5, 3, 1, 1, 0),
+                    ["p4"])  # fmt: skip
+    again = reg.loads(server="s", campaign_id="CMP-1")[1]
+    assert (again.loaded, again.pending, again.recorded_at) == (3, 0, first)
+    assert reg.get("CMP-1", server="s").players == ("p1", "p2", "p3", "p4")
 
 
 _WRITER = """

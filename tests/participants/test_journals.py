@@ -297,3 +297,25 @@ def test_resume_after_a_partly_answered_chunk_sends_only_the_unanswered_half(
     ]
     assert sorted(sent) == ids[15:]
     assert fresh_sandbox.state.participants(campaign) == dict.fromkeys(ids, 1)
+
+
+def test_reading_a_journal_does_not_date_it_so_prune_takes_it_at_once(
+    fresh_sandbox: RunningSandbox, players: Path, tmp_path: Path
+) -> None:
+    """Issue 35: the empty -wal file SQLite makes for a reader dated a journal's last write
+    to that read, so a prune that took a moment between its cutoff and its reading (it
+    checks the register first now) found the journal written "after" the cutoff."""
+    where = tmp_path / "journals"
+    campaign = _campaign(fresh_sandbox)
+    with make_client(fresh_sandbox) as client:
+        load_participants(client, campaign, players, brand=BRAND, progress=False,
+                          journal=where / "participants-one.sqlite")  # fmt: skip
+    assert [s.path.name for s in prune_journals(where)] == ["participants-one.sqlite"]
+    # Again, with the journal read (twice) before pruning.
+    with make_client(fresh_sandbox) as client:
+        load_participants(client, campaign, players, brand=BRAND, progress=False,
+                          journal=where / "participants-two.sqlite")  # fmt: skip
+    (first,) = journal_summaries(where)
+    (second,) = journal_summaries(where)
+    assert first.state == "complete" and second.updated_at == first.updated_at
+    assert [s.path for s in prune_journals(where)] == [first.path]

@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from gptools import spec
+from gptools.campaigns import CampaignRegister, ParticipantCounts
 from gptools.cli import cli
 from gptools.client import Client
 from gptools.errors import ApiError, InvalidRequestError
@@ -389,6 +390,12 @@ def test_a_stop_midway_keeps_what_loaded_and_rejects_nothing(
         _load(client, campaign, ids, journal, chunk_size=20, seed=1)
     stopped = caught.value.summary
     assert stopped.rejected == 0 and stopped.loaded + stopped.not_attempted == 400
+    # Issue 35: what reached the campaign is recorded; what did not stays pending.
+    assert stopped.loaded > 0
+    counts = CampaignRegister().participant_counts(server=client.server_identity)
+    assert counts[(client.server_identity, campaign)] == ParticipantCounts(
+        loaded=stopped.loaded, pending=stopped.not_attempted
+    )
     fresh_sandbox.faults.clear()
     resumed = _load(client, campaign, ids, journal)
     assert resumed.complete and (resumed.loaded, resumed.rejected) == (400, 0)
