@@ -18,6 +18,7 @@ credentials file and the TLS certificate in every worker (``_reload.py``).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import logging.config
 import os
@@ -275,9 +276,11 @@ def serve(
 
 def _spool_root(store: Store, spool_dir: str | None) -> Path:
     """The outage spools' folder (absolute, so every worker agrees), once checked: its
-    folder for ``store`` can be created and written."""
+    folder for ``store`` can be created and written. The check leaves behind nothing it
+    made (a worker makes the folder only when it first spools a row)."""
     root = (Path(spool_dir) if spool_dir else default_spool_root(store)).absolute()
     folder = spool_directory(store, root)
+    missing = [p for p in (folder, *folder.parents) if not p.exists()]  # innermost first
     try:
         make_private_dir(folder)
         probe = folder / f".probe-{os.getpid()}"
@@ -287,6 +290,10 @@ def _spool_root(store: Store, spool_dir: str | None) -> Path:
             f"cannot keep the outage spool in {folder}: {exc.strerror or exc}; "
             "choose a writable folder with --spool-dir"
         ) from exc
+    finally:
+        for made in missing:
+            with contextlib.suppress(OSError):
+                made.rmdir()
     return root
 
 
