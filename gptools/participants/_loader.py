@@ -264,7 +264,12 @@ def load_participants(
             header_name = src.details.get("column") if src.details.get("header") == "yes" else None
 
             def check(raw: str | None) -> str | Rejection:
-                return check_player_id(raw, max_length=max_id_length, header=header_name)
+                return check_player_id(
+                    raw,
+                    max_length=max_id_length,
+                    header=header_name,
+                    header_names=header is not False,
+                )
 
             with show_progress(
                 desc=f"reading {src.description}", unit="rows", show=progress, leave=False

@@ -254,6 +254,16 @@ def _names_column(record: Sequence[str], column: str | int | None) -> bool:
     return any(is_header_name(c) for c in cells)
 
 
+def _below_ids(above: Sequence[Sequence[str]], index: int, body: Sequence[str]) -> bool:
+    """Whether a row that names the column stands below rows ``above`` that are all ids
+    like the ``body`` below it: then it is no header (a header sits above the data) but a
+    row of the list, which validation rejects as ``header_row``. Nothing below it, or
+    rows above unlike the body (titles), leave it a header."""
+    if not above or not any(b.strip() for b in body):
+        return False
+    return all((cell := _cell(row, index).strip()) and not _unlike(cell, body) for row in above)
+
+
 def _ambiguous(where: str, rows: Sequence[str]) -> PlayerListError:
     shown = ", ".join(repr(r[:40]) for r in rows[:3])
     return PlayerListError(
@@ -280,6 +290,9 @@ def _layout(
     the rows below it (``login`` above ``u-1``, ``u-2``) makes the layout ambiguous, and so
     does a header name that could as well be an id (``user`` above ``alice``, ``bob``):
     :class:`PlayerListError` asks for ``header=`` and ``skip_rows=``, which decide.
+    A row naming the column below rows that are ids like those under it is no header but
+    a row of a list without one (``players`` on the third row of an id list). Given
+    ``header=`` always wins over what the rows look like.
     """
     width = max((len(r) for r in records), default=0) or 1
     if isinstance(column, int) and column < 0:
@@ -325,16 +338,19 @@ def _layout(
             )
         body = [_cell(r, index) for r in rows[found + 1 :]]
         name = _cell(names, index)
-        if header is None:
-            titles = [_row_text(r) for r in rows[:found]]
-            if any(not _unlike(t, body) for t in titles):
-                raise _ambiguous(where, [*titles, name])
-            if column is None and _generic(normalise_header(name)) and not _unlike(name, body):
-                raise _ambiguous(where, [name])
-        rejects = [normalise_header(c) for c in names] == [
-            normalise_header(c) for c in REJECTS_COLUMNS
-        ]
-        return _Layout(index, skip + found, True, name, rejects)
+        # A header sits above the data: below ids, the row is one of the list (validation
+        # rejects it as header_row) and the file is read without a header.
+        if header is not None or not _below_ids(rows[:found], index, body):
+            if header is None:
+                titles = [_row_text(r) for r in rows[:found]]
+                if any(not _unlike(t, body) for t in titles):
+                    raise _ambiguous(where, [*titles, name])
+                if column is None and _generic(normalise_header(name)) and not _unlike(name, body):
+                    raise _ambiguous(where, [name])
+            rejects = [normalise_header(c) for c in names] == [
+                normalise_header(c) for c in REJECTS_COLUMNS
+            ]
+            return _Layout(index, skip + found, True, name, rejects)
     if isinstance(column, str):
         _pick_column(list(rows[0]) if rows else [], column, where)  # raises: no such column
     if column is None and width > 1:
@@ -426,7 +442,17 @@ class _TextFileSource(Source):
 
 
 def _csv_rows(text: IO[str], src: _TextFileSource) -> Iterator[PlayerRow]:
-    reader = csv.reader(text, delimiter=src.delimiter, strict=False)
+    # The raw lines of the record being read: the reader reads no line ahead, so after
+    # each record they are that record's, and a record over several lines can be told
+    # closed (its quote ended on its last line) from cut off by the end of the file.
+    raw: list[str] = []
+
+    def lines() -> Iterator[str]:
+        for text_line in text:
+            raw.append(text_line)
+            yield text_line
+
+    reader = csv.reader(lines(), delimiter=src.delimiter, strict=False)
     single = src.delimiter == _NO_DELIMITER
     start = 1
     unread = src.skip + (1 if src.header else 0)
@@ -434,7 +460,8 @@ def _csv_rows(text: IO[str], src: _TextFileSource) -> Iterator[PlayerRow]:
         for number, record in enumerate(reader):
             line, start = start, reader.line_num + 1
             if reader.line_num > line:
-                _check_swallowed(src, record, line, reader.line_num)
+                _check_swallowed(src, record, "".join(raw), line, reader.line_num)
+            raw.clear()
             if number < unread:
                 continue
             if single:
@@ -457,15 +484,15 @@ def _csv_rows(text: IO[str], src: _TextFileSource) -> Iterator[PlayerRow]:
         ) from exc
 
 
-def _check_swallowed(src: _TextFileSource, record: list[str], line: int, last: int) -> None:
-    """Refuse a row that runs over several lines when a quote swallowed lines: the
-    player id holds a line break (an id cannot: it is an unclosed quote, or a line break
-    the list must not hold), or a field holds whole rows of the file. A quoted field with
-    line breaks elsewhere (a name on two lines) is a row like any other."""
-    ids = record if src.delimiter == _NO_DELIMITER else record[src.column : src.column + 1]
-    # A rejects file quotes the ids it holds with their line breaks: those are its own.
-    broken = not src.unescape and any("\n" in v or "\r" in v for v in ids)
-    swallowed = broken or any(
+def _check_swallowed(
+    src: _TextFileSource, record: list[str], raw: str, line: int, last: int
+) -> None:
+    """Refuse a row that runs over several lines when a quote swallowed lines: its quote
+    is still open at the end of the file, or a field holds whole rows of the file (lines
+    with as many delimiters as a row). A quoted field closed on a later line is a row like
+    any other (RFC 4180 allows line breaks inside quotes): a name on two lines loads, and
+    an id holding a line break is that row's ``control_character`` rejection."""
+    swallowed = _open_quote(raw, src.delimiter) or any(
         len(inner.split(src.delimiter)) >= max(src.width, 2)
         for field in record
         for inner in field.splitlines()[1:]
@@ -476,6 +503,28 @@ def _check_swallowed(src: _TextFileSource, record: list[str], line: int, last: i
             f"line ends, so lines {line + 1} to {last} were read into one field; close the "
             "quote (or remove it) and load again; nothing was sent"
         )
+
+
+def _open_quote(raw: str, delimiter: str) -> bool:
+    """Whether the record ``raw`` ends inside a quoted field, read as the ``csv`` module
+    reads it with ``strict=False``: a quote opens a field only at the field's start, ``""``
+    inside one is a quote, and a quote followed by anything else closes it."""
+    ends = (delimiter, "\n", "\r")
+    quoted = closing = False
+    at_start = True
+    for ch in raw:
+        if quoted:
+            if ch == '"':
+                quoted, closing = False, True
+            continue
+        if closing and ch == '"':
+            quoted, closing = True, False  # "" inside quotes: a quote, still quoted
+            continue
+        closing = False
+        if ch == '"' and at_start:
+            quoted = True
+        at_start = ch in ends
+    return quoted
 
 
 @dataclass

@@ -8,7 +8,8 @@ rules, each with its reason code:
 =====================  ===============================================================
 ``missing_field``      the row has no field in the player-id column
 ``empty``              nothing left after trimming
-``header_row``         the value is a header name (a header row repeated inside the data)
+``header_row``         the value is a header name (a header row repeated inside the data,
+                       or below the ids of a list without one); never with ``header=False``
 ``control_character``  a control character (U+0000-U+001F, U+007F-U+009F) inside the id
 ``invalid_text``       an unpaired surrogate: text that cannot be sent as UTF-8
 ``too_long``           longer than the maximum id length (``spec.PLAYER_ID_MAX_LENGTH``,
@@ -72,11 +73,14 @@ def check_player_id(
     *,
     max_length: int = spec.PLAYER_ID_MAX_LENGTH,
     header: str | None = None,
+    header_names: bool = True,
 ) -> str | Rejection:
     """The trimmed id to send, or the :class:`Rejection` that keeps it from being sent.
 
     ``header`` is the source's own header cell, so that a copy of the header row inside
     the data is recognised even when its name is not one of the known header names.
+    ``header_names=False`` (the caller said the list has no header row) takes a value
+    such as ``user`` or ``players`` for the id it is: an explicit choice wins.
     """
     if raw is None:
         return Rejection(MISSING_FIELD, "the row has no field in the player-id column")
@@ -84,7 +88,9 @@ def check_player_id(
     if not value:
         return Rejection(EMPTY, "empty player id" + (" (only white space)" if raw else ""))
     form = normalise_header(value)
-    if form in KNOWN_HEADER_FORMS or (header is not None and form == normalise_header(header)):
+    if (header_names and form in KNOWN_HEADER_FORMS) or (
+        header is not None and form == normalise_header(header)
+    ):
         return Rejection(
             HEADER_ROW,
             f"{value!r} is a column header, not a player id "
