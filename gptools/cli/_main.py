@@ -124,6 +124,7 @@ _PYTHON_HINTS: tuple[tuple[str, str], ...] = (
     ("Pass brand=ID or use client.brand(ID)", "Name one with --brand"),
     ("encoding=...", "--encoding"),
     ("column=...", "--column"),
+    ("sheet=...", "--sheet"),
     ("header=True or header=False", "--header or --no-header"),
     ("skip_rows=N", "--skip-rows N"),
     ("pass format= one of", "pass --format, one of"),

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, NamedTuple, TypeAlias
 
 from gptools.errors import GptoolsError, import_extra
+from gptools.participants._excel_cells import cell_text
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -280,6 +281,7 @@ def _layout(
     skip_rows: int | None,
     where: str,
     unit: str = "line",
+    name_it: str = "name it with column=...",
 ) -> _Layout:
     """Where the list starts in the sampled ``records`` and which column holds the ids.
 
@@ -292,7 +294,8 @@ def _layout(
     :class:`PlayerListError` asks for ``header=`` and ``skip_rows=``, which decide.
     A row naming the column below rows that are ids like those under it is no header but
     a row of a list without one (``players`` on the third row of an id list). Given
-    ``header=`` always wins over what the rows look like.
+    ``header=`` always wins over what the rows look like. ``name_it`` ends the message
+    of a file without a player-id column (how to name the column, or another sheet).
     """
     width = max((len(r) for r in records), default=0) or 1
     if isinstance(column, int) and column < 0:
@@ -334,7 +337,7 @@ def _layout(
         if index is None:
             raise PlayerListError(
                 f"{where}: no player-id column in the header row {names}; known names are "
-                f"{list(PLAYER_ID_HEADERS)} (any case); name it with column=..."
+                f"{list(PLAYER_ID_HEADERS)} (any case); {name_it}"
             )
         body = [_cell(r, index) for r in rows[found + 1 :]]
         name = _cell(names, index)
@@ -357,7 +360,7 @@ def _layout(
         first = list(rows[0]) if rows else []
         raise PlayerListError(
             f"{where}, {unit} {skip + 1}: no player-id column in the header row {first}; "
-            f"known names are {list(PLAYER_ID_HEADERS)} (any case); name it with column=..."
+            f"known names are {list(PLAYER_ID_HEADERS)} (any case); {name_it}"
         )
     index = column if isinstance(column, int) else 0
     cells = [_cell(r, index) for r in rows]
@@ -538,29 +541,91 @@ class _ExcelSource(Source):
 
     def rows(self) -> Iterator[PlayerRow]:
         book, sheet = _open_sheet(self.path, self.sheet)
+        formulas = _Formulas(self.path, self.sheet, self.column)
         unread = self.skip + (1 if self.header else 0)
         try:
-            for line, values in enumerate(sheet.iter_rows(values_only=True), start=1):
+            for line, cells in enumerate(sheet.iter_rows(), start=1):
                 if line <= unread:
                     continue
-                if self.column < len(values):
-                    value = _text(values[self.column])
+                if self.column < len(cells):
+                    value = _excel_text(cells[self.column], sheet.title, line, formulas)
                     yield PlayerRow(
                         line, unescape_spreadsheet_cell(value) if self.unescape else value
                     )
-                elif not values:
+                elif not cells:
                     yield PlayerRow(line, "")
                 else:
                     yield PlayerRow(line, None)
         finally:
+            formulas.close()
             book.close()
 
 
-def _open_sheet(path: Path, sheet: str | int | None) -> tuple[Any, Any]:
+def _excel_text(cell: Any, title: str, line: int, formulas: _Formulas | None) -> str:
+    """What a person sees in ``cell`` (:func:`cell_text`), or why it holds no id, naming
+    the cell and its sheet; an empty cell is looked up in ``formulas`` (none: the sample,
+    where a formula without a value reads as empty)."""
+    coordinate = getattr(cell, "coordinate", None)  # None: a cell missing from the file
+
+    def formula() -> str | None:
+        if formulas is None or coordinate is None:
+            return None
+        return formulas.at(line)
+
+    return cell_text(
+        cell.value,
+        cell.data_type,
+        cell.number_format,
+        formula,
+        f"cell {coordinate} of sheet {title!r}",
+    )
+
+
+class _Formulas:
+    """The formulas of the player-id column, for the cells that read as empty.
+
+    A workbook read with its calculated values (what a person sees) gives a formula that
+    was never calculated (a file written by a program that does not calculate) as an
+    empty cell; a second reading, formulas kept, tells the two apart. It is opened at the
+    first empty cell and advanced only as far as the cells asked about, so a sheet
+    without empty ids is read once.
+    """
+
+    def __init__(self, path: Path, sheet: str | int | None, column: int) -> None:
+        self._path, self._sheet, self._column = path, sheet, column
+        self._book: Any = None
+        self._rows: Iterator[Any] = iter(())
+        self._line = 0
+        self._row: Any = ()
+
+    def at(self, line: int) -> str | None:
+        """The formula of the column's cell on ``line`` (1-based, asked in order), or
+        ``None`` when the cell holds none."""
+        if self._book is None:
+            self._book, sheet = _open_sheet(self._path, self._sheet, data_only=False)
+            column = self._column + 1
+            self._rows = iter(sheet.iter_rows(min_col=column, max_col=column))
+        while self._line < line:
+            self._row = next(self._rows, ())
+            self._line += 1
+        cell = self._row[0] if self._row else None
+        if cell is None or cell.data_type != "f":
+            return None
+        # An array or data-table formula is an object holding its text.
+        return str(getattr(cell.value, "text", cell.value))
+
+    def close(self) -> None:
+        """Close the second reading, if it was opened."""
+        if self._book is not None:
+            self._book.close()
+            self._book = None
+
+
+def _open_sheet(path: Path, sheet: str | int | None, *, data_only: bool = True) -> tuple[Any, Any]:
     openpyxl = import_extra("openpyxl", "excel", "Reading Excel player lists")
 
     try:
-        book = openpyxl.load_workbook(path, read_only=True, data_only=True)
+        book = openpyxl.load_workbook(path, read_only=True, data_only=data_only)
     except Exception as exc:  # openpyxl raises many kinds for a damaged workbook
         raise PlayerListError(f"{path}: cannot open as an Excel workbook: {exc}") from exc
     names = book.sheetnames
@@ -792,15 +857,19 @@ def _open_excel(
 ) -> Source:
     book, ws = _open_sheet(path, sheet)
     try:
-        sample = [
-            [_text(v) for v in values]
-            for values in ws.iter_rows(values_only=True, max_row=_SAMPLE_LINES)
-        ]
         title = ws.title
+        sample = [
+            [_excel_text(cell, title, line, None) for cell in cells]
+            for line, cells in enumerate(ws.iter_rows(max_row=_SAMPLE_LINES), start=1)
+        ]
+        sheets = book.sheetnames
     finally:
         book.close()
     where = f"{path} (sheet {title!r})"
-    layout = _layout(sample, column, header, skip_rows, where, "row")
+    name_it = "name it with column=..."
+    if sheet is None and len(sheets) > 1:
+        name_it += f", or choose the sheet with sheet=... (the workbook has {sheets})"
+    layout = _layout(sample, column, header, skip_rows, where, "row", name_it)
     details = {
         "kind": "excel",
         "sheet": title,

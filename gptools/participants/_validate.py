@@ -10,6 +10,9 @@ rules, each with its reason code:
 ``empty``              nothing left after trimming
 ``header_row``         the value is a header name (a header row repeated inside the data,
                        or below the ids of a list without one); never with ``header=False``
+``cell_type``          an Excel cell that holds no id as text: a date, a boolean, a
+                       fraction, a number past 15 significant digits, an error, a
+                       formula without a calculated value (never sent converted)
 ``control_character``  a control character (U+0000-U+001F, U+007F-U+009F) inside the id
 ``invalid_text``       an unpaired surrogate: text that cannot be sent as UTF-8
 ``too_long``           longer than the maximum id length (``spec.PLAYER_ID_MAX_LENGTH``,
@@ -25,11 +28,13 @@ import unicodedata
 from typing import Final, NamedTuple
 
 from gptools import spec
+from gptools.participants._excel_cells import UnreadableCell
 from gptools.participants._sources import KNOWN_HEADER_FORMS, normalise_header
 
 MISSING_FIELD: Final = "missing_field"
 EMPTY: Final = "empty"
 HEADER_ROW: Final = "header_row"
+CELL_TYPE: Final = "cell_type"
 CONTROL_CHARACTER: Final = "control_character"
 INVALID_TEXT: Final = "invalid_text"
 TOO_LONG: Final = "too_long"
@@ -40,6 +45,7 @@ REASON_CODES: Final = (
     MISSING_FIELD,
     EMPTY,
     HEADER_ROW,
+    CELL_TYPE,
     CONTROL_CHARACTER,
     INVALID_TEXT,
     TOO_LONG,
@@ -84,6 +90,8 @@ def check_player_id(
     """
     if raw is None:
         return Rejection(MISSING_FIELD, "the row has no field in the player-id column")
+    if isinstance(raw, UnreadableCell):
+        return Rejection(CELL_TYPE, raw.reason)
     value = trim(raw)
     if not value:
         return Rejection(EMPTY, "empty player id" + (" (only white space)" if raw else ""))
