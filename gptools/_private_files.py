@@ -8,6 +8,11 @@ no other account on the machine should read them. A file is created with mode
 the user chose it. SQLite creates its ``-wal`` and ``-shm`` files with the mode of the
 database file, so creating the database file private is enough.
 
+An output the user names (``--lost-out FILE``, ``--rejects FILE``, an export's ``OUT``)
+follows one rule, :func:`check_output` and :func:`open_output`: an existing file is
+refused unless the caller forces it, and a symbolic link is never written through,
+forced or not (whatever it points at would be overwritten, keeping its own mode).
+
 Reading a SQLite file somebody else may have named goes through :func:`sqlite_read_uri`:
 a ``file:`` URI built by string formatting lets a name such as ``st?mode=rwc&x=1.sqlite3``
 add its own query (opening the file writable) and ``%41`` decode to another name.
@@ -16,6 +21,7 @@ add its own query (opening the file writable) and ``%41`` decode to another name
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -60,6 +66,63 @@ def create_private(path: str | os.PathLike[str], *, file_mode: int = PRIVATE_FIL
     with contextlib.suppress(FileExistsError):
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, file_mode))
     return Path(path)
+
+
+class OutputRefusedError(OSError):
+    """A path an output is not written to: a symbolic link, a directory, or an existing
+    file without ``force``; the message names the path and what to do."""
+
+
+def check_output(path: str | os.PathLike[str], *, force: bool = False) -> Path:
+    """``path`` if an output may be written there, else :class:`OutputRefusedError`: a
+    symbolic link is refused whatever ``force`` says (never written through), a directory
+    too, and an existing file unless ``force``. For a command to refuse before it does
+    its work; :func:`open_output` checks again as it opens."""
+    target = Path(path)
+    if target.is_symlink():
+        raise OutputRefusedError(
+            errno.ELOOP,
+            f"{target} is a symbolic link; outputs are never written through one: "
+            "name the file itself",
+            str(target),
+        )
+    if target.is_dir():
+        raise OutputRefusedError(errno.EISDIR, f"{target} is a directory", str(target))
+    if not force and target.exists():
+        raise OutputRefusedError(
+            errno.EEXIST, f"{target} exists; force=True overwrites it", str(target)
+        )
+    return target
+
+
+def open_output(
+    path: str | os.PathLike[str],
+    mode: str = "w",
+    *,
+    force: bool = False,
+    file_mode: int = PRIVATE_FILE_MODE,
+    **kwargs: Any,
+) -> IO[Any]:
+    """:func:`open` an output the user named, under :func:`check_output`'s rule held as
+    the file is opened: created owner-only (``file_mode``, under the umask) and, unless
+    ``force``, only if it does not exist (``O_EXCL``); never through a symbolic link
+    (``O_NOFOLLOW``, so one put in place after a check is refused too). ``mode`` is a
+    writing mode (``"w"``, ``"wb"``); ``kwargs`` go to :func:`open`."""
+    check_output(path, force=force)
+    extra = os.O_CLOEXEC | os.O_NOFOLLOW | (0 if force else os.O_EXCL)
+
+    def opener(name: str, flags: int) -> int:
+        return os.open(name, flags | extra, file_mode)
+
+    try:
+        return open(path, mode, opener=opener, **kwargs)
+    except FileExistsError:
+        check_output(path)  # raises: the file appeared since the check
+        raise
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            check_output(path, force=True)  # raises: a link appeared since the check
+        raise
 
 
 def sqlite_read_uri(path: str | os.PathLike[str]) -> str:

@@ -125,6 +125,8 @@ _PYTHON_HINTS: tuple[tuple[str, str], ...] = (
     ("encoding=...", "--encoding"),
     ("column=...", "--column"),
     ("sheet=...", "--sheet"),
+    ("force=True", "--force"),
+    ("overwrite_rejects=True", "--force"),
     ("header=True or header=False", "--header or --no-header"),
     ("skip_rows=N", "--skip-rows N"),
     ("pass format= one of", "pass --format, one of"),

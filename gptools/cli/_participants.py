@@ -21,6 +21,7 @@ from gptools.cli._main import (
     participants,
     say,
 )
+from gptools.cli._outputs import force_option
 from gptools.cli._params import BRAND_ID, CAMPAIGN_ID, FilePath
 
 
@@ -47,8 +48,10 @@ from gptools.cli._params import BRAND_ID, CAMPAIGN_ID, FilePath
     "--rejects",
     type=FilePath(dir_okay=False, path_type=Path),
     default=None,
-    help="CSV file for the rejected rows [default: FILE-STEM.rejects.csv here].",
+    help="CSV file for the rejected rows [default: FILE-STEM.rejects.csv here]; an existing "
+    "rejects file (a re-run's) is replaced, any other file only with --force.",
 )
+@force_option("--rejects")
 @click.option(
     "--endpoint",
     type=click.Choice(spec.PARTICIPANT_ENDPOINTS),
@@ -121,6 +124,7 @@ def load(
     restart: bool,
     progress: bool | None,
     as_json: bool,
+    force: bool,
 ) -> None:
     """Add the players listed in FILE (CSV, TSV or Excel) to a campaign.
 
@@ -155,6 +159,7 @@ def load(
                     skip_rows=skip_rows,
                     journal=journal,
                     rejects=rejects,
+                    overwrite_rejects=force,
                     chunk_size=chunk_size,
                     endpoint="batch" if endpoint == "batch" else "single",
                     max_id_length=max_id_length,

@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 from gptools import spec
 from gptools._json_depth import exceeds_json_depth
-from gptools._private_files import PRIVATE_FILE_MODE, create_private, open_private
+from gptools._private_files import PRIVATE_FILE_MODE, check_output, create_private, open_private
 from gptools.errors import import_extra
 from gptools.models import dumps_wire, loads_wire
 from gptools.webhooks._constants import EXPORT_SETTLE, PARQUET_CHUNK_ROWS
@@ -111,7 +111,7 @@ def export_log(
     """
     if format not in ("jsonl", "parquet"):
         raise ValueError(f"unknown export format {format!r}: use jsonl or parquet")
-    path = Path(out)
+    path = check_output(out, force=True)  # never written through a symbolic link
     conn = store.connect()
     try:
         after = through = None
