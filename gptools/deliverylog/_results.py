@@ -176,13 +176,20 @@ def actions(p: ir.Table) -> ir.Table:
     )
 
 
-def first_plays(p: ir.Table, a: ir.Table, keys: ir.Table) -> ir.Table:
-    """The first valid delivery of each action whose player, currency and bet are some
-    campaign's: valid deliveries that meet a campaign key (a semi-join, selective), kept
-    only when they are their action's first valid one."""
+def candidates(p: ir.Table, keys: ir.Table) -> ir.Table:
+    """The valid deliveries whose player, currency and bet are some campaign's (a
+    semi-join on the campaigns' distinct keys, selective): the only deliveries that can
+    be an attributed action's first."""
     valid = p.filter(p.reason.isnull() & p.action_id.notnull())
     terms = keys.select("player_id", "currency_code", "bet").distinct()
     cand = valid.semi_join(terms, ["player_id", "currency_code", "bet"])
+    return cand.select("action_id", "key", "player_id", "game_id", "currency_code", "bet",
+                       "ts_us", "feature")  # fmt: skip
+
+
+def first_plays(cand: ir.Table, a: ir.Table) -> ir.Table:
+    """The :func:`candidates` that are their action's first valid delivery (whose fields
+    are the action's)."""
     first = a.filter(a.valid).select("action_id", "first_key")
     j = cand.inner_join(first, [cand.action_id == first.action_id, cand.key == first.first_key])
     return j.select("action_id", "player_id", "game_id", "currency_code", "bet", "ts_us",
@@ -457,8 +464,12 @@ class CampaignResults(LogOwner):
             self._firsts = log.materialise("gp_campaign_firsts", first_valid(self._plays, self._a))
             self._fits = log.materialise("gp_campaign_fits", id_matches(self._firsts, c))
         else:
-            plays_first = first_plays(self._plays, self._a, keys)
-            self._fits = log.materialise("gp_campaign_fits", matches(plays_first, g, keys))
+            # One large hash table per step: a pipeline probing several (the semi-join's,
+            # the actions', the campaign keys') lets each take memory the others need, and
+            # DuckDB can then run out of memory instead of spilling (docs/performance.md).
+            cand = log.materialise("gp_campaign_cand", candidates(self._plays, keys))
+            firsts = log.materialise("gp_campaign_first", first_plays(cand, self._a))
+            self._fits = log.materialise("gp_campaign_fits", matches(firsts, g, keys))
         self._attr = log.materialise("gp_campaign_attr", attribution(self._fits))
         self._pp = log.materialise("gp_campaign_pp", per_player(self._attr))
 
