@@ -174,7 +174,7 @@ def load(
             say("interrupted: run the same command again to resume")
             sys.exit(EXIT_INTERRUPTED)
     if summary.rows == 0:
-        say(f"warning: {file} holds no player rows; nothing was loaded")
+        say(f"warning: {summary.source} holds no player rows; nothing was loaded")
     emit(summary.to_dict(), as_json=as_json, human=lambda: cli_text(str(summary)))
     if not summary.complete:
         fail(

@@ -264,7 +264,7 @@ class BodyReader:
             limit=self.limit,
             method=call.method,
             url=self._client.url_of(call.path, call.params),
-            body=prefix.decode("utf-8", "replace") or None,
+            body=self._client._blank(prefix.decode("utf-8", "replace")) or None,
             retries=self._attempt,
         )
 

@@ -43,7 +43,8 @@ class EchoServer:
     - ``400``: the documented error body, its message quoting a connection string with a
       password, the account's password as written and percent-encoded, and a bearer token;
     - ``500``: a plain-text body echoing every request header, ``Authorization`` included;
-    - ``200``: JSON of the wrong shape, echoing the ``Authorization`` header.
+    - ``200``: JSON of the wrong shape, echoing the ``Authorization`` header;
+    - ``big``: a 200 past the client's size limit that starts with the same echo.
     """
 
     mode: str
@@ -89,8 +90,10 @@ class EchoServer:
                 "",
             )  # fmt: skip
             status, kind, body = self._answer(head, auth)
+            # The big answer has no length: it ends with the connection.
+            length = "" if self.mode == "big" else f"Content-Length: {len(body)}\r\n"
             writer.write(
-                f"HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {len(body)}\r\n"
+                f"HTTP/1.1 {status}\r\nContent-Type: {kind}\r\n{length}"
                 "Connection: close\r\n\r\n".encode()
                 + body
             )
@@ -112,6 +115,9 @@ class EchoServer:
             return "400 Bad Request", "application/json", json.dumps(document).encode()
         if self.mode == "500":
             return "500 Internal Server Error", "text/plain", f"failed on:\n{head}".encode()
+        if self.mode == "big":
+            echoed = f'["Authorization: {auth}"'.encode()
+            return "200 OK", "application/json", echoed + b" " * 5000
         document = {"principalType": 7, "allowedBrands": f"Authorization: {auth}"}
         return "200 OK", "application/json", json.dumps(document).encode()
 
@@ -127,12 +133,14 @@ def _leaks(*texts: str) -> list[tuple[str, str]]:
 
 
 @pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("echo", ["400", "500", "200"], indirect=True)
+@pytest.mark.parametrize("echo", ["400", "500", "200", "big"], indirect=True)
 def test_no_client_message_repeats_a_credential(kind: str, echo: EchoServer) -> None:
     exc, _ = call_self(
-        kind, echo.url, username=USERNAME, password=PASSWORD, max_retries=0, timeout=10
-    )
-    assert isinstance(exc, errors.ApiError), repr(exc)
+        kind, echo.url, username=USERNAME, password=PASSWORD, max_retries=0, timeout=10,
+        max_response_bytes=1000,
+    )  # fmt: skip
+    big = echo.mode == "big"
+    assert isinstance(exc, errors.ResponseTooLargeError if big else errors.ApiError), repr(exc)
     texts = [str(exc), repr(exc), repr(vars(exc)), *exc.args]
     assert _leaks(*texts) == []
     assert REDACTED in str(exc) + (exc.body or "")
