@@ -1,8 +1,9 @@
 """The files the commands write where the user says (``--lost-out``, ``--unreached-out``,
-``--rejects``, an export's OUT): one rule for all of them, :func:`gptools._private_files.
-open_output`'s. An existing file is refused without ``--force``, a symbolic link always
-(never written through), both before the command does its work (exit 2); the file is
-created owner-only.
+``--rejects``, an export's OUT): one rule for all of them, that of
+:func:`gptools.webhooks.open_output`. An existing file is refused without ``--force``, a
+symbolic link always (never written through), both before the command does its work (exit
+2); the file is created owner-only. The capability is imported when a command runs, as
+every command imports its capabilities.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from typing import Any, TypeVar
 
 import click
 
-from gptools._private_files import OutputRefusedError, check_output, open_output
 from gptools.cli._main import fail
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -32,6 +32,8 @@ def force_option(what: str) -> Callable[[_F], _F]:
 def check_output_option(option: str, path: Path | None, *, force: bool) -> None:
     """Stop with bad input (exit 2) when ``path``, given with ``option``, may not be
     written: a symbolic link, a directory, or an existing file without ``--force``."""
+    from gptools.webhooks import OutputRefusedError, check_output
+
     if path is None:
         return
     try:
@@ -50,6 +52,8 @@ def write_csv_output(
 ) -> None:
     """Write ``header`` and ``rows`` as CSV to ``path`` (given with ``option``) under the
     rule; a file that cannot be written is one line and exit 1."""
+    from gptools.webhooks import OutputRefusedError, open_output
+
     try:
         with open_output(path, "w", force=force, encoding="utf-8", newline="") as fh:
             writer = csv.writer(fh)

@@ -13,13 +13,15 @@
 - :func:`serve_metrics`: Prometheus metrics on a port of their own; :data:`ALERT_RULES`,
   the alerting rules that go with them.
 - :func:`format_utc`: the log's time as text; :func:`open_private`: how every file of the
-  delivery log is created (owner-only), for the files a caller writes from it (the CLI's
-  lost-actions list).
+  delivery log is created (owner-only); :func:`open_output` and :func:`check_output`
+  (:class:`OutputRefusedError`): the rule for a file the user names (an existing one only
+  when forced, never through a symbolic link), for the files a caller writes from it (the
+  CLI's lost-actions list, its other outputs).
 
 The log analyser lives in :mod:`gptools.deliverylog`.
 """
 
-from gptools._private_files import open_private
+from gptools._private_files import OutputRefusedError, check_output, open_output, open_private
 from gptools.webhooks._app import InjectedFault, WebhookReceiver
 from gptools.webhooks._auth import AuthConfigError, ReceiverAuth
 from gptools.webhooks._export import ExportResult, export_log
@@ -40,6 +42,7 @@ __all__ = [
     "InjectedFault",
     "ListenError",
     "Maintenance",
+    "OutputRefusedError",
     "PostgresStore",
     "ProcessingQueue",
     "ReceiverAuth",
@@ -49,8 +52,10 @@ __all__ = [
     "Store",
     "StoreError",
     "WebhookReceiver",
+    "check_output",
     "export_log",
     "format_utc",
+    "open_output",
     "open_private",
     "open_store",
     "serve",
