@@ -14,6 +14,11 @@ A file that must appear whole or not at all (an export) is written through
 once complete, so a reader never finds half a file under the final name, and a failure
 leaves nothing there.
 
+An output the user names (``--lost-out FILE``, ``--rejects FILE``, an export's ``OUT``)
+follows one rule, :func:`check_output` and :func:`open_output`: an existing file is
+refused unless the caller forces it, and a symbolic link is never written through,
+forced or not (whatever it points at would be overwritten, keeping its own mode).
+
 Reading a SQLite file somebody else may have named goes through :func:`sqlite_read_uri`:
 a ``file:`` URI built by string formatting lets a name such as ``st?mode=rwc&x=1.sqlite3``
 add its own query (opening the file writable) and ``%41`` decode to another name.
@@ -22,6 +27,7 @@ add its own query (opening the file writable) and ``%41`` decode to another name
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import secrets
 import stat
@@ -119,6 +125,63 @@ def make_private_dir(path: str | os.PathLike[str]) -> Path:
         with contextlib.suppress(FileExistsError):
             p.mkdir(mode=PRIVATE_DIR_MODE)
     return folder
+
+
+class OutputRefusedError(OSError):
+    """A path an output is not written to: a symbolic link, a directory, or an existing
+    file without ``force``; the message names the path and what to do."""
+
+
+def check_output(path: str | os.PathLike[str], *, force: bool = False) -> Path:
+    """``path`` if an output may be written there, else :class:`OutputRefusedError`: a
+    symbolic link is refused whatever ``force`` says (never written through), a directory
+    too, and an existing file unless ``force``. For a command to refuse before it does
+    its work; :func:`open_output` checks again as it opens."""
+    target = Path(path)
+    if target.is_symlink():
+        raise OutputRefusedError(
+            errno.ELOOP,
+            f"{target} is a symbolic link; outputs are never written through one: "
+            "name the file itself",
+            str(target),
+        )
+    if target.is_dir():
+        raise OutputRefusedError(errno.EISDIR, f"{target} is a directory", str(target))
+    if not force and target.exists():
+        raise OutputRefusedError(
+            errno.EEXIST, f"{target} exists; force=True overwrites it", str(target)
+        )
+    return target
+
+
+def open_output(
+    path: str | os.PathLike[str],
+    mode: str = "w",
+    *,
+    force: bool = False,
+    file_mode: int = PRIVATE_FILE_MODE,
+    **kwargs: Any,
+) -> IO[Any]:
+    """:func:`open` an output the user named, under :func:`check_output`'s rule held as
+    the file is opened: created owner-only (``file_mode``, under the umask) and, unless
+    ``force``, only if it does not exist (``O_EXCL``); never through a symbolic link
+    (``O_NOFOLLOW``, so one put in place after a check is refused too). ``mode`` is a
+    writing mode (``"w"``, ``"wb"``); ``kwargs`` go to :func:`open`."""
+    check_output(path, force=force)
+    extra = os.O_CLOEXEC | os.O_NOFOLLOW | (0 if force else os.O_EXCL)
+
+    def opener(name: str, flags: int) -> int:
+        return os.open(name, flags | extra, file_mode)
+
+    try:
+        return open(path, mode, opener=opener, **kwargs)
+    except FileExistsError:
+        check_output(path)  # raises: the file appeared since the check
+        raise
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            check_output(path, force=True)  # raises: a link appeared since the check
+        raise
 
 
 def sqlite_read_uri(path: str | os.PathLike[str]) -> str:

@@ -1,15 +1,21 @@
-"""The one rule for keeping a URL's password out of messages: a store URL
-(``postgresql://user:PASSWORD@host/db``, or ``?password=`` in its query) is named in
-errors and logs by :func:`redact_url`, and any text that may quote it (a driver's error,
-which can echo part of the URL) passes through :func:`scrub` first. A text that may quote
-URLs nobody told us about (a user's handler's exception) passes through
-:func:`scrub_urls`.
+"""The one rule for keeping secrets out of messages.
+
+A store URL (``postgresql://user:PASSWORD@host/db``, or ``?password=`` in its query) is
+named in errors and logs by :func:`redact_url`, and any text that may quote it (a driver's
+error, which can echo part of the URL) passes through :func:`scrub` first. A text a
+server wrote (an error message, a body) passes through :func:`blank_credentials`, which
+blanks the credentials the caller holds and any it recognises by their form.
+A text that may quote URLs nobody told us about (a user's handler's exception) passes
+through :func:`scrub_urls`.
 """
 
 from __future__ import annotations
 
+import base64
+import json
 import re
-from urllib.parse import unquote
+from collections.abc import Iterable
+from urllib.parse import quote, quote_plus, unquote
 
 #: What a secret is replaced by.
 REDACTED = "***"
@@ -52,3 +58,50 @@ def scrub_urls(text: str) -> str:
     every ``password=`` value replaced by :data:`REDACTED`, where they stand."""
     text = _URL_PASSWORD.sub(lambda m: f"{m.group(1)}{REDACTED}@", text)
     return _ANY_QUERY_PASSWORD.sub(lambda m: f"{m.group(1)}{REDACTED}", text)
+
+
+#: The value of an HTTP ``Authorization`` header (``Basic`` or ``Bearer``) as a text quotes
+#: it: anything after the scheme when the header's name comes first, else a token that
+#: looks like one (8 characters or more, a digit or a sign among them: not a word).
+_AUTHORIZATION_VALUE = re.compile(
+    r"(?i)(?P<named>authorization[\"']?\s*[:=]\s*[\"']?)?\b(?P<scheme>basic|bearer)(?P<space>\s+)"
+    r"(?P<token>[A-Za-z0-9._~+/=-]+)"
+)
+_TOKEN_SIGN = re.compile(r"[0-9._~+/=-]")
+
+
+def _blank_authorization(match: re.Match[str]) -> str:
+    token = match["token"]
+    if match["named"] is None and (len(token) < 8 or not _TOKEN_SIGN.search(token)):
+        return match[0]
+    return f"{match['named'] or ''}{match['scheme']}{match['space']}{REDACTED}"
+
+
+#: Secrets this long are blanked wherever they occur; a shorter one only where it stands
+#: alone (not inside a longer word), so that a short password does not mangle messages
+#: (``p`` inside "deeper").
+_ANYWHERE_LENGTH = 8
+
+
+def credential_forms(username: str, password: str) -> list[str]:
+    """The forms a server may echo the credentials ``username``/``password`` in: the
+    password as written, percent-encoded and JSON-escaped, and the HTTP Basic token."""
+    if not password:
+        return []
+    token = base64.b64encode(f"{username}:{password}".encode()).decode("ascii")
+    escaped = json.dumps(password, ensure_ascii=False)[1:-1]
+    return [password, quote(password, safe=""), quote_plus(password), escaped, token]
+
+
+def blank_credentials(text: str, secrets: Iterable[str] = ()) -> str:
+    """``text`` (what a server wrote) with credentials replaced by :data:`REDACTED`: each
+    of ``secrets`` (:func:`credential_forms` of the caller's own; one shorter than 8
+    characters only where it stands alone), the value of any
+    ``Basic``/``Bearer`` authorization, the password of any URL's user info and any
+    ``password=`` query value."""
+    for secret in sorted({s for s in secrets if s}, key=len, reverse=True):
+        if len(secret) >= _ANYWHERE_LENGTH:
+            text = text.replace(secret, REDACTED)
+        else:
+            text = re.sub(rf"(?<![^\W_]){re.escape(secret)}(?![^\W_])", REDACTED, text)
+    return scrub_urls(_AUTHORIZATION_VALUE.sub(_blank_authorization, text))

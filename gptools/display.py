@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
@@ -136,11 +136,19 @@ _UNBROKEN = re.compile(rf"\S{{{_UNBROKEN_RUN_MAX_CHARS + 1},}}")
 
 
 def html_table(
-    frame: pd.DataFrame, *, decimals: Mapping[str, int] | None = None, index: bool = False
+    frame: pd.DataFrame,
+    *,
+    decimals: Mapping[str, int] | None = None,
+    index: bool = False,
+    numeric: Collection[str] = (),
 ) -> str:
-    """An HTML table of ``frame`` with the rules of :func:`readable`, every text escaped."""
+    """An HTML table of ``frame`` with the rules of :func:`readable`, every text escaped;
+    the ``numeric`` columns are right-aligned whatever they hold (numbers the caller wrote
+    as text, with separators or a currency)."""
     table = ReadableTable(frame, dict(decimals or {}), index)
-    columns = table.columns()
+    columns = [
+        (name, is_number or name in numeric, cells) for name, is_number, cells in table.columns()
+    ]
 
     def align(numeric: bool) -> str:
         return "right" if numeric else "left"

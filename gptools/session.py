@@ -127,7 +127,8 @@ def _with_identity(client: _C, given: bool) -> _C:
     does (``gptools sandbox serve``, on this machine) and no identity was given."""
     if given:
         return client
-    identity = served_sandbox_identity(client.base_url)
+    # Within the client's own deadline for a call: the probe is one more call.
+    identity = served_sandbox_identity(client.base_url, deadline=client.deadline)
     return client if identity is None else client.with_options(server_identity=identity)
 
 

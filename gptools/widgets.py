@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -51,8 +51,9 @@ _PLANNER_COLUMNS: tuple[str, ...] = (
 class PlannerInputs:
     """The planner's inputs, as plain values (what the controls hold).
 
-    ``level`` picks the base bet: the ``level``-th smallest base bet (from 0) of the
-    first game's feature in each currency, so one choice spans currencies.
+    ``level`` picks the bet: the ``level``-th smallest (from 0) of the feature costs that
+    every chosen game offers for the feature in each currency (:func:`common_costs`), so
+    one choice spans currencies and the bet is valid for every game.
     """
 
     game_ids: tuple[str, ...]
@@ -71,54 +72,136 @@ class PlannerInputs:
 class PlannerResult:
     """The planner's output: per-currency costs and exposure, the plan and its validation.
 
-    ``review`` is the plan's :class:`~gptools.campaigns.Review` (the table renders its
-    budget); ``validation`` is the review's plus the planner's own finding (a base-bet
-    level a currency lacks). ``error`` holds an input that could not even be read (a
-    malformed date); then ``plan``, ``validation`` and ``review`` are ``None``.
+    ``validation`` lists every problem at once: the plan's review, the planner's own (no
+    feature or cost every chosen game has, a level a currency lacks) and a date that is
+    not in the ``2030-03-01 10:00`` form. ``plan`` and ``review`` are ``None`` while a
+    date cannot be read (the table still shows the costs and exposure, which do not
+    depend on the dates). The table keeps exact values; the HTML shows them with
+    thousands separators and currencies, and the total exposure below it.
     """
 
     table: pd.DataFrame
     plan: Plan | None
-    validation: Validation | None
-    error: str | None = None
+    validation: Validation
     review: Review | None = None
+    reporting_currency: str | None = None
+    total: Decimal | None = None
 
     def _repr_html_(self) -> str:
-        parts = [html_table(self.table)]
-        if self.error:
-            # The error quotes what the user typed: it must stay text.
-            parts.append(f"<p><b>Input error</b>: {html.escape(self.error)}</p>")
-        if self.validation is not None:
-            parts.append(self.validation._repr_html_())
+        # JupyterLab styles tables inside its rendered-HTML class only; a widget's HTML is
+        # outside it, so the planner's output opens one itself.
+        parts = [
+            "<div class='jp-RenderedHTMLCommon'>",
+            html_table(_shown(self.table, self.reporting_currency), numeric=_NUMERIC),
+            _total_html(self.table, self.reporting_currency, self.total),
+            self.validation._repr_html_(),
+            "</div>",
+        ]
         return "".join(parts)
 
 
-def _feature_types(costs: pd.DataFrame, game_id: str) -> list[str]:
-    """The buy feature types of ``game_id`` in a cost table with the breakdown."""
-    return sorted(
-        {
-            r.buy_feature_type
-            for r in rows_of(costs)
-            if r.game_id == game_id and r.buy_feature_type is not None
-        }
-    )
+#: The planner table's columns shown right-aligned (numbers written as text).
+_NUMERIC = frozenset(_PLANNER_COLUMNS) - {"currency"}
 
 
-def _ladder(rows: Sequence[CostRow], game: str, feature: str, currency: str) -> list[CostRow]:
-    found = [
-        r
-        for r in rows
-        if (r.game_id, r.buy_feature_type, r.currency) == (game, feature, currency)
-        and r.base_bet is not None
+def _money_text(amount: Any, currency: str | None) -> Any:
+    """An amount with thousands separators and its currency (``EUR 6,250,000.00``)."""
+    if not isinstance(amount, Decimal):
+        return amount  # missing: shown as such
+    digits = f"{amount:,f}"
+    return f"{currency} {digits}" if currency else digits
+
+
+def _shown(table: pd.DataFrame, reporting: str | None) -> pd.DataFrame:
+    """The planner table as text for people: money with separators and currency, counts
+    with separators (the frame itself keeps the exact values)."""
+    out = table.copy()
+    for column in ("base_bet", "feature_cost", "max_exposure"):
+        out[column] = [
+            _money_text(v, c) for v, c in zip(table[column], table["currency"], strict=True)
+        ]
+    out["reporting_value"] = [_money_text(v, reporting) for v in table["reporting_value"]]
+    for column in ("bet_number", "players"):
+        out[column] = [f"{v:,}" if isinstance(v, int) else v for v in table[column]]
+    return out
+
+
+def _total_html(table: pd.DataFrame, reporting: str | None, total: Decimal | None) -> str:
+    """The plan's total maximum exposure: in the reporting currency, else per currency
+    (money is never added across currencies)."""
+    if not any(isinstance(v, Decimal) for v in table["max_exposure"]):
+        return ""  # nothing planned yet
+    if total is not None and reporting:
+        text = _money_text(total, reporting)
+        return f"<p>Total maximum exposure: <b>{html.escape(text)}</b></p>"
+    amounts = [
+        _money_text(v, c)
+        for v, c in zip(table["max_exposure"], table["currency"], strict=True)
+        if isinstance(v, Decimal)
     ]
-    return sorted(found, key=lambda r: r.base_bet or Decimal(0))
+    shown = html.escape(" + ".join(amounts))
+    return f"<p>Total maximum exposure: <b>{shown}</b> (no reporting currency to add them in)</p>"
 
 
-def levels(costs: pd.DataFrame, game_id: str, feature: str, currencies: Sequence[str]) -> int:
-    """How many base-bet levels every one of ``currencies`` offers for the feature."""
+def _feature_types(costs: pd.DataFrame, game_ids: Sequence[str]) -> list[str]:
+    """The buy feature types that every one of ``game_ids`` has, in a cost table with
+    the breakdown."""
     rows = rows_of(costs)
-    counts = [len(_ladder(rows, game_id, feature, c)) for c in currencies]
+    found: set[str] | None = None
+    for game in game_ids:
+        own = {r.buy_feature_type for r in rows if r.game_id == game and r.buy_feature_type}
+        found = own if found is None else found & own
+    return sorted(found or ())
+
+
+@dataclass(frozen=True, slots=True)
+class CommonCost:
+    """A feature cost every chosen game offers in a currency, and the base bet it comes
+    from when it is the same for every game (``None`` when the games differ)."""
+
+    feature_cost: Decimal
+    base_bet: Decimal | None
+
+
+def common_costs(
+    rows: Sequence[CostRow], game_ids: Sequence[str], feature: str, currency: str
+) -> list[CommonCost]:
+    """The feature costs of ``feature`` in ``currency`` that every one of ``game_ids``
+    offers, smallest first: the bets a campaign on all of them can have."""
+    per_game: list[dict[Decimal, set[Decimal | None]]] = []
+    for game in game_ids:
+        costs: dict[Decimal, set[Decimal | None]] = {}
+        for r in rows:
+            if (r.game_id, r.buy_feature_type, r.currency) == (game, feature, currency):
+                costs.setdefault(r.feature_cost, set()).add(r.base_bet)
+        per_game.append(costs)
+    if not per_game:
+        return []
+    shared = set.intersection(*(set(costs) for costs in per_game))
+    out = []
+    for cost in sorted(shared):
+        bases = set.union(*(costs[cost] for costs in per_game))
+        out.append(CommonCost(cost, next(iter(bases)) if len(bases) == 1 else None))
+    return out
+
+
+def levels(
+    costs: pd.DataFrame, game_ids: Sequence[str], feature: str, currencies: Sequence[str]
+) -> int:
+    """How many levels (feature costs every one of ``game_ids`` offers) every one of
+    ``currencies`` has for the feature."""
+    rows = rows_of(costs)
+    counts = [len(common_costs(rows, game_ids, feature, c)) for c in currencies]
     return min(counts) if counts else 0
+
+
+def _parse_date(field_name: str, text: str) -> datetime | Problem:
+    try:
+        return datetime.strptime(text.strip(), _DATE_FORMAT)
+    except ValueError:
+        return Problem(
+            field_name, text, "a date and time like 2030-03-01 10:00", "cannot be read as one"
+        )
 
 
 def planner_result(
@@ -131,78 +214,110 @@ def planner_result(
 ) -> PlannerResult:
     """Cost and maximum exposure per currency for the inputs, and the plan's validation.
 
-    The bet of each currency is the feature cost at the chosen base-bet level of the
-    first game; the validation checks it against every selected game.
+    The bet of each currency is the feature cost at the chosen level among those every
+    chosen game offers (:func:`common_costs`). Every problem is listed at once: a date
+    that cannot be read is one problem among the others, never a reason to hide them.
     """
     rows = rows_of(costs)
+    games, feature = inputs.game_ids, inputs.buy_feature_type
     lines: dict[str, CurrencyLine] = {}
     table_rows: list[list[Any]] = []
-    game = inputs.game_ids[0] if inputs.game_ids else ""
+    shared = feature in _feature_types(costs, games) if games else True
+    own: list[Problem] = [] if shared else [_no_feature(inputs)]
     for currency in inputs.currencies:
-        ladder = _ladder(rows, game, inputs.buy_feature_type, currency)
+        ladder = common_costs(rows, games, feature, currency)
         if not 0 <= inputs.level < len(ladder):
             table_rows.append(
                 [currency, pd.NA, pd.NA, inputs.bet_number, inputs.players, pd.NA, pd.NA]
             )
+            if shared:
+                own.append(_no_level(currency, ladder, inputs))
             continue
         chosen = ladder[inputs.level]
         lines[currency] = CurrencyLine(bet=chosen.feature_cost, players=inputs.players)
-        table_rows.append(
-            [
-                currency,
-                chosen.base_bet,
-                chosen.feature_cost,
-                inputs.bet_number,
-                inputs.players,
-                pd.NA,
-                pd.NA,
-            ]
-        )
-    try:
-        start = datetime.strptime(inputs.start.strip(), _DATE_FORMAT)
-        end = datetime.strptime(inputs.end.strip(), _DATE_FORMAT)
-    except ValueError:
-        table = pd.DataFrame(table_rows, columns=list(_PLANNER_COLUMNS), dtype=object)
-        return PlannerResult(
-            table,
-            None,
-            None,
-            f"dates must look like 2030-03-01 10:00, got {inputs.start!r} and {inputs.end!r}",
-        )
+        base = chosen.base_bet if chosen.base_bet is not None else pd.NA
+        row = [currency, base, chosen.feature_cost, inputs.bet_number, inputs.players]
+        table_rows.append([*row, pd.NA, pd.NA])
+    start, end = _parse_date("start", inputs.start), _parse_date("end", inputs.end)
+    unread = [p for p in (start, end) if isinstance(p, Problem)]
     plan = Plan(
         name=inputs.name,
         campaign_type=AWARDED_FEATURE,
-        game_ids=inputs.game_ids,
+        game_ids=games,
         currencies=lines,
         bet_number=inputs.bet_number,
-        start=start,
-        end=end,
+        # A date that cannot be read stands in for by one that raises no problem of its
+        # own; the problems about it are dropped below and its own is listed instead.
+        start=start if isinstance(start, datetime) else _stand_in(end, -1, now),
+        end=end if isinstance(end, datetime) else _stand_in(start, 1, now),
         time_zone=inputs.time_zone,
         reporting_currency=reporting_currency,
         exchange_rates=dict(rates or {}),
     )
     planned = review(plan, now=now, costs=costs)
-    validation = planned.validation
+    # The review's own words for what the planner explains better: a date it could not
+    # read, and "no currency" when the chosen ones have no cost to plan with.
+    dropped = {p.field for p in unread} | ({"currencies"} if inputs.currencies else set())
+    problems = [
+        *unread,
+        *(p for p in planned.validation.problems if p.field not in dropped),
+        *own,
+    ]
     plan_budget = None if planned.budget is None else planned.budget.table.set_index("currency")
-    for row in table_rows:
-        if plan_budget is not None and row[0] in plan_budget.index:
-            row[5] = plan_budget.at[row[0], "max_exposure"]
-            row[6] = plan_budget.at[row[0], "reporting_value"]
-    missing = [c for c in inputs.currencies if c not in lines]
-    if missing:
-        validation = Validation(
-            (
-                *validation.problems,
-                Problem(
-                    "currencies",
-                    missing,
-                    f"base-bet level {inputs.level}",
-                    f"no base bet at this level for {inputs.buy_feature_type} of {game}",
-                ),
-            )
-        )
+    for table_row in table_rows:
+        if plan_budget is not None and table_row[0] in plan_budget.index:
+            table_row[5] = plan_budget.at[table_row[0], "max_exposure"]
+            table_row[6] = plan_budget.at[table_row[0], "reporting_value"]
     table = pd.DataFrame(table_rows, columns=list(_PLANNER_COLUMNS), dtype=object)
-    return PlannerResult(table, plan, validation, review=planned)
+    budget = planned.budget
+    return PlannerResult(
+        table,
+        None if unread else plan,
+        Validation(tuple(problems)),
+        None if unread else planned,
+        reporting_currency=budget.reporting_currency if budget is not None else None,
+        total=budget.total if budget is not None else None,
+    )
+
+
+def _no_feature(inputs: PlannerInputs) -> Problem:
+    """The planner's problem for a feature that not every chosen game has."""
+    games = ", ".join(inputs.game_ids)
+    if not inputs.buy_feature_type:
+        reason = f"{games} have no buy feature in common; choose other games"
+    else:
+        reason = f"not every one of {games} has it; choose another feature or other games"
+    return Problem("buy_feature_type", inputs.buy_feature_type, "a feature every game has", reason)
+
+
+def _no_level(currency: str, ladder: Sequence[CommonCost], inputs: PlannerInputs) -> Problem:
+    """The planner's problem for a currency without the chosen level."""
+    games = ", ".join(inputs.game_ids)
+    if not ladder:
+        has = f"{games} share" if len(inputs.game_ids) > 1 else f"{games} offers"
+        return Problem(
+            f"currencies.{currency}",
+            currency,
+            f"a {inputs.buy_feature_type} cost every chosen game offers",
+            f"{has} no {inputs.buy_feature_type} cost in {currency}; choose other games or "
+            "another currency",
+        )
+    return Problem(
+        f"currencies.{currency}",
+        currency,
+        f"level {inputs.level + 1}",
+        f"{currency} has {len(ladder)} {inputs.buy_feature_type} cost(s) every chosen game "
+        f"offers ({games})",
+    )
+
+
+def _stand_in(other: datetime | Problem, direction: int, now: datetime | None) -> datetime:
+    """A date for one that cannot be read: 30 days from the other date (in
+    ``direction``), or from ``now`` when neither can be read."""
+    if isinstance(other, datetime):
+        return other + direction * timedelta(days=30)
+    base = (now or datetime.now(UTC)).replace(tzinfo=None)
+    return base + timedelta(days=30 if direction < 0 else 60)
 
 
 @dataclass
@@ -264,7 +379,7 @@ def build_ui(
             options=currencies, value=tuple(currencies[:3]), description="Currencies"
         ),
         "feature": widgets.Dropdown(description="Feature"),
-        "level": widgets.Dropdown(description="Base bet"),
+        "level": widgets.Dropdown(description="Feature cost"),
         "bet_number": widgets.IntText(value=10, description="betNumber"),
         "players": widgets.IntText(value=100, description="Players"),
         "start": widgets.Text(value=start, description="Start"),
@@ -308,19 +423,19 @@ def build_ui(
             return
         busy = True
         try:
-            game = c["games"].value[0] if c["games"].value else games[0]
-            types = _feature_types(costs, game)
+            chosen_games = c["games"].value or (games[0],)
+            types = _feature_types(costs, chosen_games)
             if tuple(c["feature"].options) != tuple(types):
                 c["feature"].options = types
             if c["feature"].value not in types:
                 c["feature"].value = types[0] if types else None
             feature = c["feature"].value or ""
             chosen = c["currencies"].value
-            first = _ladder(rows, game, feature, chosen[0]) if chosen else []
-            count = levels(costs, game, feature, chosen)
+            first = common_costs(rows, chosen_games, feature, chosen[0]) if chosen else []
+            count = levels(costs, chosen_games, feature, chosen)
             options = [
-                (f"level {i + 1} ({r.currency} {r.base_bet})", i)
-                for i, r in enumerate(first[:count])
+                (f"level {i + 1} ({chosen[0]} {cost.feature_cost:,f})", i)
+                for i, cost in enumerate(first[:count])
             ]
             if list(c["level"].options) != options:
                 old = c["level"].value
@@ -346,10 +461,12 @@ def build_ui(
 
 
 __all__ = [
+    "CommonCost",
     "PlannerInputs",
     "PlannerResult",
     "PlannerUI",
     "build_ui",
+    "common_costs",
     "levels",
     "planner_result",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from collections.abc import Iterator
@@ -136,3 +137,23 @@ def test_creating_never_opens_an_existing_database(tmp_path: Path) -> None:
         assert out == "database is locked"
     finally:
         holder.close()
+
+
+def test_an_output_link_put_in_place_after_the_check_is_still_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``open_output`` holds its rule as it opens (``O_NOFOLLOW``, ``O_EXCL``), not only
+    in the check before: a link or a file that appears in between is refused too."""
+    from gptools import _private_files
+
+    target = tmp_path / "target.txt"
+    target.write_text("precious\n")
+    link = tmp_path / "out.csv"
+    link.symlink_to(target)
+    monkeypatch.setattr(_private_files, "check_output", lambda path, **_: Path(path))
+    with pytest.raises(OSError) as caught:
+        _private_files.open_output(link, force=True)
+    assert caught.value.errno == errno.ELOOP
+    with pytest.raises(FileExistsError):
+        _private_files.open_output(target)
+    assert target.read_text() == "precious\n"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -11,6 +10,7 @@ import click
 
 from gptools.cli._common import parse_now
 from gptools.cli._main import cli_text, emit, fail, say, webhooks
+from gptools.cli._outputs import check_output_option, write_csv_output
 from gptools.cli._params import column_mapping_options, mapping_fields
 from gptools.errors import MissingExtraError
 
@@ -46,18 +46,6 @@ def _plain(value: Any) -> Any:
 def _lost_records(analysis: Any) -> list[dict[str, Any]]:
     frame = analysis.lost_actions()
     return [{k: _plain(row[k]) for k in LOST_COLUMNS} for row in frame.to_dict("records")]
-
-
-def _write_lost(path: Path, lost: list[dict[str, Any]]) -> None:
-    from gptools.webhooks import open_private
-
-    try:
-        with open_private(path, "w", encoding="utf-8", newline="") as fh:
-            writer = csv.DictWriter(fh, fieldnames=LOST_COLUMNS)
-            writer.writeheader()
-            writer.writerows(lost)
-    except OSError as exc:
-        fail(f"--lost-out {path}: cannot write: {exc.strerror or exc}")
 
 
 @webhooks.command("analyze")
@@ -104,7 +92,8 @@ def _write_lost(path: Path, lost: list[dict[str, Any]]) -> None:
     "--force",
     is_flag=True,
     help="Analyse a JSONL file even when its first 1,000 lines are mostly not JSON objects "
-    "(refused by default: it does not look like a delivery log).",
+    "(refused by default: it does not look like a delivery log), and overwrite an existing "
+    "--lost-out file (never through a symbolic link).",
 )
 @click.option(
     "--max-line-bytes",
@@ -118,7 +107,8 @@ def _write_lost(path: Path, lost: list[dict[str, Any]]) -> None:
     "--lost-out",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="Write the lost actions (what a replay request needs) to this CSV file.",
+    help="Write the lost actions (what a replay request needs) to this CSV file (a new "
+    "one: an existing file only with --force).",
 )
 @column_mapping_options
 def analyze_command(
@@ -136,6 +126,7 @@ def analyze_command(
     """
     moment = parse_now(now)
     fields = mapping_fields(columns, latency_unit)
+    check_output_option("--lost-out", lost_out, force=force)
     from gptools.deliverylog import (
         DEFAULT_MAX_LINE_BYTES,
         ColumnMapping,
@@ -159,7 +150,8 @@ def analyze_command(
     except (DeliveryLogError, ImportError) as exc:
         fail(str(exc), bad_input=True)
     if lost_out is not None:
-        _write_lost(lost_out, lost)
+        rows = ([record[k] for k in LOST_COLUMNS] for record in lost)
+        write_csv_output("--lost-out", lost_out, LOST_COLUMNS, rows, force=force)
     document = report.to_dict()
     document["warnings"] = [cli_text(w) for w in document.get("warnings", [])]
     document["lost"] = lost

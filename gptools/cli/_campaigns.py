@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from gptools.cli._common import (
     resolve_brand,
 )
 from gptools.cli._main import EXIT_BAD_INPUT, NotRecorded, campaigns, cli_text, emit, fail, say
+from gptools.cli._outputs import check_output_option, force_option, write_csv_output
 from gptools.cli._params import BRAND_ID, column_mapping_options, mapping_fields
 from gptools.errors import GameNotFoundError, MissingExtraError
 
@@ -366,18 +366,6 @@ def show_command(
     emit(doc, as_json=as_json, human=human)
 
 
-def _write_unreached(path: Path, frame: Any) -> None:
-    from gptools.webhooks import open_private
-
-    try:
-        with open_private(path, "w", encoding="utf-8", newline="") as fh:
-            writer = csv.writer(fh)
-            writer.writerow(["campaign_id", "player_id"])
-            writer.writerows(zip(frame.campaign_id, frame.player_id, strict=True))
-    except OSError as exc:
-        fail(f"--unreached-out {path}: cannot write: {exc.strerror or exc}")
-
-
 @campaigns.command("results")
 @click.argument("source")
 @click.option(
@@ -409,15 +397,18 @@ def _write_unreached(path: Path, frame: Any) -> None:
     "--unreached-out",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="Write the players never reached (campaign_id, player_id) to this CSV file.",
+    help="Write the players never reached (campaign_id, player_id) to this CSV file (a "
+    "new one: an existing file only with --force).",
 )
+@force_option("--unreached-out")
 @column_mapping_options
 @server_options
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def results_command(
     source: str, campaign_ids: tuple[str, ...], fmt: str, table: str, engine: str,
-    spark_master: str | None, unreached_out: Path | None, columns: tuple[tuple[str, str], ...],
-    latency_unit: str, server: str | None, all_servers: bool, as_json: bool,
+    spark_master: str | None, unreached_out: Path | None, force: bool,
+    columns: tuple[tuple[str, str], ...], latency_unit: str, server: str | None,
+    all_servers: bool, as_json: bool,
 ) -> None:  # fmt: skip
     """How the recorded campaigns did, from a webhook delivery log SOURCE (any log
     `webhooks analyze` reads): players reached and completed, rounds and exposure used
@@ -426,6 +417,7 @@ def results_command(
     Events are attributed by the assumed rule spec.CAMPAIGN_ATTRIBUTION, unless a foreign
     log carries the campaign id: --column campaign_id=NAME attributes each action by it."""
     fields = mapping_fields(columns, latency_unit)
+    check_output_option("--unreached-out", unreached_out, force=force)
     from gptools.campaigns import CampaignRegister, RegisterError
 
     with cli_errors():
@@ -461,7 +453,10 @@ def results_command(
     except (DeliveryLogError, ImportError, ValueError) as exc:
         fail(str(exc), bad_input=True)
     if unreached_out is not None:
-        _write_unreached(unreached_out, unreached)
+        rows = zip(unreached.campaign_id, unreached.player_id, strict=True)
+        write_csv_output(
+            "--unreached-out", unreached_out, ("campaign_id", "player_id"), rows, force=force
+        )
     document = report.to_dict()
     document["unreached"] = len(unreached)
     document["server"] = chosen

@@ -21,6 +21,7 @@ from gptools.cli._main import (
     participants,
     say,
 )
+from gptools.cli._outputs import force_option
 from gptools.cli._params import BRAND_ID, CAMPAIGN_ID, FilePath
 
 
@@ -48,8 +49,10 @@ from gptools.cli._params import BRAND_ID, CAMPAIGN_ID, FilePath
     "--rejects",
     type=FilePath(dir_okay=False, path_type=Path),
     default=None,
-    help="CSV file for the rejected rows [default: FILE-STEM.rejects.csv here].",
+    help="CSV file for the rejected rows [default: FILE-STEM.rejects.csv here]; an existing "
+    "rejects file (a re-run's) is replaced, any other file only with --force.",
 )
+@force_option("--rejects")
 @click.option(
     "--endpoint",
     type=click.Choice(spec.PARTICIPANT_ENDPOINTS),
@@ -122,6 +125,7 @@ def load(
     restart: bool,
     progress: bool | None,
     as_json: bool,
+    force: bool,
 ) -> None:
     """Add the players listed in FILE (CSV, TSV or Excel) to a campaign.
 
@@ -160,6 +164,7 @@ def load(
                     skip_rows=skip_rows,
                     journal=journal,
                     rejects=rejects,
+                    overwrite_rejects=force,
                     chunk_size=chunk_size,
                     endpoint="batch" if endpoint == "batch" else "single",
                     max_id_length=max_id_length,
@@ -174,7 +179,7 @@ def load(
             say("interrupted: run the same command again to resume")
             sys.exit(EXIT_INTERRUPTED)
     if summary.rows == 0:
-        say(f"warning: {file} holds no player rows; nothing was loaded")
+        say(f"warning: {summary.source} holds no player rows; nothing was loaded")
     emit(summary.to_dict(), as_json=as_json, human=lambda: cli_text(str(summary)))
     if not summary.complete:
         fail(

@@ -25,6 +25,7 @@ import click
 from gptools import spec
 from gptools.cli._common import AUTH_CHOICE
 from gptools.cli._main import AddressInUse, emit, fail, say, webhooks
+from gptools.cli._outputs import check_output_option
 from gptools.cli._params import STORE_URL, PositiveFinite
 from gptools.errors import ConfigurationError, MissingExtraError
 
@@ -439,25 +440,27 @@ def _existing_store(store_url: str) -> Store:
     help="Incremental: only the rows this target has not exported yet; the store's "
     "log purge keeps rows its export_target has not exported.",
 )
-@click.option("--force", is_flag=True, help="Overwrite OUT, or write it whatever its suffix.")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Overwrite OUT (never through a symbolic link), or write it whatever its suffix.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def export(
     store_url: str, fmt: str, out: Path, target: str | None, force: bool, as_json: bool
 ) -> None:
     """Write the store's delivery log to OUT as JSONL or Parquet (OUT must not exist and
-    must end in .jsonl or .parquet as --format says, unless --force)."""
+    must end in .jsonl or .parquet as --format says, unless --force; never a symbolic
+    link)."""
     from gptools.webhooks import SchemaVersionError, StoreError, StoreNotFoundError, export_log
 
     store = _existing_store(store_url)
-    if not force:
-        if out.exists():
-            fail(f"{out} exists; --force overwrites it", bad_input=True)
-        if out.suffix.lower() != f".{fmt}":
-            fail(
-                f"{out} does not end in .{fmt}, which --format {fmt} writes; "
-                "rename it or pass --force",
-                bad_input=True,
-            )
+    check_output_option("OUT", out, force=force)
+    if not force and out.suffix.lower() != f".{fmt}":
+        fail(
+            f"{out} does not end in .{fmt}, which --format {fmt} writes; rename it or pass --force",
+            bad_input=True,
+        )
     try:
         result = export_log(
             store, out, format="jsonl" if fmt == "jsonl" else "parquet", target=target

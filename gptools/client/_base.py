@@ -33,6 +33,7 @@ from pydantic import SecretStr, ValidationError
 from gptools import spec
 from gptools._backoff import backoff_delay
 from gptools._json_depth import exceeds_json_depth
+from gptools._secrets import blank_credentials, credential_forms
 from gptools._temporary import is_temporary_status
 from gptools.client import _constants as C
 from gptools.client._ratelimit import RateLimiter
@@ -263,7 +264,7 @@ class BodyReader:
             limit=self.limit,
             method=call.method,
             url=self._client.url_of(call.path, call.params),
-            body=prefix.decode("utf-8", "replace") or None,
+            body=self._client._blank(prefix.decode("utf-8", "replace")) or None,
             retries=self._attempt,
         )
 
@@ -869,7 +870,7 @@ class BaseClient:
         if isinstance(exc, httpx.TimeoutException) and deadline.passed():
             reason = f"no complete answer within the call's deadline of {deadline.seconds:g} s"
         elif reached:
-            reason = _describe(exc)
+            reason = self._blank(_describe(exc))  # a parser's complaint may quote the answer
         else:
             reason = f"cannot connect to {self.settings.base_url}: {connect_failure(exc)}"
         final = attempt >= self.max_retries or not should_retry(
@@ -911,26 +912,39 @@ class BaseClient:
             expected = call.model.EXPECTED or f"a valid {call.model.__name__}"
             raise ApiError(
                 f"unexpected answer from {call.method} {call.path}: expected {expected}; "
-                f"{_problems(exc)}",
+                f"{self._blank(_problems(exc))}",
                 status=response.status,
                 method=call.method,
                 url=self.url_of(call.path, call.params),
-                body=response.text[:2000],
+                body=self._blank(response.text[:2000]),
                 retries=retries,
             ) from exc
         result._retries = retries
         return result
 
+    def _blank(self, text: str) -> str:
+        """``text``, which a server wrote, with credentials blanked: a server may echo the
+        request's ``Authorization`` header, or a password it was given, in its answer."""
+        forms = credential_forms(self.settings.username, self.settings.password.get_secret_value())
+        return blank_credentials(text, forms)
+
     def _error(
         self, call: Call[M], response: Received, retries: int, retry_after: float | None
     ) -> ApiError:
-        raw = response.text
+        raw = self._blank(response.text)
         body: ErrorBody | None = None
         try:
             # A cut body is not the documented JSON, whatever its first bytes say.
             data = None if response.truncated else loads_answer(response.content)
             if isinstance(data, dict):
-                body = ErrorBody.model_validate(data)
+                fields = ErrorBody.model_validate(data)
+                body = fields.model_copy(
+                    update={
+                        name: self._blank(value)
+                        for name, value in fields.model_dump().items()
+                        if isinstance(value, str)
+                    }
+                )
         except ValueError:
             body = None  # not the documented JSON: from_body keeps the raw text instead
         return ApiError.from_body(

@@ -16,6 +16,7 @@ from types import TracebackType
 import httpx
 
 from gptools import spec
+from gptools._bounded_transport import CALL_DEADLINE, bounded_sync_transport
 from gptools.client._base import (
     CLIENT_DOC,
     DEFAULT_HEADERS,
@@ -33,7 +34,6 @@ from gptools.client._base import (
 )
 from gptools.client._ratelimit import Ticket
 from gptools.client._settings import TimeoutTypes
-from gptools.client._transport import CALL_DEADLINE, bounded_sync_transport
 from gptools.errors import GptoolsError
 from gptools.models import (
     AwardedFeatureConfigurations,
@@ -230,7 +230,7 @@ class Client(BaseClient):
         self, call: Call[M], phases: httpx.Timeout, deadline: Deadline, attempt: int
     ) -> Received:
         """One attempt: the answer as far as :class:`BodyReader` keeps it, every socket wait
-        ending by the deadline (:func:`~gptools.client._transport.bounded_sync_transport`)."""
+        ending by the deadline (:func:`~gptools._bounded_transport.bounded_sync_transport`)."""
         request = self._build_request(self._http, call, phases, deadline)
         token = CALL_DEADLINE.set(deadline.at)
         try:

@@ -220,6 +220,12 @@ class DeliveryLog:
         while True:
             try:
                 table = self.materialise(name, build(self.candidates[0]))
+            except duckdb.OutOfMemoryException as exc:
+                # Not the log's shape: the line-by-line reading would need as much again.
+                error = _duckdb_error(self.source, exc)
+                raise DeliveryLogError(
+                    f"{error}; give the reading more memory (memory_limit=)"
+                ) from None
             except duckdb.Error as exc:
                 if len(self.candidates) > 1:
                     self.candidates.pop(0)

@@ -176,19 +176,6 @@ def actions(p: ir.Table) -> ir.Table:
     )
 
 
-def first_plays(p: ir.Table, a: ir.Table, keys: ir.Table) -> ir.Table:
-    """The first valid delivery of each action whose player, currency and bet are some
-    campaign's: valid deliveries that meet a campaign key (a semi-join, selective), kept
-    only when they are their action's first valid one."""
-    valid = p.filter(p.reason.isnull() & p.action_id.notnull())
-    terms = keys.select("player_id", "currency_code", "bet").distinct()
-    cand = valid.semi_join(terms, ["player_id", "currency_code", "bet"])
-    first = a.filter(a.valid).select("action_id", "first_key")
-    j = cand.inner_join(first, [cand.action_id == first.action_id, cand.key == first.first_key])
-    return j.select("action_id", "player_id", "game_id", "currency_code", "bet", "ts_us",
-                    "feature", valid=ibis.literal(True))  # fmt: skip
-
-
 def first_valid(p: ir.Table, a: ir.Table) -> ir.Table:
     """The first valid delivery of every action that has one, with the log's campaign id
     (attribution by the log's campaign id column)."""
@@ -215,17 +202,26 @@ def id_counts(firsts: ir.Table, c: ir.Table) -> ir.Table:
     return without.cross_join(unknown.aggregate(unknown_campaign_id=unknown.count()))
 
 
-def matches(a: ir.Table, g: ir.Table, keys: ir.Table) -> ir.Table:
-    """Per (action, campaign) that fits every term of the attribution rule. ``keys`` has
-    one row per campaign and player with the campaign's currency, bet, window and whether
-    it needs the feature event, so the one large join is an equi-join on (player,
-    currency, bet), where an action meets only the few campaigns of its own player at its
-    own bet; the window is a filter on that join's rows (a separate table of campaigns
-    would let the engine plan a range join of every action with every campaign)."""
-    valid = a.filter(a.valid)
+def delivery_matches(p: ir.Table, g: ir.Table, keys: ir.Table) -> ir.Table:
+    """Per (valid delivery, campaign) that fits every term of the attribution rule.
+    ``keys`` has one row per campaign and player with the campaign's currency, bet,
+    window and whether it needs the feature event, so the one large join is an equi-join
+    on (player, currency, bet), where a delivery meets only the few campaigns of its own
+    player at its own bet; the window is a filter on that join's rows (a separate table of
+    campaigns would let the engine plan a range join of every delivery with every
+    campaign). The games are a second, tiny table."""
+    valid = p.filter(p.reason.isnull() & p.action_id.notnull())
     j = valid.inner_join(keys, ["player_id", "currency_code", "bet"])
     j = j.filter((j.ts_us >= j.start_us) & (j.ts_us < j.end_us) & (j.feature | ~j.needs_feature))
     j = j.inner_join(g, ["campaign_id", "game_id"])
+    return j.select("action_id", "key", "campaign_id", "player_id", "ts_us", "start_us")
+
+
+def matches(dm: ir.Table, a: ir.Table) -> ir.Table:
+    """Per (action, campaign) that fits: the :func:`delivery_matches` of each action's
+    first valid delivery (whose fields are the action's)."""
+    first = a.filter(a.valid).select("action_id", "first_key")
+    j = dm.inner_join(first, [dm.action_id == first.action_id, dm.key == first.first_key])
     return j.select("action_id", "campaign_id", "player_id", "ts_us", "start_us")
 
 
@@ -457,8 +453,11 @@ class CampaignResults(LogOwner):
             self._firsts = log.materialise("gp_campaign_firsts", first_valid(self._plays, self._a))
             self._fits = log.materialise("gp_campaign_fits", id_matches(self._firsts, c))
         else:
-            plays_first = first_plays(self._plays, self._a, keys)
-            self._fits = log.materialise("gp_campaign_fits", matches(plays_first, g, keys))
+            # One large hash table per step: a pipeline probing several (the campaign
+            # keys', the actions') lets each take memory the others need, and DuckDB can
+            # then run out of memory instead of spilling (docs/performance.md).
+            dm = log.materialise("gp_campaign_dfits", delivery_matches(self._plays, g, keys))
+            self._fits = log.materialise("gp_campaign_fits", matches(dm, self._a))
         self._attr = log.materialise("gp_campaign_attr", attribution(self._fits))
         self._pp = log.materialise("gp_campaign_pp", per_player(self._attr))
 

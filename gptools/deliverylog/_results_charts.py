@@ -5,9 +5,11 @@ currencies)."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 import numpy as np
+import pandas as pd
 
 from gptools.deliverylog._charts import _chart, _date_axis, _empty, _hours, _legend
 from gptools.deliverylog._results import CampaignResults
@@ -38,17 +40,39 @@ def plot_funnel(results: CampaignResults) -> Figure:
 
 
 def plot_uptake(results: CampaignResults) -> Figure:
-    """Per campaign, the running count of players reached, day by day of its window."""
-    fig, ax = _chart("Uptake: players reached so far", "day (UTC)", "players reached")
-    df = results.uptake()
-    if df.empty:
+    """Per campaign (its currency in the legend), the running count of players reached,
+    each day's count drawn at the end of that day (players who had played by then), from
+    zero at the campaign's start."""
+    fig, ax = _chart("Uptake: players reached by the end of each day", "time (UTC)",
+                     "players reached")  # fmt: skip
+    points = uptake_points(results)
+    if points.empty:
         _empty(ax, "attributed play")
         return fig
-    for cid, part in df.groupby("campaign_id", sort=True):
-        ax.step(_hours(part["date"]), part["reached"], where="post", marker="o", label=str(cid))
+    for label, part in points.groupby("label", sort=True):
+        ax.plot(_hours(part["at"]), part["reached"], marker="o", label=str(label))
     _date_axis(ax)
     _legend(ax)
     return fig
+
+
+def uptake_points(results: CampaignResults) -> pd.DataFrame:
+    """What :func:`plot_uptake` draws: per campaign (``label``: its id and currency), the
+    players reached (``reached``) at each instant ``at`` (UTC): zero at its start, then
+    the count at the end of each day of its window up to its last day of play (the last
+    day cut at the campaign's end), days without a new player included."""
+    rows: list[tuple[str, datetime, int]] = []
+    for cid, part in results.uptake().groupby("campaign_id", sort=True):
+        terms = results.campaigns[str(cid)]
+        start, end = terms.start.astimezone(UTC), terms.end.astimezone(UTC)
+        label = f"{cid} ({terms.currency})"
+        by_day = dict(zip(part["day"], part["reached"], strict=True))
+        rows.append((label, start, 0))
+        reached = 0
+        for day in range(int(part["day"].max()) + 1):
+            reached = int(by_day.get(day, reached))
+            rows.append((label, min(start + timedelta(days=day + 1), end), reached))
+    return pd.DataFrame(rows, columns=["label", "at", "reached"])
 
 
 def plot_budget_used(results: CampaignResults) -> Figure:

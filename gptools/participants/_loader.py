@@ -73,7 +73,7 @@ from gptools.participants._constants import (
 from gptools.participants._journal import Identity, Journal
 from gptools.participants._recorded import record_load, register_path
 from gptools.participants._sources import SourceLike, open_source
-from gptools.participants._summary import LoadSummary, check_writable, write_rejects
+from gptools.participants._summary import LoadSummary, check_rejects_file, write_rejects
 from gptools.participants._validate import Rejection, check_player_id
 
 if TYPE_CHECKING:
@@ -167,6 +167,7 @@ def load_participants(
     skip_rows: int | None = None,
     journal: str | os.PathLike[str] | None = None,
     rejects: str | os.PathLike[str] | None = None,
+    overwrite_rejects: bool = False,
     chunk_size: int | None = None,
     endpoint: Endpoint = "single",
     max_id_length: int = spec.PLAYER_ID_MAX_LENGTH,
@@ -189,7 +190,9 @@ def load_participants(
     the client's own raises :class:`ValueError`). ``journal`` is the SQLite
     file that makes the load resumable (default: :func:`default_journal_path`); running the
     same load again with the same journal sends only what was not acknowledged. ``rejects``
-    is a CSV file to write the rejected rows to (not written when the list has no rows).
+    is a CSV file to write the rejected rows to (not written when the list has no rows;
+    never through a symbolic link): an existing file is replaced only when it is a rejects
+    file (a re-run's) or empty, any other only with ``overwrite_rejects=True``.
     ``endpoint`` picks the participant endpoint: ``"single"`` (the documented
     ``.../participant``, the default) or ``"batch"``, the batch endpoint the document
     recommends for large lists (path assumed:
@@ -249,7 +252,7 @@ def load_participants(
     started = time.monotonic()
     if rejects is not None:
         # Before anything is read or sent: an output that cannot be written is bad input.
-        check_writable(Path(rejects), "rejects file")
+        check_rejects_file(Path(rejects), overwrite=overwrite_rejects)
     record_in = register_path(register)
     if record_in is not None:
         _register_file.check_writable(record_in, "nothing was sent")  # nothing unrecorded
@@ -281,7 +284,12 @@ def load_participants(
             header_name = src.details.get("column") if src.details.get("header") == "yes" else None
 
             def check(raw: str | None) -> str | Rejection:
-                return check_player_id(raw, max_length=max_id_length, header=header_name)
+                return check_player_id(
+                    raw,
+                    max_length=max_id_length,
+                    header=header_name,
+                    header_names=header is not False,
+                )
 
             with show_progress(
                 desc=f"reading {src.description}", unit="rows", show=progress, leave=False

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, NamedTuple, TypeAlias
 
 from gptools.errors import GptoolsError, import_extra
+from gptools.participants._excel_cells import cell_text
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -254,6 +255,16 @@ def _names_column(record: Sequence[str], column: str | int | None) -> bool:
     return any(is_header_name(c) for c in cells)
 
 
+def _below_ids(above: Sequence[Sequence[str]], index: int, body: Sequence[str]) -> bool:
+    """Whether a row that names the column stands below rows ``above`` that are all ids
+    like the ``body`` below it: then it is no header (a header sits above the data) but a
+    row of the list, which validation rejects as ``header_row``. Nothing below it, or
+    rows above unlike the body (titles), leave it a header."""
+    if not above or not any(b.strip() for b in body):
+        return False
+    return all((cell := _cell(row, index).strip()) and not _unlike(cell, body) for row in above)
+
+
 def _ambiguous(where: str, rows: Sequence[str]) -> PlayerListError:
     shown = ", ".join(repr(r[:40]) for r in rows[:3])
     return PlayerListError(
@@ -270,6 +281,7 @@ def _layout(
     skip_rows: int | None,
     where: str,
     unit: str = "line",
+    name_it: str = "name it with column=...",
 ) -> _Layout:
     """Where the list starts in the sampled ``records`` and which column holds the ids.
 
@@ -280,6 +292,10 @@ def _layout(
     the rows below it (``login`` above ``u-1``, ``u-2``) makes the layout ambiguous, and so
     does a header name that could as well be an id (``user`` above ``alice``, ``bob``):
     :class:`PlayerListError` asks for ``header=`` and ``skip_rows=``, which decide.
+    A row naming the column below rows that are ids like those under it is no header but
+    a row of a list without one (``players`` on the third row of an id list). Given
+    ``header=`` always wins over what the rows look like. ``name_it`` ends the message
+    of a file without a player-id column (how to name the column, or another sheet).
     """
     width = max((len(r) for r in records), default=0) or 1
     if isinstance(column, int) and column < 0:
@@ -321,27 +337,30 @@ def _layout(
         if index is None:
             raise PlayerListError(
                 f"{where}: no player-id column in the header row {names}; known names are "
-                f"{list(PLAYER_ID_HEADERS)} (any case); name it with column=..."
+                f"{list(PLAYER_ID_HEADERS)} (any case); {name_it}"
             )
         body = [_cell(r, index) for r in rows[found + 1 :]]
         name = _cell(names, index)
-        if header is None:
-            titles = [_row_text(r) for r in rows[:found]]
-            if any(not _unlike(t, body) for t in titles):
-                raise _ambiguous(where, [*titles, name])
-            if column is None and _generic(normalise_header(name)) and not _unlike(name, body):
-                raise _ambiguous(where, [name])
-        rejects = [normalise_header(c) for c in names] == [
-            normalise_header(c) for c in REJECTS_COLUMNS
-        ]
-        return _Layout(index, skip + found, True, name, rejects)
+        # A header sits above the data: below ids, the row is one of the list (validation
+        # rejects it as header_row) and the file is read without a header.
+        if header is not None or not _below_ids(rows[:found], index, body):
+            if header is None:
+                titles = [_row_text(r) for r in rows[:found]]
+                if any(not _unlike(t, body) for t in titles):
+                    raise _ambiguous(where, [*titles, name])
+                if column is None and _generic(normalise_header(name)) and not _unlike(name, body):
+                    raise _ambiguous(where, [name])
+            rejects = [normalise_header(c) for c in names] == [
+                normalise_header(c) for c in REJECTS_COLUMNS
+            ]
+            return _Layout(index, skip + found, True, name, rejects)
     if isinstance(column, str):
         _pick_column(list(rows[0]) if rows else [], column, where)  # raises: no such column
     if column is None and width > 1:
         first = list(rows[0]) if rows else []
         raise PlayerListError(
             f"{where}, {unit} {skip + 1}: no player-id column in the header row {first}; "
-            f"known names are {list(PLAYER_ID_HEADERS)} (any case); name it with column=..."
+            f"known names are {list(PLAYER_ID_HEADERS)} (any case); {name_it}"
         )
     index = column if isinstance(column, int) else 0
     cells = [_cell(r, index) for r in rows]
@@ -426,7 +445,17 @@ class _TextFileSource(Source):
 
 
 def _csv_rows(text: IO[str], src: _TextFileSource) -> Iterator[PlayerRow]:
-    reader = csv.reader(text, delimiter=src.delimiter, strict=False)
+    # The raw lines of the record being read: the reader reads no line ahead, so after
+    # each record they are that record's, and a record over several lines can be told
+    # closed (its quote ended on its last line) from cut off by the end of the file.
+    raw: list[str] = []
+
+    def lines() -> Iterator[str]:
+        for text_line in text:
+            raw.append(text_line)
+            yield text_line
+
+    reader = csv.reader(lines(), delimiter=src.delimiter, strict=False)
     single = src.delimiter == _NO_DELIMITER
     start = 1
     unread = src.skip + (1 if src.header else 0)
@@ -434,7 +463,8 @@ def _csv_rows(text: IO[str], src: _TextFileSource) -> Iterator[PlayerRow]:
         for number, record in enumerate(reader):
             line, start = start, reader.line_num + 1
             if reader.line_num > line:
-                _check_swallowed(src, record, line, reader.line_num)
+                _check_swallowed(src, record, "".join(raw), line, reader.line_num)
+            raw.clear()
             if number < unread:
                 continue
             if single:
@@ -457,15 +487,15 @@ def _csv_rows(text: IO[str], src: _TextFileSource) -> Iterator[PlayerRow]:
         ) from exc
 
 
-def _check_swallowed(src: _TextFileSource, record: list[str], line: int, last: int) -> None:
-    """Refuse a row that runs over several lines when a quote swallowed lines: the
-    player id holds a line break (an id cannot: it is an unclosed quote, or a line break
-    the list must not hold), or a field holds whole rows of the file. A quoted field with
-    line breaks elsewhere (a name on two lines) is a row like any other."""
-    ids = record if src.delimiter == _NO_DELIMITER else record[src.column : src.column + 1]
-    # A rejects file quotes the ids it holds with their line breaks: those are its own.
-    broken = not src.unescape and any("\n" in v or "\r" in v for v in ids)
-    swallowed = broken or any(
+def _check_swallowed(
+    src: _TextFileSource, record: list[str], raw: str, line: int, last: int
+) -> None:
+    """Refuse a row that runs over several lines when a quote swallowed lines: its quote
+    is still open at the end of the file, or a field holds whole rows of the file (lines
+    with as many delimiters as a row). A quoted field closed on a later line is a row like
+    any other (RFC 4180 allows line breaks inside quotes): a name on two lines loads, and
+    an id holding a line break is that row's ``control_character`` rejection."""
+    swallowed = _open_quote(raw, src.delimiter) or any(
         len(inner.split(src.delimiter)) >= max(src.width, 2)
         for field in record
         for inner in field.splitlines()[1:]
@@ -476,6 +506,28 @@ def _check_swallowed(src: _TextFileSource, record: list[str], line: int, last: i
             f"line ends, so lines {line + 1} to {last} were read into one field; close the "
             "quote (or remove it) and load again; nothing was sent"
         )
+
+
+def _open_quote(raw: str, delimiter: str) -> bool:
+    """Whether the record ``raw`` ends inside a quoted field, read as the ``csv`` module
+    reads it with ``strict=False``: a quote opens a field only at the field's start, ``""``
+    inside one is a quote, and a quote followed by anything else closes it."""
+    ends = (delimiter, "\n", "\r")
+    quoted = closing = False
+    at_start = True
+    for ch in raw:
+        if quoted:
+            if ch == '"':
+                quoted, closing = False, True
+            continue
+        if closing and ch == '"':
+            quoted, closing = True, False  # "" inside quotes: a quote, still quoted
+            continue
+        closing = False
+        if ch == '"' and at_start:
+            quoted = True
+        at_start = ch in ends
+    return quoted
 
 
 @dataclass
@@ -489,29 +541,91 @@ class _ExcelSource(Source):
 
     def rows(self) -> Iterator[PlayerRow]:
         book, sheet = _open_sheet(self.path, self.sheet)
+        formulas = _Formulas(self.path, self.sheet, self.column)
         unread = self.skip + (1 if self.header else 0)
         try:
-            for line, values in enumerate(sheet.iter_rows(values_only=True), start=1):
+            for line, cells in enumerate(sheet.iter_rows(), start=1):
                 if line <= unread:
                     continue
-                if self.column < len(values):
-                    value = _text(values[self.column])
+                if self.column < len(cells):
+                    value = _excel_text(cells[self.column], sheet.title, line, formulas)
                     yield PlayerRow(
                         line, unescape_spreadsheet_cell(value) if self.unescape else value
                     )
-                elif not values:
+                elif not cells:
                     yield PlayerRow(line, "")
                 else:
                     yield PlayerRow(line, None)
         finally:
+            formulas.close()
             book.close()
 
 
-def _open_sheet(path: Path, sheet: str | int | None) -> tuple[Any, Any]:
+def _excel_text(cell: Any, title: str, line: int, formulas: _Formulas | None) -> str:
+    """What a person sees in ``cell`` (:func:`cell_text`), or why it holds no id, naming
+    the cell and its sheet; an empty cell is looked up in ``formulas`` (none: the sample,
+    where a formula without a value reads as empty)."""
+    coordinate = getattr(cell, "coordinate", None)  # None: a cell missing from the file
+
+    def formula() -> str | None:
+        if formulas is None or coordinate is None:
+            return None
+        return formulas.at(line)
+
+    return cell_text(
+        cell.value,
+        cell.data_type,
+        cell.number_format,
+        formula,
+        f"cell {coordinate} of sheet {title!r}",
+    )
+
+
+class _Formulas:
+    """The formulas of the player-id column, for the cells that read as empty.
+
+    A workbook read with its calculated values (what a person sees) gives a formula that
+    was never calculated (a file written by a program that does not calculate) as an
+    empty cell; a second reading, formulas kept, tells the two apart. It is opened at the
+    first empty cell and advanced only as far as the cells asked about, so a sheet
+    without empty ids is read once.
+    """
+
+    def __init__(self, path: Path, sheet: str | int | None, column: int) -> None:
+        self._path, self._sheet, self._column = path, sheet, column
+        self._book: Any = None
+        self._rows: Iterator[Any] = iter(())
+        self._line = 0
+        self._row: Any = ()
+
+    def at(self, line: int) -> str | None:
+        """The formula of the column's cell on ``line`` (1-based, asked in order), or
+        ``None`` when the cell holds none."""
+        if self._book is None:
+            self._book, sheet = _open_sheet(self._path, self._sheet, data_only=False)
+            column = self._column + 1
+            self._rows = iter(sheet.iter_rows(min_col=column, max_col=column))
+        while self._line < line:
+            self._row = next(self._rows, ())
+            self._line += 1
+        cell = self._row[0] if self._row else None
+        if cell is None or cell.data_type != "f":
+            return None
+        # An array or data-table formula is an object holding its text.
+        return str(getattr(cell.value, "text", cell.value))
+
+    def close(self) -> None:
+        """Close the second reading, if it was opened."""
+        if self._book is not None:
+            self._book.close()
+            self._book = None
+
+
+def _open_sheet(path: Path, sheet: str | int | None, *, data_only: bool = True) -> tuple[Any, Any]:
     openpyxl = import_extra("openpyxl", "excel", "Reading Excel player lists")
 
     try:
-        book = openpyxl.load_workbook(path, read_only=True, data_only=True)
+        book = openpyxl.load_workbook(path, read_only=True, data_only=data_only)
     except Exception as exc:  # openpyxl raises many kinds for a damaged workbook
         raise PlayerListError(f"{path}: cannot open as an Excel workbook: {exc}") from exc
     names = book.sheetnames
@@ -743,15 +857,19 @@ def _open_excel(
 ) -> Source:
     book, ws = _open_sheet(path, sheet)
     try:
-        sample = [
-            [_text(v) for v in values]
-            for values in ws.iter_rows(values_only=True, max_row=_SAMPLE_LINES)
-        ]
         title = ws.title
+        sample = [
+            [_excel_text(cell, title, line, None) for cell in cells]
+            for line, cells in enumerate(ws.iter_rows(max_row=_SAMPLE_LINES), start=1)
+        ]
+        sheets = book.sheetnames
     finally:
         book.close()
     where = f"{path} (sheet {title!r})"
-    layout = _layout(sample, column, header, skip_rows, where, "row")
+    name_it = "name it with column=..."
+    if sheet is None and len(sheets) > 1:
+        name_it += f", or choose the sheet with sheet=... (the workbook has {sheets})"
+    layout = _layout(sample, column, header, skip_rows, where, "row", name_it)
     details = {
         "kind": "excel",
         "sheet": title,

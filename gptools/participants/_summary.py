@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from gptools._private_files import open_private
+from gptools._private_files import OutputRefusedError, check_output, open_output
 from gptools.participants._journal import read_outcomes
 from gptools.participants._sources import REJECTS_COLUMNS, PlayerListError, spreadsheet_safe
 
@@ -206,7 +206,8 @@ def write_rejects(journal: Path, path: str | Path) -> Path:
     the file is read back."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    with open_private(target, "w", encoding="utf-8", newline="") as fh:
+    # Replaced when it exists (a re-run of the load), never written through a link.
+    with open_output(target, "w", force=True, encoding="utf-8", newline="") as fh:
         writer = csv.writer(fh)
         writer.writerow(REJECTS_COLUMNS)
         for line, raw, _pid, _outcome, code, detail in read_outcomes(
@@ -218,12 +219,11 @@ def write_rejects(journal: Path, path: str | Path) -> Path:
 
 
 def check_writable(path: Path, what: str) -> None:
-    """Raise :class:`PlayerListError` (one line) unless ``path`` can be written: its
-    folder exists (or can be made) and a file can be created there, or the file itself is
-    writable. Nothing is left behind."""
+    """Raise :class:`PlayerListError` (one line) unless ``path`` can be written: not a
+    symbolic link or a directory, its folder exists (or can be made) and a file can be
+    created there, or the file itself is writable. Nothing is left behind."""
     try:
-        if path.is_dir():
-            raise PlayerListError(f"cannot write the {what} {path}: it is a directory")
+        check_output(path, force=True)  # a directory or a symbolic link: refused
         if path.exists():
             with path.open("a"):
                 pass
@@ -231,7 +231,40 @@ def check_writable(path: Path, what: str) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".gptools-check-"):
             pass
+    except OutputRefusedError as exc:
+        raise PlayerListError(
+            f"cannot write the {what}: {exc.strerror}; nothing was sent"
+        ) from None
     except OSError as exc:
         raise PlayerListError(
             f"cannot write the {what} {path}: {exc.strerror or exc}; nothing was sent"
         ) from None
+
+
+#: The first line of a rejects file, as :func:`write_rejects` writes it.
+_REJECTS_HEADER = ",".join(REJECTS_COLUMNS)
+
+
+def check_rejects_file(path: Path, *, overwrite: bool) -> None:
+    """Raise :class:`PlayerListError` unless the rejects file may be written at ``path``
+    (:func:`check_writable`): an existing file is replaced only when it is a rejects file
+    (a re-run of a load replaces its own), an empty file, or ``overwrite`` says so, so a
+    mistyped name never clobbers the player list or another file."""
+    if not overwrite and path.is_file() and not path.is_symlink() and not _replaceable(path):
+        raise PlayerListError(
+            f"cannot write the rejects file: {path} exists and is not a rejects file (its "
+            f"first line is not {_REJECTS_HEADER}); name another file, or overwrite_rejects=True "
+            "replaces it; nothing was sent"
+        )
+    check_writable(path, "rejects file")
+
+
+def _replaceable(path: Path) -> bool:
+    """Whether ``path`` is empty or a rejects file (its first line is the header)."""
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(len(_REJECTS_HEADER) + 2)
+    except OSError:
+        return True  # unreadable: check_writable says why it cannot be written
+    first = head.split(b"\n", 1)[0].rstrip(b"\r")
+    return not head or first == _REJECTS_HEADER.encode("ascii")

@@ -8,7 +8,11 @@ rules, each with its reason code:
 =====================  ===============================================================
 ``missing_field``      the row has no field in the player-id column
 ``empty``              nothing left after trimming
-``header_row``         the value is a header name (a header row repeated inside the data)
+``header_row``         the value is a header name (a header row repeated inside the data,
+                       or below the ids of a list without one); never with ``header=False``
+``cell_type``          an Excel cell that holds no id as text: a date, a boolean, a
+                       fraction, a number past 15 significant digits, an error, a
+                       formula without a calculated value (never sent converted)
 ``control_character``  a control character (U+0000-U+001F, U+007F-U+009F) inside the id
 ``invalid_text``       an unpaired surrogate: text that cannot be sent as UTF-8
 ``too_long``           longer than the maximum id length (``spec.PLAYER_ID_MAX_LENGTH``,
@@ -24,11 +28,13 @@ import unicodedata
 from typing import Final, NamedTuple
 
 from gptools import spec
+from gptools.participants._excel_cells import UnreadableCell
 from gptools.participants._sources import KNOWN_HEADER_FORMS, normalise_header
 
 MISSING_FIELD: Final = "missing_field"
 EMPTY: Final = "empty"
 HEADER_ROW: Final = "header_row"
+CELL_TYPE: Final = "cell_type"
 CONTROL_CHARACTER: Final = "control_character"
 INVALID_TEXT: Final = "invalid_text"
 TOO_LONG: Final = "too_long"
@@ -39,6 +45,7 @@ REASON_CODES: Final = (
     MISSING_FIELD,
     EMPTY,
     HEADER_ROW,
+    CELL_TYPE,
     CONTROL_CHARACTER,
     INVALID_TEXT,
     TOO_LONG,
@@ -72,19 +79,26 @@ def check_player_id(
     *,
     max_length: int = spec.PLAYER_ID_MAX_LENGTH,
     header: str | None = None,
+    header_names: bool = True,
 ) -> str | Rejection:
     """The trimmed id to send, or the :class:`Rejection` that keeps it from being sent.
 
     ``header`` is the source's own header cell, so that a copy of the header row inside
     the data is recognised even when its name is not one of the known header names.
+    ``header_names=False`` (the caller said the list has no header row) takes a value
+    such as ``user`` or ``players`` for the id it is: an explicit choice wins.
     """
     if raw is None:
         return Rejection(MISSING_FIELD, "the row has no field in the player-id column")
+    if isinstance(raw, UnreadableCell):
+        return Rejection(CELL_TYPE, raw.reason)
     value = trim(raw)
     if not value:
         return Rejection(EMPTY, "empty player id" + (" (only white space)" if raw else ""))
     form = normalise_header(value)
-    if form in KNOWN_HEADER_FORMS or (header is not None and form == normalise_header(header)):
+    if (header_names and form in KNOWN_HEADER_FORMS) or (
+        header is not None and form == normalise_header(header)
+    ):
         return Rejection(
             HEADER_ROW,
             f"{value!r} is a column header, not a player id "

@@ -9,6 +9,7 @@ process. It talks plain HTTP (httpx), never through :mod:`gptools.client`.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -16,12 +17,14 @@ from typing import Any
 
 import httpx
 
+from gptools._bounded_transport import CALL_DEADLINE, bounded_sync_transport
 from gptools.sandbox._accounts import SandboxAccount
 from gptools.sandbox._inspect import PREFIX
 from gptools.sandbox._state import IDENTITY_RE, StoredCampaign
 
 _TIMEOUT_S = 10.0
-#: How long :func:`served_sandbox_identity` waits for an answer (it asks loopback only).
+#: The longest :func:`served_sandbox_identity` takes, the whole exchange (it asks loopback
+#: only, where a sandbox answers in milliseconds).
 _PROBE_TIMEOUT_S = 2.0
 #: The largest answer :func:`served_sandbox_identity` reads.
 _PROBE_MAX_BYTES = 1024
@@ -35,17 +38,26 @@ def _get(base_url: str, path: str) -> Any:
     return answer.json()
 
 
-def served_sandbox_identity(base_url: str) -> str | None:
+def served_sandbox_identity(base_url: str, *, deadline: float = _PROBE_TIMEOUT_S) -> str | None:
     """The identity of the sandbox serving at ``base_url`` (``gptools sandbox serve``), or
     ``None`` when the address is not on this machine or what answers there is not a
     sandbox. Only loopback addresses are asked: the real provider never is one, and it is
-    never sent a request for a sandbox-only path."""
+    never sent a request for a sandbox-only path.
+
+    The probe ends within ``deadline`` seconds (at most :data:`_PROBE_TIMEOUT_S`) for the
+    whole exchange, every socket wait included: whatever answers on a loopback port (one
+    byte every half second, say) cannot hold the command that asks."""
     host = httpx.URL(base_url).host.lower()
     if host not in _LOOPBACK_HOSTS and not host.startswith("127."):
         return None
+    seconds = max(0.0, min(deadline, _PROBE_TIMEOUT_S))
+    token = CALL_DEADLINE.set(time.monotonic() + seconds)
     try:
         probe = f"{base_url.rstrip('/')}{PREFIX}/identity"
-        with httpx.stream("GET", probe, timeout=_PROBE_TIMEOUT_S) as answer:
+        with (
+            httpx.Client(transport=bounded_sync_transport(None), timeout=seconds) as http,
+            http.stream("GET", probe) as answer,
+        ):
             if answer.status_code != 200:
                 return None
             body = b""
@@ -56,6 +68,8 @@ def served_sandbox_identity(base_url: str) -> str | None:
         value = json.loads(body).get("identity")
     except (httpx.HTTPError, ValueError, AttributeError):
         return None
+    finally:
+        CALL_DEADLINE.reset(token)
     # Bounded and well-formed, or not a sandbox's answer.
     return value if isinstance(value, str) and IDENTITY_RE.fullmatch(value) else None
 

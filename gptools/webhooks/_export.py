@@ -38,7 +38,7 @@ from typing import IO, Any, Literal
 
 from gptools import spec
 from gptools._json_depth import exceeds_json_depth
-from gptools._private_files import PRIVATE_FILE_MODE, private_replacement
+from gptools._private_files import PRIVATE_FILE_MODE, check_output, private_replacement
 from gptools.errors import import_extra
 from gptools.models import dumps_wire
 from gptools.webhooks._constants import (
@@ -166,7 +166,7 @@ def export_log(
     """
     if format not in ("jsonl", "parquet"):
         raise ValueError(f"unknown export format {format!r}: use jsonl or parquet")
-    path = Path(out)
+    path = check_output(out, force=True)  # never written through a symbolic link
     conn = store.connect()
     try:
         after = through = None

@@ -6,7 +6,7 @@ counted twice), duplicates, retries and invalid deliveries; DuckDB and Spark agr
 from __future__ import annotations
 
 import statistics
-from datetime import timedelta
+from datetime import UTC, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -155,3 +155,44 @@ def test_charts_draw_every_campaign(built: tuple[Any, list[CampaignTerms], Path]
     assert budget_ticks(130.5)[-1] == 140 and budget_ticks(100) == [0, 20, 40, 60, 80, 100]
     for fig in (funnel, uptake, budget):
         plt.close(fig)
+
+
+def test_uptake_counts_stand_at_the_end_of_their_day(
+    built: tuple[Any, list[CampaignTerms], Path],
+) -> None:
+    """Issue 35 item 11: the players reached by the end of a day are drawn at the end of
+    that day (never at its start, which would show them reached at the first moment),
+    from zero at the campaign's start; the legend names each campaign's currency."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.dates as mdates
+    import matplotlib.pyplot as plt
+
+    from gptools.deliverylog import plot_uptake
+    from gptools.deliverylog._results_charts import uptake_points
+
+    _, terms, path = built
+    by_id = {t.campaign_id: t for t in terms}
+    with campaign_results(path, terms) as results:
+        frame = results.uptake()
+        points = uptake_points(results)
+        fig = plot_uptake(results)
+    played = sorted(frame.campaign_id.unique())
+    labels = [f"{cid} ({by_id[cid].currency})" for cid in played]
+    assert sorted(points.label.unique()) == labels
+    for cid, label in zip(played, labels, strict=True):
+        t = by_id[cid]
+        start, end = t.start.astimezone(UTC), t.end.astimezone(UTC)
+        mine = points[points.label == label]
+        assert (mine["at"].iloc[0], mine.reached.iloc[0]) == (start, 0)
+        drawn = dict(zip(mine["at"].iloc[1:], mine.reached.iloc[1:], strict=True))
+        part = frame[frame.campaign_id == cid]
+        for day, reached in zip(part.day, part.reached, strict=True):
+            assert drawn[min(start + timedelta(days=int(day) + 1), end)] == reached
+        assert len(drawn) == int(part.day.max()) + 1  # every day up to the last, none skipped
+    lines = fig.axes[0].get_lines()
+    assert [line.get_label() for line in lines] == labels
+    first_x = [mdates.num2date(line.get_xdata(orig=False)[0]) for line in lines]
+    assert first_x == [by_id[cid].start.astimezone(UTC) for cid in played]
+    plt.close(fig)

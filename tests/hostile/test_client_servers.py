@@ -262,7 +262,7 @@ def test_deep_json_is_an_api_error_not_a_recursion_error(kind: str, server: Host
 def test_the_sync_transport_is_bounded_by_the_deadline() -> None:
     """The sync client's bound rests on httpx's pool keeping a replaceable network
     backend: if an httpx upgrade moves it, this fails rather than the bound silently."""
-    from gptools.client._transport import _BoundedBackend
+    from gptools._bounded_transport import _BoundedBackend
 
     with Client(base_url="http://127.0.0.1:1", username="u", password="p", env_file=None) as c:
         transport = c._http._transport
