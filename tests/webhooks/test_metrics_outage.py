@@ -23,7 +23,7 @@ import pytest
 
 from gptools.webhooks import ReceiverAuth, WebhookReceiver, open_store
 from gptools.webhooks._records import QueueDepth
-from tests._support.relay import TcpRelay
+from tests._support.proxy import TcpProxy
 from tests.webhooks.conftest import (
     JSON,
     ReceiverProcess,
@@ -51,21 +51,20 @@ STORE_DOWN = {
 
 
 @pytest.fixture
-def relay() -> Iterator[TcpRelay]:
+def relay() -> Iterator[TcpProxy]:
     """A relay in front of the machine's PostgreSQL."""
-    relayed = TcpRelay(5432)
-    yield relayed
-    relayed.close()
+    with TcpProxy(("127.0.0.1", 5432)) as relayed:
+        yield relayed
 
 
-def through(pg_url: str, relay: TcpRelay) -> str:
+def through(pg_url: str, relay: TcpProxy) -> str:
     """``pg_url`` reached through ``relay``."""
     assert "127.0.0.1:5432" in pg_url
     return pg_url.replace("127.0.0.1:5432", f"127.0.0.1:{relay.port}")
 
 
 def test_a_scrape_opens_no_connection_and_answers_through_an_outage(
-    pg_url: str, relay: TcpRelay
+    pg_url: str, relay: TcpProxy
 ) -> None:
     receiver = WebhookReceiver(through(pg_url, relay), auth=ReceiverAuth.none())
     with serve_in_thread(receiver) as srv:
@@ -95,7 +94,7 @@ def test_a_scrape_opens_no_connection_and_answers_through_an_outage(
         # The last known counts stay, they are not zeroed by the outage.
         assert down["gptools_webhook_dead_letters"] == {(): 0.0}
 
-        relay.restore()
+        relay.open()
         wait_for_gauges(metrics, STORE_UP)
         deadline = time.monotonic() + DEADLINE_S
         while httpx.post(srv.url, content=wire(event()), headers=JSON).status_code != 200:
@@ -105,7 +104,7 @@ def test_a_scrape_opens_no_connection_and_answers_through_an_outage(
 def test_an_outage_is_not_ready_in_every_worker_and_never_down(
     tmp_path: Path,
     pg_url: str,
-    relay: TcpRelay,
+    relay: TcpProxy,
     receiver_process: Callable[..., ReceiverProcess],
 ) -> None:
     """Two workers, the metrics port: the scrape answers through the outage with ready
@@ -126,7 +125,7 @@ def test_an_outage_is_not_ready_in_every_worker_and_never_down(
     victim = min(workers)
     os.kill(victim, signal.SIGKILL)
     wait_for_workers(rp, 2, other_than={victim})
-    relay.restore()
+    relay.open()
     wait_for_gauges(metrics, STORE_UP)
     deadline = time.monotonic() + DEADLINE_S
     while httpx.post(rp.url, content=wire(event()), headers=HEADERS).status_code != 200:

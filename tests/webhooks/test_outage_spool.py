@@ -32,7 +32,7 @@ from gptools.webhooks import ReceiverAuth, WebhookReceiver, open_store
 from gptools.webhooks._outage import OutageRecovery
 from gptools.webhooks._records import LogEntry, WriteItem
 from gptools.webhooks._spool import Spool, encode, unavailable_row
-from tests._support.proxy import CuttableProxy
+from tests._support.proxy import TcpProxy
 from tests.webhooks.conftest import (
     T0,
     ManualClock,
@@ -105,13 +105,13 @@ def _settled(base_url: str, expected: dict[str, float]) -> None:
 
 
 @pytest.fixture
-def proxy() -> Iterator[CuttableProxy]:
+def proxy() -> Iterator[TcpProxy]:
     """A proxy to the machine's PostgreSQL (cut and restored by the test)."""
-    with CuttableProxy(("127.0.0.1", 5432)) as p:
+    with TcpProxy(("127.0.0.1", 5432)) as p:
         yield p
 
 
-def _through(url: str, proxy: CuttableProxy) -> str:
+def _through(url: str, proxy: TcpProxy) -> str:
     """``url`` (a store on the machine's PostgreSQL) reached through ``proxy``."""
     return url.replace("127.0.0.1:5432", f"127.0.0.1:{proxy.port}", 1)
 
@@ -133,7 +133,7 @@ def _spooled_lines(folder: Path) -> int:
 
 
 def test_the_503s_of_an_outage_reach_the_log_and_the_analysis(
-    pg_url: str, proxy: CuttableProxy, tmp_path: Path
+    pg_url: str, proxy: TcpProxy, tmp_path: Path
 ) -> None:
     clock = ManualClock()
     receiver = _receiver(_through(pg_url, proxy), tmp_path, clock=clock)
@@ -163,7 +163,7 @@ def test_the_503s_of_an_outage_reach_the_log_and_the_analysis(
         # The store is down: the oldest action answered only 5xx is read from the spool.
         assert receiver.outage.oldest_unacknowledged() == (clock.now - sent[5][4]).total_seconds()
         outage_over = clock.now
-        proxy.restore()
+        proxy.open()
         _wait("the spool replayed", lambda: len(_refused(pg_url)) == 14)
         _wait("the spool emptied", lambda: receiver.outage.spool.waiting == 0)
         first_503 = {a: at for a, _, _, s, at in reversed(sent) if s == 503 and a}
@@ -226,7 +226,7 @@ def test_the_503s_of_an_outage_reach_the_log_and_the_analysis(
 
 
 def test_rows_the_time_out_answered_before_the_batch_failed_are_spooled(
-    pg_url: str, proxy: CuttableProxy, tmp_path: Path
+    pg_url: str, proxy: TcpProxy, tmp_path: Path
 ) -> None:
     store = open_store(_through(pg_url, proxy), connect_timeout=timedelta(seconds=1))
     receiver = _receiver(store, tmp_path, ack_timeout=timedelta(milliseconds=300))
@@ -250,7 +250,7 @@ def test_rows_the_time_out_answered_before_the_batch_failed_are_spooled(
             )
         assert answers == [503] * 3
         _wait("the writer spooled them", lambda: receiver.outage.spool.waiting == 3)
-        proxy.restore()
+        proxy.open()
         _wait("the spool replayed", lambda: len(_refused(pg_url)) == 3)
         _wait("the spool emptied", lambda: receiver.outage.spool.waiting == 0)
     refused = _refused(pg_url)
@@ -265,7 +265,7 @@ def test_rows_the_time_out_answered_before_the_batch_failed_are_spooled(
 @pytest.mark.parametrize("bound", ["rows", "bytes"])
 def test_past_its_bound_a_row_is_counted_not_kept(
     pg_url: str,
-    proxy: CuttableProxy,
+    proxy: TcpProxy,
     tmp_path: Path,
     bound: str,
     caplog: pytest.LogCaptureFixture,
@@ -298,7 +298,7 @@ def test_past_its_bound_a_row_is_counted_not_kept(
             "the spool gauge says 3",
             lambda: REGISTRY.get_sample_value("gptools_webhook_spool_rows") == 3,
         )
-        proxy.restore()
+        proxy.open()
         _settled(
             srv.base_url,
             {
@@ -384,7 +384,7 @@ def test_a_replay_cut_by_a_crash_writes_nothing_twice(
 
 def test_a_sigkilled_workers_spool_is_replayed_once_by_a_live_one(
     pg_url: str,
-    proxy: CuttableProxy,
+    proxy: TcpProxy,
     tmp_path: Path,
     receiver_process: Callable[..., ReceiverProcess],
 ) -> None:
@@ -420,7 +420,7 @@ def test_a_sigkilled_workers_spool_is_replayed_once_by_a_live_one(
     _wait("uvicorn started another worker", lambda: len(_workers(rp.proc.pid)) == 2)
     deliver(10)  # the outage goes on
     assert [s for _, s in answers[36:]] == [503] * 10
-    proxy.restore()
+    proxy.open()
     _wait("every spool replayed", lambda: not list(spool.rglob("*.spool")), timeout=60)
     _wait("no lock of a dead worker left", lambda: len(list(folder.glob("*.lock"))) <= 2)
     refused = Counter(r["action_id"] for r in _refused(pg_url))
