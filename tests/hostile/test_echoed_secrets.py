@@ -178,6 +178,9 @@ def test_the_cli_prints_no_credential(echo: EchoServer, as_json: bool) -> None:
         ("Authorization: Basic dTpw", "Authorization: Basic ***"),  # named: any value
         ('{"authorization": "Bearer abc"}', '{"authorization": "Bearer ***"}'),
         ("token Bearer eyJ0eXAi.x.y refused", "token Bearer *** refused"),
+        # The whole value, beyond RFC 6750's token characters too.
+        ("Authorization: Bearer p@ss!w(rd), then", "Authorization: Bearer ***, then"),
+        ("token Bearer 12p@ss!w(rd) refused", "token Bearer *** refused"),
         ("see https://u:p%40ss@x.example/?a=1&password=zz&b=2",
          "see https://u:***@x.example/?a=1&password=***&b=2"),
         # Words, not credentials: left as they are.
