@@ -20,7 +20,6 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -131,7 +130,6 @@ class OutageRecovery:
         self.refresh_every = refresh_every
         self.link = StoreLink(store, max_backoff=QUEUE_LINK_MAX_BACKOFF)
         self.health = LoopHealth("spool")
-        self._stop = threading.Event()
         self._instruments = _instruments()
         #: The oldest unacknowledged action in the store, as last read.
         self._stored_oldest: datetime | None = None
@@ -153,16 +151,12 @@ class OutageRecovery:
 
     def start(self) -> None:
         """Run the loop in a background thread."""
-        self._stop.clear()
-        self.health.start(self._step, self._stop)
+        self.health.start(self._step)
 
     def stop(self) -> None:
         """Stop the loop; replay once more when the store answered last, then close the
         spool (rows left stay on disk for the next worker)."""
-        self.health.stopping = True
-        self._stop.set()
-        if self.health.thread is not None:
-            self.health.thread.join()
+        self.health.stop()
         try:
             if self.spool.waiting and self.link.reachable:
                 self.run_once()
@@ -192,7 +186,7 @@ class OutageRecovery:
             self._failing = False
         finally:
             self.report()
-        return not self._stop.wait(self.replay_every.total_seconds())
+        return self.health.wait(self.replay_every.total_seconds())
 
     # -- one round ----------------------------------------------------------------------
 
