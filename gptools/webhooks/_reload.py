@@ -40,7 +40,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
-import functools
 import json
 import logging
 import os
@@ -63,6 +62,7 @@ from gptools.webhooks._constants import (
     RELOAD_TIMEOUT_S,
     TLS_FILE_MAX_BYTES,
 )
+from gptools.webhooks._metric_families import counter
 
 if TYPE_CHECKING:
     from uvicorn.config import Config
@@ -239,25 +239,21 @@ def _confirm(directory: Path, outcome: ReloadResult) -> None:
 # -- in the serve process -------------------------------------------------------------------
 
 
-@functools.cache
-def _reloads() -> Any:
-    from prometheus_client import Counter
-
-    return Counter(
-        "gptools_webhook_config_reloads_total",
-        "Reloads of the credentials and TLS certificate (SIGHUP, webhooks reload), by result.",
-        ["result"],
-    )
+_RELOADS = counter(
+    "gptools_webhook_config_reloads_total",
+    "Reloads of the credentials and TLS certificate (SIGHUP, webhooks reload), by result.",
+    "result",
+)
 
 
 def count_reloads() -> None:
     for result in ("ok", "failed"):
-        _reloads().labels(result=result)
+        _RELOADS.made().labels(result=result)
 
 
 def answer_reload(result: ReloadResult, status: Path | None) -> None:
     """Count, log and (with a status file) write one reload's result."""
-    _reloads().labels(result="ok" if result.ok else "failed").inc()
+    _RELOADS.made().labels(result="ok" if result.ok else "failed").inc()
     if result.ok:
         logger.info(
             "reloaded in %d worker%s: credentials %s%s",
