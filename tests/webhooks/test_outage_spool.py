@@ -11,7 +11,6 @@ restores: the server itself is never stopped (other engineers' tests share it).
 from __future__ import annotations
 
 import concurrent.futures
-import fcntl
 import os
 import signal
 import stat
@@ -29,6 +28,7 @@ from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
 from gptools.webhooks import ReceiverAuth, WebhookReceiver, open_store
+from gptools.webhooks._file_locks import is_held
 from gptools.webhooks._outage import OutageRecovery
 from gptools.webhooks._records import LogEntry, WriteItem
 from gptools.webhooks._spool import Spool, encode, unavailable_row
@@ -416,7 +416,7 @@ def test_a_sigkilled_workers_spool_is_replayed_once_by_a_live_one(
     os.kill(victim, signal.SIGKILL)
     _wait("the worker is dead", lambda: not _alive(victim))
     # While the store is still down, a live worker holds the dead one's spool.
-    _wait("a live worker took the spool over", lambda: _held(folder / f"{owner}.lock"))
+    _wait("a live worker took the spool over", lambda: is_held(folder / f"{owner}.lock"))
     _wait("uvicorn started another worker", lambda: len(_workers(rp.proc.pid)) == 2)
     deliver(10)  # the outage goes on
     assert [s for _, s in answers[36:]] == [503] * 10
@@ -435,18 +435,6 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
-
-
-def _held(lock: Path) -> bool:
-    """Whether a process holds the spool lock file ``lock`` (if not, it is let go at once)."""
-    fd = os.open(lock, os.O_RDWR)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
 
 
 def _workers(parent: int) -> list[int]:
