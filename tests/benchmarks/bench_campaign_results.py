@@ -1,7 +1,7 @@
 """Campaign results on a 5,000,000-delivery log with 100 campaigns of 10,000 players each,
 against the plain analysis of the same log, measured in the same run.
 
-The log (``tests/_support/campaign_logs.py``, generated once by DuckDB, cached in
+The log (``tests/_support/generated_log.py``, generated once by DuckDB, cached in
 ``$BENCH_TMP/bench-campaign-results/``): 4.8M actions, the first 200,000 delivered twice
 (a duplicate after a 200, or a retry after a 503); half of the actions are campaign play
 (a participant of one campaign, on one of its games, at its bet, inside its window,
@@ -36,16 +36,16 @@ import psutil
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from tests._support.campaign_logs import (  # noqa: E402
+from tests._support.generated_log import (  # noqa: E402
     START,
-    CampaignLog,
+    GeneratedLog,
     campaign_specs,
     write_campaign_log,
 )
 
 # BENCH_SCALE shrinks the log and the campaigns (a quick check of the script, not a result).
 _SCALE = float(os.environ.get("BENCH_SCALE", "1"))
-SHAPE = CampaignLog(
+SHAPE = GeneratedLog(
     deliveries=int(5_000_000 * _SCALE),
     doubled=int(200_000 * _SCALE),
     campaigns=100,

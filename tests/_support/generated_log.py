@@ -1,6 +1,7 @@
 """A delivery log of campaign play at any size, written by DuckDB (no Python loop over
 rows), and the campaigns it was played in: for the campaign results' memory test and
-benchmark, which differ only in size.
+benchmark, which differ only in size. (``tests/deliverylog/campaign_logs.py`` builds small
+logs whose every event knows its campaign, for the results' correctness.)
 
 The log (:func:`write_campaign_log`): ``deliveries - doubled`` actions, the first
 ``doubled`` delivered twice (a duplicate after a 200, or a retry after a 503). Half of the
@@ -30,8 +31,8 @@ DAYS = 7
 
 
 @dataclass(frozen=True, slots=True)
-class CampaignLog:
-    """The size of a campaign log and of its campaigns (see the module)."""
+class GeneratedLog:
+    """The size of a generated log and of its campaigns (see the module)."""
 
     deliveries: int
     doubled: int
@@ -49,7 +50,7 @@ class CampaignLog:
         return self.deliveries - self.doubled
 
 
-def campaign_specs(shape: CampaignLog) -> list[dict[str, Any]]:
+def campaign_specs(shape: GeneratedLog) -> list[dict[str, Any]]:
     """Each campaign's terms as JSON values: ``start_h`` hours after :data:`START`, for
     ``days``, its players numbered from ``first_player`` (see :func:`campaign_terms`)."""
     out = []
@@ -74,7 +75,7 @@ def campaign_specs(shape: CampaignLog) -> list[dict[str, Any]]:
     return out
 
 
-def campaign_terms(shape: CampaignLog) -> list[CampaignTerms]:
+def campaign_terms(shape: GeneratedLog) -> list[CampaignTerms]:
     """The campaigns of :func:`campaign_specs` as the results take them."""
     out = []
     for c in campaign_specs(shape):
@@ -96,7 +97,7 @@ def campaign_terms(shape: CampaignLog) -> list[CampaignTerms]:
     return out
 
 
-def write_campaign_log(path: Path, shape: CampaignLog, *, settings: str = "") -> None:
+def write_campaign_log(path: Path, shape: GeneratedLog, *, settings: str = "") -> None:
     """Write the log of ``shape`` to ``path`` (JSON lines) with DuckDB, which first runs
     ``settings`` (``SET threads = 2; ...``)."""
     con = duckdb.connect()
