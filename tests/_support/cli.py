@@ -73,6 +73,22 @@ def stop_gptools(process: subprocess.Popen[Any], *, grace: float) -> None:
         process.wait()
 
 
+def serve_workers(pid: int) -> set[int]:
+    """The pids of the uvicorn workers of the ``gptools webhooks serve`` process ``pid``:
+    its living children that multiprocessing spawned (neither its resource tracker nor a
+    killed worker not reaped yet)."""
+    import psutil
+
+    found = set()
+    for child in psutil.Process(pid).children():
+        try:
+            if child.status() != psutil.STATUS_ZOMBIE and "spawn_main" in " ".join(child.cmdline()):
+                found.add(child.pid)
+        except psutil.NoSuchProcess:
+            continue  # it ended meanwhile
+    return found
+
+
 def wait_until_ready(
     process: subprocess.Popen[Any],
     url: str,

@@ -32,6 +32,7 @@ from gptools.webhooks._file_locks import is_held
 from gptools.webhooks._outage import OutageRecovery
 from gptools.webhooks._records import LogEntry, WriteItem
 from gptools.webhooks._spool import Spool, encode, unavailable_row
+from tests._support.cli import serve_workers
 from tests._support.proxy import TcpProxy
 from tests.webhooks.conftest import (
     T0,
@@ -417,7 +418,7 @@ def test_a_sigkilled_workers_spool_is_replayed_once_by_a_live_one(
     _wait("the worker is dead", lambda: not _alive(victim))
     # While the store is still down, a live worker holds the dead one's spool.
     _wait("a live worker took the spool over", lambda: is_held(folder / f"{owner}.lock"))
-    _wait("uvicorn started another worker", lambda: len(_workers(rp.proc.pid)) == 2)
+    _wait("uvicorn started another worker", lambda: len(serve_workers(rp.proc.pid)) == 2)
     deliver(10)  # the outage goes on
     assert [s for _, s in answers[36:]] == [503] * 10
     proxy.open()
@@ -435,17 +436,6 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
-
-
-def _workers(parent: int) -> list[int]:
-    """uvicorn's live worker processes under ``parent``."""
-    import psutil
-
-    return [
-        c.pid
-        for c in psutil.Process(parent).children()
-        if c.status() != psutil.STATUS_ZOMBIE and "spawn_main" in " ".join(c.cmdline())
-    ]
 
 
 def test_the_oldest_unacknowledged_action_is_maintained_state(store_url: str) -> None:
