@@ -39,6 +39,7 @@ from tests.webhooks.conftest import (
     ManualClock,
     ReceiverProcess,
     event,
+    log_rows,
     serve_in_thread,
     wire,
 )
@@ -56,16 +57,8 @@ def _wait(what: str, predicate: Callable[[], bool], timeout: float = DEADLINE_S)
         time.sleep(0.02)
 
 
-def _rows(url: str) -> list[dict[str, Any]]:
-    conn = open_store(url).connect()
-    try:
-        return list(conn.iter_log())
-    finally:
-        conn.close()
-
-
 def _refused(url: str) -> list[dict[str, Any]]:
-    return [r for r in _rows(url) if r["status"] == 503]
+    return [r for r in log_rows(url) if r["status"] == 503]
 
 
 def _count(name: str) -> float:
@@ -189,7 +182,7 @@ def test_the_503s_of_an_outage_reach_the_log_and_the_analysis(
             },
         )
 
-    rows = _rows(pg_url)
+    rows = log_rows(pg_url)
     refused = [r for r in rows if r["status"] == 503]
     answered = [(a, body, meant, at) for a, body, meant, s, at in sent if s == 503]
     assert Counter(r["action_id"] for r in refused) == Counter(a for a, *_ in answered)
@@ -362,7 +355,7 @@ def test_a_replay_cut_by_a_crash_writes_nothing_twice(
     with pytest.raises(Killed):
         first.run_once()
     monkeypatch.undo()
-    written = len(_rows(store_url))
+    written = len(log_rows(store_url))
     assert written == (1000 if crash == "between two chunks" else 1200)
     # The worker dies: its lock is released, its file stays; a live one takes it over.
     first.spool.close()
@@ -373,7 +366,7 @@ def test_a_replay_cut_by_a_crash_writes_nothing_twice(
     finally:
         second.spool.close()
         second.link.close()
-    rows = _rows(store_url)
+    rows = log_rows(store_url)
     assert Counter(r["received_at"] for r in rows) == Counter(e.received_at for e in entries)
     assert not list(tmp_path.rglob("*.spool"))
     conn = store.connect()
@@ -551,7 +544,7 @@ def test_a_committed_row_whose_sync_failed_is_not_spooled(tmp_path: Path) -> Non
         store.failing = False
         assert httpx.post(srv.url, content=wire(event(a)), headers=HEADERS).status_code == 200
     # Stopped: a spooled row would have been replayed by now (the store is up).
-    rows = [(r["status"], r["duplicate"]) for r in _rows(store.url) if r["action_id"] == a]
+    rows = [(r["status"], r["duplicate"]) for r in log_rows(store.url) if r["action_id"] == a]
     assert rows == [(200, False), (200, True)]
     assert not list((tmp_path / "spool").rglob("*.spool"))
 
