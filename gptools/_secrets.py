@@ -4,7 +4,9 @@ A store URL (``postgresql://user:PASSWORD@host/db``, or ``?password=`` in its qu
 named in errors and logs by :func:`redact_url`, and any text that may quote it (a driver's
 error, which can echo part of the URL) passes through :func:`scrub` first. A text a
 server wrote (an error message, a body) passes through :func:`blank_credentials`, which
-blanks the credentials the caller holds and any it recognises by their form.
+blanks the credentials the caller holds and any it recognises by their form (an
+``Authorization`` value: :func:`blank_authorization`, which the receiver's log scrub uses
+too).
 A text that may quote URLs nobody told us about (a user's handler's exception) passes
 through :func:`scrub_urls`.
 """
@@ -61,20 +63,32 @@ def scrub_urls(text: str) -> str:
 
 
 #: The value of an HTTP ``Authorization`` header (``Basic`` or ``Bearer``) as a text quotes
-#: it: anything after the scheme when the header's name comes first, else a token that
-#: looks like one (8 characters or more, a digit or a sign among them: not a word).
+#: it: the scheme, then everything up to a space, a quote, a comma or a semicolon.
 _AUTHORIZATION_VALUE = re.compile(
     r"(?i)(?P<named>authorization[\"']?\s*[:=]\s*[\"']?)?\b(?P<scheme>basic|bearer)(?P<space>\s+)"
-    r"(?P<token>[A-Za-z0-9._~+/=-]+)"
+    r"(?P<token>[^\s\"',;]+)"
 )
+#: What an authorization value not named as one needs to be taken for one: this many
+#: characters, a digit or a sign among them (not a word).
+_TOKEN_LENGTH = 8
 _TOKEN_SIGN = re.compile(r"[0-9._~+/=-]")
 
 
-def _blank_authorization(match: re.Match[str]) -> str:
-    token = match["token"]
-    if match["named"] is None and (len(token) < 8 or not _TOKEN_SIGN.search(token)):
-        return match[0]
-    return f"{match['named'] or ''}{match['scheme']}{match['space']}{REDACTED}"
+def blank_authorization(text: str, *, words: bool = False) -> str:
+    """``text`` with the value of each HTTP ``Authorization`` (``Basic``/``Bearer``) it
+    quotes replaced by :data:`REDACTED`: wherever the header's name comes first, else
+    where the value looks like a token (8 characters or more, a digit or a sign among
+    them), or whatever it looks like with ``words`` (a log line, where a blanked word
+    costs nothing; a server's message keeps "Basic Authentication needed")."""
+
+    def blank(match: re.Match[str]) -> str:
+        token = match["token"]
+        looks_like_a_word = len(token) < _TOKEN_LENGTH or not _TOKEN_SIGN.search(token)
+        if match["named"] is None and looks_like_a_word and not words:
+            return match[0]
+        return f"{match['named'] or ''}{match['scheme']}{match['space']}{REDACTED}"
+
+    return _AUTHORIZATION_VALUE.sub(blank, text)
 
 
 #: Secrets this long are blanked wherever they occur; a shorter one only where it stands
@@ -104,4 +118,4 @@ def blank_credentials(text: str, secrets: Iterable[str] = ()) -> str:
             text = text.replace(secret, REDACTED)
         else:
             text = re.sub(rf"(?<![^\W_]){re.escape(secret)}(?![^\W_])", REDACTED, text)
-    return scrub_urls(_AUTHORIZATION_VALUE.sub(_blank_authorization, text))
+    return scrub_urls(blank_authorization(text))

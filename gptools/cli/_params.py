@@ -66,44 +66,51 @@ class FilePath(click.Path):
         return super().convert(value, param, ctx)
 
 
-class PositiveFinite(click.ParamType[float]):
-    """A number above zero and at most ``maximum``; NaN and infinity are refused (a
-    :class:`click.FloatRange` lets NaN through, as it compares false with any bound)."""
+class _Number(click.ParamType[float]):
+    """A number its :meth:`refusal` accepts, or a usage error naming the range. Each
+    range is a comparison, false for NaN, so NaN is refused too (a
+    :class:`click.FloatRange` lets it through, as it compares false with any bound)."""
+
+    def refusal(self, number: float, value: Any) -> str | None:
+        """Why ``number`` (``value`` as given) is out of range, or None."""
+        raise NotImplementedError
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        """The number, or a usage error naming the range."""
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        if (reason := self.refusal(number, value)) is not None:
+            self.fail(reason, param, ctx)
+        return number
+
+
+class PositiveFinite(_Number):
+    """A number above zero and at most ``maximum``; NaN and infinity are refused."""
 
     name = "float"
 
     def __init__(self, maximum: float) -> None:
         self.maximum = maximum
 
-    def convert(
-        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
-    ) -> float:
-        """The number, or a usage error naming the range."""
-        try:
-            number = float(value)
-        except (TypeError, ValueError):
-            self.fail(f"{value!r} is not a number", param, ctx)
-        if not 0 < number <= self.maximum:  # False for NaN, so NaN is refused too
-            self.fail(f"{value} is not in the range 0<x<={self.maximum:g}", param, ctx)
-        return number
+    def refusal(self, number: float, value: Any) -> str | None:
+        """Unless 0 < ``number`` <= ``maximum``: the range."""
+        if 0 < number <= self.maximum:
+            return None
+        return f"{value} is not in the range 0<x<={self.maximum:g}"
 
 
-class Share(click.ParamType[float]):
+class Share(_Number):
     """A share between 0 and 1 (both included); NaN and infinity are refused."""
 
     name = "share"
 
-    def convert(
-        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
-    ) -> float:
-        """The number, or a usage error naming the range."""
-        try:
-            number = float(value)
-        except (TypeError, ValueError):
-            self.fail(f"{value!r} is not a number", param, ctx)
-        if not 0 <= number <= 1:  # False for NaN, so NaN is refused too
-            self.fail(f"{value} is not a share between 0 and 1", param, ctx)
-        return number
+    def refusal(self, number: float, value: Any) -> str | None:
+        """Unless 0 <= ``number`` <= 1: the range."""
+        return None if 0 <= number <= 1 else f"{value} is not a share between 0 and 1"
 
 
 class StoreUrl(click.ParamType[str]):

@@ -49,7 +49,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypedDict
 
 from gptools._private_files import PRIVATE_FILE_MODE, create_private, sqlite_read_uri
 from gptools.participants._sources import PlayerListError, PlayerRow
@@ -176,6 +176,27 @@ class Counts:
         if self.refused_by_server:
             out[REFUSED_BY_SERVER] = self.refused_by_server
         return out
+
+    def totals(self) -> Totals:
+        """The load's rows as the register and the list of journals show them."""
+        return Totals(
+            rows=self.rows,
+            loaded=self.loaded,
+            rejected=self.rejected,
+            duplicate=self.duplicate,
+            pending=self.not_attempted,
+        )
+
+
+class Totals(TypedDict):
+    """A load's rows: ``rows == loaded + rejected + duplicate + pending``, where the
+    ``pending`` ones were not acknowledged yet (the journal's ``not_attempted``)."""
+
+    rows: int
+    loaded: int
+    rejected: int
+    duplicate: int
+    pending: int
 
 
 def _now() -> str:

@@ -26,6 +26,7 @@ from gptools._register_file import check_writable
 from gptools.participants._journal import (
     SET_ASIDE_AT,
     SET_ASIDE_REASON,
+    Identity,
     JournalBusyError,
     lock_journal,
     read_counts,
@@ -193,19 +194,15 @@ def journal_summary(path: str | os.PathLike[str]) -> JournalSummary:
     else:
         state = PENDING
         note = None if meta.get("staged") == "1" else "the rows were never fully read"
-    brand = meta.get("brand", "")
+    identity = Identity.of_meta(meta)
     return JournalSummary(
         path=path,
         state=state,
-        campaign_id=meta.get("campaign_id", ""),
-        brand=int(brand) if brand.lstrip("-").isdigit() else None,
-        server=meta.get("server", ""),
+        campaign_id=identity.campaign_id,
+        brand=identity.brand,
+        server=identity.server,
         source=meta.get("source", ""),
-        rows=counts.rows,
-        loaded=counts.loaded,
-        rejected=counts.rejected,
-        duplicate=counts.duplicate,
-        pending=counts.not_attempted,
+        **counts.totals(),
         created_at=_parse_time(meta.get("created_at")),
         updated_at=datetime.fromtimestamp(_last_write(path, stat.st_mtime), UTC),
         size_bytes=stat.st_size + _size(path.with_name(path.name + "-wal")),

@@ -54,11 +54,7 @@ def record_load(
         load_key=identity.key,
         brand=identity.brand,
         source=meta.get("source", ""),
-        rows=counts.rows,
-        loaded=counts.loaded,
-        rejected=counts.rejected,
-        duplicate=counts.duplicate,
-        pending=counts.not_attempted,
+        **counts.totals(),
         rejected_by_reason=counts.rejected_by_reason,
     )
     _register_file.record_load(path, load, ids)

@@ -467,8 +467,6 @@ class WebhookReceiver:
 
         body, too_large = await self._read_body(receive, content_length)
         if too_large:
-            entry.body = body_prefix(body)
-            entry.action_id = action_id_in(body)
             await self._refuse(
                 send,
                 entry,
@@ -479,44 +477,41 @@ class WebhookReceiver:
                 # The rest of the body is never read: the server closes the connection
                 # after the answer instead of draining it for the next request.
                 extra=[(b"connection", b"close")],
+                unread=body,
             )
             return
         if repeated is not None:
             # Which of the two would count is the parser's guess: neither does.
-            entry.body = body_prefix(body)
-            entry.action_id = action_id_in(body)
             await self._refuse(
                 send,
                 entry,
                 400,
                 spec.WEBHOOK_DUPLICATE_HEADER,
                 f"more than one {repeated.decode()}",
+                unread=body,
             )
             return
         credential = self.auth.match(authorization)
         entry.auth_ok = credential is not None
         if credential is None:
             # A stranger's body: only a prefix is kept (and the actionId it names).
-            entry.body = body_prefix(body)
-            entry.action_id = action_id_in(body)
             challenge = self.auth.challenge()
             extra = [(b"www-authenticate", challenge)] if challenge else []
             reason = "missing credentials" if authorization is None else "wrong credentials"
-            await self._refuse(send, entry, 401, "unauthorized", reason, extra=extra)
+            await self._refuse(send, entry, 401, "unauthorized", reason, extra=extra, unread=body)
             return
         self.credential_use.count(credential)
         if content_type != _JSON_MEDIA and (
             (content_type or b"").split(b";", 1)[0].strip().lower() != _JSON_MEDIA
         ):
             shown = content_type.decode("latin-1") if content_type else "none"
-            entry.body = body_prefix(body)
-            entry.action_id = action_id_in(body)
             await self._refuse(
                 send,
                 entry,
                 415,
                 "unsupported_media_type",
                 f"content type must be {spec.WEBHOOK_CONTENT_TYPE}, got {shown}",
+                unread=body,
             )
             return
 
@@ -638,7 +633,15 @@ class WebhookReceiver:
         *,
         extra: list[tuple[bytes, bytes]] | None = None,
         fields: list[dict[str, str]] | None = None,
+        unread: bytes | None = None,
     ) -> None:
+        """Answer ``status`` with ``error`` and ``reason`` (and the ``fields`` at fault),
+        logging the refusal within its budget. ``unread``: a body refused before it was
+        authenticated or checked, of which the log row keeps only the prefix and the
+        actionId it names."""
+        if unread is not None:
+            entry.body = body_prefix(unread)
+            entry.action_id = action_id_in(unread)
         entry.status = status
         outcome = OUTCOMES.get(error, error)
         entry.error = f"{outcome}: {reason}"

@@ -12,7 +12,6 @@ a repr; a credential is shown by its id only (``_credentials.py``).
 from __future__ import annotations
 
 import binascii
-import functools
 import hashlib
 import hmac
 import os
@@ -33,6 +32,7 @@ from gptools.webhooks._credentials import (
     Credential,
     read_credentials_file,
 )
+from gptools.webhooks._metric_families import counter
 
 #: Environment variables the CLI reads secrets from (never from arguments).
 ENV_API_KEY = "GP_WEBHOOK_API_KEY"
@@ -304,18 +304,14 @@ class CredentialUse:
         """Hand the counts since the last flush to prometheus_client."""
         counts, self._counts = self._counts, {}
         for credential_id, n in counts.items():
-            _credential_counter().labels(credential=credential_id).inc(n)
+            _CREDENTIAL_DELIVERIES.made().labels(credential=credential_id).inc(n)
 
 
-@functools.cache
-def _credential_counter() -> Any:
-    from prometheus_client import Counter
-
-    return Counter(
-        "gptools_webhook_credential_deliveries_total",
-        "Deliveries accepted by authentication, by the id of the credential they carried.",
-        ["credential"],
-    )
+_CREDENTIAL_DELIVERIES = counter(
+    "gptools_webhook_credential_deliveries_total",
+    "Deliveries accepted by authentication, by the id of the credential they carried.",
+    "credential",
+)
 
 
 def _digest(key: bytes, presented: bytes) -> bytes:

@@ -36,7 +36,7 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from gptools._secrets import REDACTED, scrub_urls
+from gptools._secrets import REDACTED, blank_authorization, scrub_urls
 from gptools.webhooks._constants import REQUEST_ID_MAX_BYTES, STDERR_LINE_MAX_CHARS
 from gptools.webhooks._log_events import FIELDS
 
@@ -47,7 +47,6 @@ SECRET_VARIABLES = ("GP_WEBHOOK_API_KEY", "GP_WEBHOOK_PASSWORD", "GP_WEBHOOK_SSL
 #: The header a request's id comes in and goes back in.
 REQUEST_ID_HEADER = b"x-request-id"
 
-_CREDENTIALS = re.compile(r"(?i)\b(bearer|basic)\s+[^\s\"',;]+")
 _SANE_REQUEST_ID = re.compile(rb"[A-Za-z0-9._:+/=@-]{1,%d}" % REQUEST_ID_MAX_BYTES)
 #: The fields a record carries as attributes (``extra=``); the others are the record's own.
 _RECORD_FIELDS = tuple(
@@ -127,8 +126,8 @@ def secret_values(holder: object) -> list[str]:
 def scrub(text: str) -> str:
     """``text`` as it may be logged or stored: ``Bearer``/``Basic`` credentials, every
     URL's password, ``password=`` values and the secrets this process knows blanked."""
-    text = _CREDENTIALS.sub(lambda m: f"{m.group(1)} {REDACTED}", text)
-    text = scrub_urls(text)
+    # Every value after the scheme, a word too: a log line loses nothing by a blanked word.
+    text = scrub_urls(blank_authorization(text, words=True))
     for secret in _known_secrets:
         text = text.replace(secret, REDACTED)
     return text

@@ -5,7 +5,6 @@ the whole store, whatever the number of workers sharing it."""
 from __future__ import annotations
 
 import logging
-import threading
 import uuid
 from datetime import timedelta
 
@@ -46,19 +45,14 @@ class Maintenance:
         self.holder = uuid.uuid4().hex
         #: Rounds left to another worker, which held the purge lease.
         self.rounds_skipped = 0
-        self._stop = threading.Event()
 
     def start(self) -> None:
         """Purge now, then every ``every``, in a background thread."""
-        self._stop.clear()
-        self.health.start(self._step, self._stop)
+        self.health.start(self._step)
 
     def stop(self) -> None:
         """Stop after the current step."""
-        self.health.stopping = True
-        self._stop.set()
-        if self.health.thread is not None:
-            self.health.thread.join()
+        self.health.stop()
         self.link.close()
 
     def run_once(self) -> tuple[int, int]:
@@ -100,4 +94,4 @@ class Maintenance:
         except StoreError as exc:
             # The store's trouble, not the loop's: try again at the next round.
             logger.warning("purge failed: %s", exc, extra={"event": "purge_failed"})
-        return not self._stop.wait(self.every.total_seconds())
+        return self.health.wait(self.every.total_seconds())

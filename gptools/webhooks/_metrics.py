@@ -34,12 +34,10 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import functools
 import glob
 import os
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -47,6 +45,7 @@ from typing import Any
 from gptools import spec
 from gptools.openapi import OPENAPI_PATH
 from gptools.webhooks._logs import metrics_request_failed, request_id
+from gptools.webhooks._metric_families import Families, counter, gauge, histogram
 from gptools.webhooks._records import QueueDepth
 
 #: The environment variable prometheus_client reads for multiprocess mode.
@@ -83,130 +82,86 @@ HEALTH_GAUGES = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class _Instruments:
-    deliveries: Any
-    request_seconds: Any
-    commit_seconds: Any
-    handler_failures: Any
-    suppressed: Any
+_INSTRUMENTS = Families(
+    deliveries=counter(
+        "gptools_webhook_deliveries_total",
+        "Deliveries answered, by HTTP status and outcome.",
+        "status",
+        "outcome",
+    ),
+    request_seconds=histogram(
+        "gptools_webhook_request_seconds",
+        "Time from a delivery's arrival to its answer.",
+        buckets=_LATENCY_BUCKETS,
+    ),
+    commit_seconds=histogram(
+        "gptools_webhook_store_commit_seconds",
+        "Time to write and commit one group-commit batch.",
+        buckets=_LATENCY_BUCKETS,
+    ),
+    handler_failures=counter(
+        "gptools_webhook_handler_failures_total", "Handler runs that raised or timed out."
+    ),
+    suppressed=counter(
+        "gptools_webhook_refusals_suppressed_total",
+        "Refusals answered without a log row of their own (past the reason's row budget;"
+        " a summary row counts them).",
+        "reason",
+    ),
+)
 
+# Made when a worker starts serving, like the health gauges: before that, a 0 would read
+# as "nothing acknowledged since 1970".
+_QUIET_GAUGES = Families(
+    last_acknowledged=gauge(
+        "gptools_webhook_last_acknowledged_timestamp_seconds",
+        "Unix time of the latest 2xx answer (before the first one: when the worker"
+        " started serving).",
+        mode="max",
+    ),
+    threshold=gauge(
+        "gptools_webhook_quiet_threshold_seconds",
+        "How long no delivery may be acknowledged while the receiver is up before the"
+        " quiet alert fires (serve --quiet-alert-after).",
+        mode="max",
+    ),
+)
 
-@functools.cache
-def _instruments() -> _Instruments:
-    from prometheus_client import Counter, Histogram
+# Made only when a worker first reports (a gauge starts at 0 in its process's file, and a
+# 0 from a process that serves nothing would win the lowest-of-all rule).
+_HEALTH_GAUGES = Families(
+    **{name: gauge(name, text, mode="livemin") for name, text in HEALTH_GAUGES.items()}
+)
 
-    return _Instruments(
-        deliveries=Counter(
-            "gptools_webhook_deliveries_total",
-            "Deliveries answered, by HTTP status and outcome.",
-            ["status", "outcome"],
-        ),
-        request_seconds=Histogram(
-            "gptools_webhook_request_seconds",
-            "Time from a delivery's arrival to its answer.",
-            buckets=_LATENCY_BUCKETS,
-        ),
-        commit_seconds=Histogram(
-            "gptools_webhook_store_commit_seconds",
-            "Time to write and commit one group-commit batch.",
-            buckets=_LATENCY_BUCKETS,
-        ),
-        handler_failures=Counter(
-            "gptools_webhook_handler_failures_total", "Handler runs that raised or timed out."
-        ),
-        suppressed=Counter(
-            "gptools_webhook_refusals_suppressed_total",
-            "Refusals answered without a log row of their own (past the reason's row budget;"
-            " a summary row counts them).",
-            ["reason"],
-        ),
-    )
+# Made when a worker first finds its store's version: a 0 before that would read as a
+# store laid out before schema versions.
+_SCHEMA_GAUGE = gauge(
+    "gptools_webhook_schema_version",
+    "The store's schema version as the worker found it when it connected.",
+    mode="livemax",
+)
 
-
-@dataclass(frozen=True, slots=True)
-class _QuietGauges:
-    last_acknowledged: Any
-    threshold: Any
-
-
-@functools.cache
-def _quiet_gauges() -> _QuietGauges:
-    # Made when a worker starts serving, like the health gauges: before that, a 0 would
-    # read as "nothing acknowledged since 1970".
-    from prometheus_client import Gauge
-
-    return _QuietGauges(
-        last_acknowledged=Gauge(
-            "gptools_webhook_last_acknowledged_timestamp_seconds",
-            "Unix time of the latest 2xx answer (before the first one: when the worker"
-            " started serving).",
-            multiprocess_mode="max",
-        ),
-        threshold=Gauge(
-            "gptools_webhook_quiet_threshold_seconds",
-            "How long no delivery may be acknowledged while the receiver is up before the"
-            " quiet alert fires (serve --quiet-alert-after).",
-            multiprocess_mode="max",
-        ),
-    )
-
-
-@functools.cache
-def _health_gauges() -> dict[str, Any]:
-    # Made only when a worker first reports (a gauge starts at 0 in its process's file,
-    # and a 0 from a process that serves nothing would win the lowest-of-all rule).
-    from prometheus_client import Gauge
-
-    return {
-        name: Gauge(name, text, multiprocess_mode="livemin") for name, text in HEALTH_GAUGES.items()
-    }
-
-
-@functools.cache
-def _schema_gauge() -> Any:
-    # Made when a worker first finds its store's version: a 0 before that would read as a
-    # store laid out before schema versions.
-    from prometheus_client import Gauge
-
-    return Gauge(
-        "gptools_webhook_schema_version",
-        "The store's schema version as the worker found it when it connected.",
-        multiprocess_mode="livemax",
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class _QueueGauges:
-    actions: Any
-    dead_letters: Any
-
-
-@functools.cache
-def _queue_gauges() -> _QueueGauges:
-    from prometheus_client import Gauge
-
-    return _QueueGauges(
-        actions=Gauge(
-            "gptools_webhook_queue_actions",
-            "Actions in the processing queue that are pending or dead, as the store watch"
-            " last counted them (processed actions are not counted: see the guide).",
-            ["state"],
-            multiprocess_mode="livemostrecent",
-        ),
-        dead_letters=Gauge(
-            "gptools_webhook_dead_letters",
-            "Actions whose handler runs gave up, as the store watch last counted them.",
-            multiprocess_mode="livemostrecent",
-        ),
-    )
+_QUEUE_GAUGES = Families(
+    actions=gauge(
+        "gptools_webhook_queue_actions",
+        "Actions in the processing queue that are pending or dead, as the store watch"
+        " last counted them (processed actions are not counted: see the guide).",
+        "state",
+        mode="livemostrecent",
+    ),
+    dead_letters=gauge(
+        "gptools_webhook_dead_letters",
+        "Actions whose handler runs gave up, as the store watch last counted them.",
+        mode="livemostrecent",
+    ),
+)
 
 
 class DeliveryMetrics:
     """One process's counters: cheap to record, flushed to prometheus_client in bulk."""
 
     def __init__(self) -> None:
-        self._instruments = _instruments()
+        self._instruments = _INSTRUMENTS.made()
         self._answers: dict[tuple[int, str], int] = {}
         self._latencies: list[float] = []
         self._suppressed: dict[str, int] = {}
@@ -217,7 +172,7 @@ class DeliveryMetrics:
         """The worker serves from now on: the quiet alert's threshold, and "now" as the
         last acknowledgement, so that a receiver that never acknowledges anything is as
         quiet as one that stopped."""
-        _quiet_gauges().threshold.set(quiet_threshold.total_seconds())
+        _QUIET_GAUGES.made().threshold.set(quiet_threshold.total_seconds())
         self._acknowledged_at = max(self._acknowledged_at, time.time())
 
     def answered(self, status: int, outcome: str, seconds: float) -> None:
@@ -247,17 +202,17 @@ class DeliveryMetrics:
             _observe_many(self._instruments.request_seconds, latencies)
         if self._acknowledged_at > self._published_acknowledgement:
             self._published_acknowledgement = self._acknowledged_at
-            _quiet_gauges().last_acknowledged.set(self._acknowledged_at)
+            _QUIET_GAUGES.made().last_acknowledged.set(self._acknowledged_at)
 
     def health(self, *, live: bool, ready: bool, store_up: bool) -> None:
         """The worker's liveness, readiness and store health, as its gauges."""
-        gauges = _health_gauges()
+        gauges = _HEALTH_GAUGES.made()
         for name, value in zip(HEALTH_GAUGES, (live, ready, store_up), strict=True):
-            gauges[name].set(1 if value else 0)
+            getattr(gauges, name).set(1 if value else 0)
 
     def queue(self, depth: QueueDepth) -> None:
         """The queue's counts as the store watch just read them (from its thread)."""
-        gauges = _queue_gauges()
+        gauges = _QUEUE_GAUGES.made()
         gauges.actions.labels(state="pending").set(depth.pending)
         gauges.actions.labels(state="dead").set(depth.dead)
         gauges.dead_letters.set(depth.dead)
@@ -273,7 +228,7 @@ class DeliveryMetrics:
 
     def schema(self, version: int) -> None:
         """The store's schema version as this worker found it."""
-        _schema_gauge().set(version)
+        _SCHEMA_GAUGE.made().set(version)
 
     def committed(self, seconds: float) -> None:
         """One batch's write-and-commit time (from the writer's thread)."""

@@ -17,14 +17,10 @@ never by a request, and never read the store at scrape time.
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
-import threading
 import time
-from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from gptools import spec
 from gptools.webhooks._constants import (
@@ -35,6 +31,7 @@ from gptools.webhooks._constants import (
     QUEUE_LINK_MAX_BACKOFF,
     SPOOL_REPLAY_CHUNK,
 )
+from gptools.webhooks._metric_families import Families, counter, gauge
 from gptools.webhooks._records import (
     Clock,
     CommitUncertain,
@@ -61,42 +58,30 @@ logger = logging.getLogger("gptools.webhooks")
 UNACKNOWLEDGED_KEPT = spec.WEBHOOK_DEDUPE_RETENTION
 
 
-@dataclass(frozen=True, slots=True)
-class _Instruments:
-    spool_rows: Any
-    dropped: Any
-    replayed: Any
-    oldest_unacknowledged: Any
-
-
-@functools.cache
-def _instruments() -> _Instruments:
-    from prometheus_client import Counter, Gauge
-
-    return _Instruments(
-        # Per worker; the highest of the live workers is what a scrape shows.
-        spool_rows=Gauge(
-            "gptools_webhook_spool_rows",
-            "Log rows of 503 answers waiting in the worker's outage spool for the store.",
-            multiprocess_mode="livemax",
-        ),
-        dropped=Counter(
-            "gptools_webhook_spool_dropped_total",
-            "Log rows of 503 answers not kept because the outage spool was full (or its"
-            " disk failed): counted, not kept.",
-        ),
-        replayed=Counter(
-            "gptools_webhook_spool_replayed_total",
-            "Spooled log rows written to delivery_log after the store returned.",
-        ),
-        # Every worker reads the same store: the highest is the truth.
-        oldest_unacknowledged=Gauge(
-            "gptools_webhook_oldest_unacknowledged_seconds",
-            "Age of the oldest action answered only 5xx so far (the provider retries it"
-            " for 7 days after its first attempt); 0 when there is none.",
-            multiprocess_mode="livemax",
-        ),
-    )
+_INSTRUMENTS = Families(
+    # Per worker; the highest of the live workers is what a scrape shows.
+    spool_rows=gauge(
+        "gptools_webhook_spool_rows",
+        "Log rows of 503 answers waiting in the worker's outage spool for the store.",
+        mode="livemax",
+    ),
+    dropped=counter(
+        "gptools_webhook_spool_dropped_total",
+        "Log rows of 503 answers not kept because the outage spool was full (or its"
+        " disk failed): counted, not kept.",
+    ),
+    replayed=counter(
+        "gptools_webhook_spool_replayed_total",
+        "Spooled log rows written to delivery_log after the store returned.",
+    ),
+    # Every worker reads the same store: the highest is the truth.
+    oldest_unacknowledged=gauge(
+        "gptools_webhook_oldest_unacknowledged_seconds",
+        "Age of the oldest action answered only 5xx so far (the provider retries it"
+        " for 7 days after its first attempt); 0 when there is none.",
+        mode="livemax",
+    ),
+)
 
 
 class OutageRecovery:
@@ -131,8 +116,7 @@ class OutageRecovery:
         self.refresh_every = refresh_every
         self.link = StoreLink(store, max_backoff=QUEUE_LINK_MAX_BACKOFF)
         self.health = LoopHealth("spool")
-        self._stop = threading.Event()
-        self._instruments = _instruments()
+        self._instruments = _INSTRUMENTS.made()
         #: The oldest unacknowledged action in the store, as last read.
         self._stored_oldest: datetime | None = None
         self._refresh_due = 0.0
@@ -153,16 +137,12 @@ class OutageRecovery:
 
     def start(self) -> None:
         """Run the loop in a background thread."""
-        self._stop.clear()
-        self.health.start(self._step, self._stop)
+        self.health.start(self._step)
 
     def stop(self) -> None:
         """Stop the loop; replay once more when the store answered last, then close the
         spool (rows left stay on disk for the next worker)."""
-        self.health.stopping = True
-        self._stop.set()
-        if self.health.thread is not None:
-            self.health.thread.join()
+        self.health.stop()
         try:
             if self.spool.waiting and self.link.reachable:
                 self.run_once()
@@ -192,7 +172,7 @@ class OutageRecovery:
             self._failing = False
         finally:
             self.report()
-        return not self._stop.wait(self.replay_every.total_seconds())
+        return self.health.wait(self.replay_every.total_seconds())
 
     # -- one round ----------------------------------------------------------------------
 

@@ -145,7 +145,6 @@ class ProcessingQueue:
         self.clock = clock
         self.health = LoopHealth("queue")
         self.link = StoreLink(store, max_backoff=QUEUE_LINK_MAX_BACKOFF)
-        self._stop = threading.Event()
         self._wake = threading.Event()
         self._runner: _HandlerThread | None = None
         self._store_failures = 0
@@ -167,8 +166,7 @@ class ProcessingQueue:
 
     def start(self) -> None:
         """Run the queue in a background thread until :meth:`stop`."""
-        self._stop.clear()
-        self.health.start(self._step, self._stop)
+        self.health.start(self._step)
 
     def wake(self) -> None:
         """Tell the background thread new work was committed (saves a poll interval)."""
@@ -176,11 +174,7 @@ class ProcessingQueue:
 
     def stop(self) -> None:
         """Finish the run in progress and stop the background thread."""
-        self.health.stopping = True
-        self._stop.set()
-        self._wake.set()
-        if self.health.thread is not None:
-            self.health.thread.join()
+        self.health.stop(wake=self._wake.set)
         self.link.close()
         if self._runner is not None:
             self._runner.close()
@@ -206,8 +200,7 @@ class ProcessingQueue:
                 base=self.idle_wait.total_seconds(),
                 cap=QUEUE_STORE_BACKOFF_CAP,
             )
-            self._stop.wait(wait)
-            return True
+            return self.health.wait(wait)
         self.link.ok()
         self._store_failures = 0
         if not ran:
@@ -218,7 +211,7 @@ class ProcessingQueue:
     def run_due(self, conn: StoreConnection) -> int:
         """Run up to ``batch`` due actions, one lease each; return how many ran."""
         ran = 0
-        while ran < self.batch and not self._stop.is_set():
+        while ran < self.batch and not self.health.stopping:
             self.abandoned = [t for t in self.abandoned if t.is_alive()]
             if len(self.abandoned) >= self.max_hung:
                 # Not a store error: the supervisor counts it, and health fails.

@@ -39,8 +39,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
-import functools
 import json
 import logging
 import os
@@ -63,6 +61,8 @@ from gptools.webhooks._constants import (
     RELOAD_TIMEOUT_S,
     TLS_FILE_MAX_BYTES,
 )
+from gptools.webhooks._file_locks import is_held, lock_now
+from gptools.webhooks._metric_families import counter
 
 if TYPE_CHECKING:
     from uvicorn.config import Config
@@ -239,25 +239,21 @@ def _confirm(directory: Path, outcome: ReloadResult) -> None:
 # -- in the serve process -------------------------------------------------------------------
 
 
-@functools.cache
-def _reloads() -> Any:
-    from prometheus_client import Counter
-
-    return Counter(
-        "gptools_webhook_config_reloads_total",
-        "Reloads of the credentials and TLS certificate (SIGHUP, webhooks reload), by result.",
-        ["result"],
-    )
+_RELOADS = counter(
+    "gptools_webhook_config_reloads_total",
+    "Reloads of the credentials and TLS certificate (SIGHUP, webhooks reload), by result.",
+    "result",
+)
 
 
 def count_reloads() -> None:
     for result in ("ok", "failed"):
-        _reloads().labels(result=result)
+        _RELOADS.made().labels(result=result)
 
 
 def answer_reload(result: ReloadResult, status: Path | None) -> None:
     """Count, log and (with a status file) write one reload's result."""
-    _reloads().labels(result="ok" if result.ok else "failed").inc()
+    _RELOADS.made().labels(result="ok" if result.ok else "failed").inc()
     if result.ok:
         logger.info(
             "reloaded in %d worker%s: credentials %s%s",
@@ -348,9 +344,7 @@ def _locked_pid_file(path: Path) -> Iterator[Path]:
             f"cannot write the pid file {path}: {exc.strerror or exc}"
         ) from None
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        if not lock_now(fd):
             held = os.read(fd, 32).decode("ascii", "replace").strip()
             raise ConfigurationError(
                 f"the pid file {path} is held by a running receiver (pid {held}): give each "
@@ -404,7 +398,7 @@ def reload_receiver(
     if not text.isdigit() or not 0 < int(text) < 2**31:
         raise ConfigurationError(f"the pid file {path} holds no process id")
     pid = int(text)
-    if not _held(path):
+    if not is_held(path):
         raise ReloadError(
             f"no running receiver holds the pid file {path} (a stale one: pid {pid} may be "
             "another process now): nothing to reload"
@@ -431,18 +425,3 @@ def reload_receiver(
     raise ReloadError(
         f"the receiver (pid {pid}) did not answer within {timeout:g} s; its log says why"
     )
-
-
-def _held(path: Path) -> bool:
-    """Whether a running ``serve`` holds the lock on its pid file ``path``."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False

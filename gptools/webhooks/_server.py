@@ -28,6 +28,7 @@ from uvicorn.server import ServerState
 from gptools import spec
 from gptools.errors import GptoolsError
 from gptools.webhooks._constants import CONNECTION_LOG_EVERY_S
+from gptools.webhooks._metric_families import counter
 from gptools.webhooks._server_limits import ServerLimits
 
 _logger = logging.getLogger("gptools.webhooks")
@@ -50,15 +51,11 @@ class _TooManyFields(GptoolsError):
     """Raised inside the parser's callback to stop parsing a request."""
 
 
-@functools.cache
-def _refusals() -> Any:
-    from prometheus_client import Counter
-
-    return Counter(
-        "gptools_webhook_connections_refused_total",
-        "Connections the server refused or closed before the receiver saw a request, by reason.",
-        ["reason"],
-    )
+_REFUSALS = counter(
+    "gptools_webhook_connections_refused_total",
+    "Connections the server refused or closed before the receiver saw a request, by reason.",
+    "reason",
+)
 
 
 class _Tally:
@@ -70,7 +67,7 @@ class _Tally:
         self._logged_at = dict.fromkeys(REASONS, float("-inf"))
 
     def count(self, reason: str, detail: str) -> None:
-        _refusals().labels(reason=reason).inc()
+        _REFUSALS.made().labels(reason=reason).inc()
         self._pending[reason] += 1
         now = time.monotonic()
         if now - self._logged_at[reason] >= CONNECTION_LOG_EVERY_S:

@@ -22,7 +22,6 @@ syncs the current file about once a second, off the event loop.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import logging
@@ -37,6 +36,7 @@ from typing import Any
 
 from gptools._private_files import make_private_dir, open_private, private_opener
 from gptools.webhooks._constants import SPOOL_LOG_EVERY_S
+from gptools.webhooks._file_locks import lock_now
 from gptools.webhooks._records import LogEntry, format_utc, parse_utc
 from gptools.webhooks._store import PostgresStore, SQLiteStore, Store
 
@@ -425,7 +425,9 @@ class Spool:
 def _held_lock(path: Path) -> int:
     """Create the lock file ``path`` and hold its ``flock`` (until the process ends)."""
     fd = private_opener()(str(path), os.O_RDWR | os.O_CREAT)
-    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    if not lock_now(fd):  # the owner's name is its pid and a uuid: nobody else has it
+        os.close(fd)
+        raise BlockingIOError(f"the spool's lock file {path} is held by another process")
     return fd
 
 
@@ -436,12 +438,10 @@ def _free_lock(path: Path) -> int | None:
         fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
     except FileNotFoundError:
         return None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        return None
-    return fd
+    if lock_now(fd):
+        return fd
+    os.close(fd)
+    return None
 
 
 def _measure(path: Path) -> Segment:

@@ -13,7 +13,6 @@ away, and that it came back.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 from datetime import timedelta
 
@@ -44,7 +43,6 @@ class StoreWatch:
         self.depth: QueueDepth | None = None
         #: Called with each new count, from the watch's thread (the metrics).
         self.on_depth: Callable[[QueueDepth], None] | None = None
-        self._stop = threading.Event()
 
     @property
     def store_ok(self) -> bool:
@@ -53,15 +51,11 @@ class StoreWatch:
 
     def start(self) -> None:
         """Count now, then every ``every``, in a background thread."""
-        self._stop.clear()
-        self.health.start(self._step, self._stop)
+        self.health.start(self._step)
 
     def stop(self) -> None:
         """Stop after the current count."""
-        self.health.stopping = True
-        self._stop.set()
-        if self.health.thread is not None:
-            self.health.thread.join()
+        self.health.stop()
         self.link.close()
 
     def refresh(self) -> QueueDepth:
@@ -92,4 +86,4 @@ class StoreWatch:
             wait = self.retry_every
         else:
             wait = self.every
-        return not self._stop.wait(wait)
+        return self.health.wait(wait)

@@ -137,7 +137,9 @@ class LoopHealth:
         self.failures = 0
         self.last_error: str | None = None
         self.thread: threading.Thread | None = None
+        #: Set by :meth:`stop`: the loop ends, and its health no longer depends on it.
         self.stopping = False
+        self._stop = threading.Event()
 
     @property
     def ok(self) -> bool:
@@ -175,21 +177,40 @@ class LoopHealth:
             )
         self.failures = 0
 
-    def start(self, step: Callable[[], bool], stop: threading.Event) -> None:
-        """Run ``step`` in a daemon thread until it returns False or ``stop`` is set,
-        backing off after every exception."""
+    def start(self, step: Callable[[], bool]) -> None:
+        """Run ``step`` in a daemon thread until it returns False or :meth:`stop` is
+        called, backing off after every exception."""
 
         def supervise() -> None:
-            while not stop.is_set():
+            while not self._stop.is_set():
                 try:
                     if not step():
                         return
                 except Exception as exc:
-                    stop.wait(self.crashed(exc))
+                    self._stop.wait(self.crashed(exc))
                 else:
                     if self.failures:
                         self.clean()
 
         self.stopping = False
+        self._stop.clear()
         self.thread = threading.Thread(target=supervise, name=f"webhook-{self.name}", daemon=True)
         self.thread.start()
+
+    def wait(self, seconds: float) -> bool:
+        """Wait ``seconds``, less when the loop is stopped meanwhile; whether it goes on
+        (what a step returns after its pause)."""
+        return not self._stop.wait(seconds)
+
+    def stop(self, *, wake: Callable[[], None] | None = None, drain: bool = False) -> None:
+        """Stop the loop and wait for its thread to end: after the current step, whose
+        :meth:`wait` the stop cuts short (``wake`` cuts short what else the step waits
+        on); with ``drain``, once a step returns False, which ``wake`` tells it to do (the
+        writer writes what it was handed before it stops)."""
+        self.stopping = True
+        if not drain:
+            self._stop.set()
+        if wake is not None:
+            wake()
+        if self.thread is not None:
+            self.thread.join()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import queue
 import threading
@@ -171,8 +172,6 @@ class GroupCommitWriter:
         self.link = StoreLink(store)
         self.writer_health = LoopHealth("writer")
         self.sync_health = LoopHealth("sync")
-        self._stop_writer = threading.Event()
-        self._stop_sync = threading.Event()
         self._started = False
         # True while both threads run: a plain attribute, because every request reads it
         # and Thread.is_alive() costs more than the rest of the check.
@@ -197,10 +196,8 @@ class GroupCommitWriter:
             )
         self._up = True
         self._started = True
-        self._stop_writer.clear()
-        self._stop_sync.clear()
-        self.sync_health.start(self._sync_step, self._stop_sync)
-        self.writer_health.start(self._write_step, self._stop_writer)
+        self.sync_health.start(self._sync_step)
+        self.writer_health.start(self._write_step)
 
     @property
     def alive(self) -> bool:
@@ -246,15 +243,9 @@ class GroupCommitWriter:
         if not self._started:
             return
         self._started = False
-        for health, stop, inbox in (
-            (self.writer_health, self._stop_writer, self._queue),
-            (self.sync_health, self._stop_sync, self._committed),
-        ):
-            health.stopping = True
-            inbox.put(None)
-            if health.thread is not None:
-                health.thread.join()
-            stop.set()
+        # Each thread writes (or answers) what it was handed before it stops.
+        self.writer_health.stop(wake=functools.partial(self._queue.put, None), drain=True)
+        self.sync_health.stop(wake=functools.partial(self._committed.put, None), drain=True)
         self.link.close()
 
     def _write_step(self) -> bool:

@@ -8,6 +8,8 @@ click runner, several processes at once, ``kill -9``) use these instead of spell
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -57,6 +59,34 @@ def start_gptools(
     waits for it, or kills it."""
     streams: dict[str, Any] = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
     return subprocess.Popen([GPTOOLS, *args], text=True, env=env, cwd=cwd, **{**streams, **options})
+
+
+def stop_gptools(process: subprocess.Popen[Any], *, grace: float) -> None:
+    """Stop ``process`` (started in a session of its own, ``start_new_session=True``) as
+    a service manager does: SIGTERM, ``grace`` seconds to end, then SIGKILL to its whole
+    process group (its workers too)."""
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(grace)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+def serve_workers(pid: int) -> set[int]:
+    """The pids of the uvicorn workers of the ``gptools webhooks serve`` process ``pid``:
+    its living children that multiprocessing spawned (neither its resource tracker nor a
+    killed worker not reaped yet)."""
+    import psutil
+
+    found = set()
+    for child in psutil.Process(pid).children():
+        try:
+            if child.status() != psutil.STATUS_ZOMBIE and "spawn_main" in " ".join(child.cmdline()):
+                found.add(child.pid)
+        except psutil.NoSuchProcess:
+            continue  # it ended meanwhile
+    return found
 
 
 def wait_until_ready(

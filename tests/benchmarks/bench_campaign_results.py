@@ -1,12 +1,13 @@
 """Campaign results on a 5,000,000-delivery log with 100 campaigns of 10,000 players each,
 against the plain analysis of the same log, measured in the same run.
 
-The log (generated once by DuckDB, cached in ``$BENCH_TMP/bench-campaign-results/``): 4.8M
-actions, the first 200,000 delivered twice (a duplicate after a 200, or a retry after a
-503); half of the actions are campaign play (a participant of one campaign, on one of its
-games, at its bet, inside its window, FEATURE for an awarded feature), the rest regular
-play. Campaigns c and c + 4 share 2,000 players, a game, the currency, the bet and four
-days of their windows, so some plays are ambiguous.
+The log (``tests/_support/generated_log.py``, generated once by DuckDB, cached in
+``$BENCH_TMP/bench-campaign-results/``): 4.8M actions, the first 200,000 delivered twice
+(a duplicate after a 200, or a retry after a 503); half of the actions are campaign play
+(a participant of one campaign, on one of its games, at its bet, inside its window,
+FEATURE for an awarded feature), the rest regular play. Campaigns c and c + 4 share 2,000
+players, a game, the currency, the bet and four days of their windows, so some plays are
+ambiguous.
 
 Each side runs in a fresh interpreter (DuckDB, 2 threads, 1 GB memory limit): the analysis
 is ``analyze(log).report``, the results ``campaign_results(log, campaigns).report`` plus
@@ -31,106 +32,28 @@ import time
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import psutil
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+from tests._support.generated_log import (  # noqa: E402
+    START,
+    GeneratedLog,
+    campaign_specs,
+    write_campaign_log,
+)
 
 # BENCH_SCALE shrinks the log and the campaigns (a quick check of the script, not a result).
 _SCALE = float(os.environ.get("BENCH_SCALE", "1"))
-DELIVERIES = int(5_000_000 * _SCALE)
-DOUBLED = int(200_000 * _SCALE)
-CAMPAIGNS = 100
+SHAPE = GeneratedLog(
+    deliveries=int(5_000_000 * _SCALE),
+    doubled=int(200_000 * _SCALE),
+    campaigns=100,
+    players=int(10_000 * _SCALE),
+    shift=int(2_000 * _SCALE),
+    regular_players=400_000,
+)
 ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 3
-PLAYERS = int(10_000 * _SCALE)
-SHIFT = int(2_000 * _SCALE)  # campaign c's players start at c * SHIFT: c and c + 4 share some
-THREADS = 2
-MEMORY_LIMIT = "1GB"
-START = "2030-03-01 00:00:00"
-
-
-def campaigns_json() -> list[dict[str, Any]]:
-    """The 100 campaigns' terms (as JSON for the child interpreter)."""
-    out = []
-    for c in range(CAMPAIGNS):
-        awarded = c % 2 == 0
-        currency = "EUR" if c % 4 < 2 else "JPY"
-        bet = ("20.00" if currency == "EUR" else "2000") if awarded else (
-            "0.20" if currency == "EUR" else "20")  # fmt: skip
-        out.append(
-            {
-                "campaign_id": f"CMP-{c:06d}",
-                "campaign_type": "AWARDED_FEATURE" if awarded else "FREE_ROUNDS",
-                "currency": currency,
-                "bet": bet,
-                "bet_number": 10,
-                "game_ids": [f"game-{c % 10}", f"game-{(c + 4) % 10}"],
-                "start_h": c,  # hours after START
-                "days": 7,
-                "first_player": c * SHIFT,
-            }
-        )
-    return out
-
-
-def generate(path: Path) -> None:
-    """Write the log with DuckDB (a few seconds; no Python loop over rows)."""
-    cs = campaigns_json()
-    con = duckdb.connect()
-    con.execute(f"SET threads = {THREADS}; SET memory_limit = '{MEMORY_LIMIT}'")
-    con.execute(
-        "CREATE TABLE camp AS SELECT * FROM (VALUES "
-        + ",".join(
-            f"({i}, '{c['currency']}', '{c['bet']}', "
-            f"{str(c['campaign_type'] == 'AWARDED_FEATURE').lower()}, "
-            f"{c['start_h']}, {c['first_player']})"
-            for i, c in enumerate(cs)
-        )
-        + ") t(c, currency, bet, awarded, start_h, first_player)"
-    )
-    actions = DELIVERIES - DOUBLED
-    con.execute(
-        f"""
-        COPY (
-          WITH a AS (
-            SELECT n, (hash(n) >> 1)::BIGINT AS h, (hash(n * 3) % {CAMPAIGNS})::INT AS c,
-                   hash(n * 5) % 2 = 0 AS campaign_play
-            FROM range({actions}) t(n)
-          ),
-          play AS (
-            SELECT a.n, a.h, a.campaign_play,
-              CASE WHEN campaign_play THEN 'p' || (first_player + (h % {PLAYERS}))::VARCHAR
-                   ELSE 'r' || (h % 400000)::VARCHAR END AS player,
-              CASE WHEN campaign_play THEN 'game-' || ((c + 4 * ((h // 7) % 2)) % 10)::VARCHAR
-                   ELSE 'game-' || (h % 12)::VARCHAR END AS game,
-              CASE WHEN campaign_play THEN camp.currency ELSE 'EUR' END AS currency,
-              CASE WHEN campaign_play THEN camp.bet::DECIMAL(12, 2)
-                   ELSE ((h % 50) / 10.0 + 0.1)::DECIMAL(12, 2) END AS bet,
-              CASE WHEN campaign_play AND awarded THEN ['FEATURE'] ELSE ['COIN'] END AS events,
-              TIMESTAMP '{START}' + to_microseconds(
-                CASE WHEN campaign_play
-                     THEN start_h * 3600000000 + (h // 11) % (7 * 86400000000)
-                     ELSE (h // 13) % (8 * 86400000000) END) AS ts
-            FROM a JOIN camp USING (c)
-          ),
-          deliveries AS (
-            SELECT n, 0 AS k, h, player, game, currency, bet, events, ts FROM play
-            UNION ALL
-            SELECT n, 1 AS k, h, player, game, currency, bet, events, ts FROM play
-            WHERE n < {DOUBLED}
-          )
-          SELECT
-            strftime(ts + INTERVAL 2 SECOND + to_microseconds(k * 30000000),
-                     '%Y-%m-%dT%H:%M:%S.%fZ') AS received_at,
-            CASE WHEN k = 0 AND n % 2 = 1 THEN 503 ELSE 200 END AS status,
-            (h % 120000) / 100.0 AS latency_ms,
-            {{'roundId': 'R' || n::VARCHAR, 'gameId': game, 'playerId': player,
-              'timestamp': strftime(ts, '%Y-%m-%dT%H:%M:%S.%f'), 'bet': bet,
-              'currencyCode': currency, 'events': events,
-              'actionId': md5(n::VARCHAR)::UUID::VARCHAR}} AS payload
-          FROM deliveries
-        ) TO '{path}' (FORMAT json)
-        """
-    )
-    con.close()
 
 
 _CHILD = """
@@ -145,7 +68,7 @@ if side == "analysis":
         doc = a.report.to_dict()
     out = {"actions": doc["actions"], "deliveries": doc["deliveries"]}
 else:
-    start = datetime.fromisoformat(START_ISO).replace(tzinfo=UTC)
+    start = datetime.fromisoformat(START_ISO)
     terms = []
     for c in json.loads(open(spec_json).read()):
         first = c["first_player"]
@@ -169,7 +92,9 @@ print(json.dumps(out))
 
 def run(side: str, path: Path, spec_path: Path) -> tuple[float, float, dict[str, Any]]:
     """One side in a fresh interpreter: seconds, peak RSS (MB) of its process, its figures."""
-    code = _CHILD.replace("START_ISO", repr(START)).replace("PLAYERS", str(PLAYERS))
+    code = _CHILD.replace("START_ISO", repr(START.isoformat())).replace(
+        "PLAYERS", str(SHAPE.players)
+    )
     proc = subprocess.Popen(
         [sys.executable, "-c", code, side, str(path), str(spec_path)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -190,14 +115,16 @@ def run(side: str, path: Path, spec_path: Path) -> tuple[float, float, dict[str,
 def main() -> None:
     base = Path(os.environ.get("BENCH_TMP", "/tmp")) / "bench-campaign-results"
     base.mkdir(parents=True, exist_ok=True)
-    path = base / f"log-{DELIVERIES}.jsonl"
-    spec_path = base / f"campaigns-{DELIVERIES}.json"
-    spec_path.write_text(json.dumps(campaigns_json()))
+    path = base / f"log-{SHAPE.deliveries}.jsonl"
+    spec_path = base / f"campaigns-{SHAPE.deliveries}.json"
+    spec_path.write_text(json.dumps(campaign_specs(SHAPE)))
     if not path.exists():
         t = time.perf_counter()
-        generate(path.with_suffix(".tmp"))
+        write_campaign_log(
+            path.with_suffix(".tmp"), SHAPE, settings="SET threads = 2; SET memory_limit = '1GB'"
+        )
         path.with_suffix(".tmp").rename(path)
-        print(f"generated {DELIVERIES:,} deliveries, {path.stat().st_size / 1e9:.2f} GB in "
+        print(f"generated {SHAPE.deliveries:,} deliveries, {path.stat().st_size / 1e9:.2f} GB in "
               f"{time.perf_counter() - t:.0f} s (cached in {base})", flush=True)  # fmt: skip
     analysis_runs: list[float] = []
     results_runs: list[float] = []
@@ -208,7 +135,7 @@ def main() -> None:
         print(f"round {n + 1} analysis: {analysis_s:.2f} s, peak {analysis_mb:.0f} MB, {a}")
         results_s, results_mb, r = run("results", path, spec_path)
         print(f"round {n + 1} results:  {results_s:.2f} s, peak {results_mb:.0f} MB, {r}")
-        assert r["holds"] and r["actions"] == a["actions"] == DELIVERIES - DOUBLED
+        assert r["holds"] and r["actions"] == a["actions"] == SHAPE.actions
         analysis_runs.append(analysis_s)
         results_runs.append(results_s)
         ratios.append(results_s / analysis_s)

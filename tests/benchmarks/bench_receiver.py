@@ -54,7 +54,6 @@ import decimal
 import os
 import re
 import shutil
-import signal
 import socket
 import sqlite3
 import statistics
@@ -71,8 +70,14 @@ from typing import Any
 import httpx
 from pydantic import BaseModel
 
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+from tests._support.cli import stop_gptools  # noqa: E402
+
 DURATION_S = 10
 WARMUP_S = 2
+#: Seconds a receiver has to stop after SIGTERM before its process group is killed.
+STOP_GRACE_S = 30
 CONNECTIONS = int(os.environ.get("BENCH_CONNECTIONS", "32"))
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 THREADS = 2
@@ -333,15 +338,6 @@ def _wait_ready(port: int, path: str, proc: subprocess.Popen[bytes]) -> None:
     raise RuntimeError("server did not start")
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(30)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-
-
 def _wrk(ports: list[int], work: Path, name: str, seconds: int, *, shared: bool) -> WrkRun:
     out = work / f"{name}.acked"
     lua = work / f"{name}.lua"
@@ -536,7 +532,7 @@ def _measure(
         return _load([port for _, port, _ in procs], work, name, shared=shared)
     finally:
         for proc, _, _ in procs:
-            _stop(proc)
+            stop_gptools(proc, grace=STOP_GRACE_S)
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import socket
 import statistics
 import subprocess
@@ -53,6 +52,10 @@ import httpx
 import psycopg
 
 from gptools.webhooks import Store, StoreError, open_store
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+from tests._support.cli import stop_gptools  # noqa: E402
 
 PG_URL = os.environ.get("BENCH_PG", "postgresql://postgres@127.0.0.1:5432/test")
 SMALL = 10_000
@@ -204,15 +207,6 @@ def _wait_for_first_purges(names: list[str]) -> None:
             time.sleep(0.5)
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(60)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-
-
 def main() -> None:
     run = uuid.uuid4().hex[:8]
     schemas = {"small": f"bench_scrape_small_{run}", "large": f"bench_scrape_large_{run}"}
@@ -303,7 +297,7 @@ def main() -> None:
         raise SystemExit(f"FAILED: {exc}") from exc
     finally:
         for proc in procs:
-            _stop(proc)
+            stop_gptools(proc, grace=60)
         with psycopg.connect(PG_URL, autocommit=True) as conn:
             for schema in schemas.values():
                 conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')

@@ -43,6 +43,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+from tests._support.cli import stop_gptools  # noqa: E402
 from tests.benchmarks import bench_receiver as br  # noqa: E402
 from tests.hostile.connection_attacks import rss_bytes  # noqa: E402
 
@@ -312,7 +313,7 @@ def _phase(work: Path, env: dict[str, str], name: str, attacked: bool) -> Phase:
             done.set()
             sampler.join()
     finally:
-        br._stop(proc)
+        stop_gptools(proc, grace=br.STOP_GRACE_S)
     problems = br._check(*br._sqlite_rows(store, "webhook_actions", True), (warm, run))
     conn = sqlite3.connect(store)
     try:

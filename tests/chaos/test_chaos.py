@@ -31,6 +31,7 @@ import pytest
 
 from gptools import spec
 from gptools.webhooks import open_store
+from tests._support.cli import serve_workers
 from tests.webhooks.conftest import (
     JSON,
     READY_TIMEOUT_S,
@@ -68,18 +69,7 @@ class Receiver:
 
     def workers(self) -> list[int]:
         """The pids of the worker processes (uvicorn's children that serve)."""
-        out = subprocess.run(
-            ["pgrep", "-P", str(self.proc.pid)], capture_output=True, text=True, check=False
-        ).stdout.split()
-        pids = []
-        for pid in out:
-            try:
-                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-            except OSError:
-                continue
-            if b"spawn_main" in cmdline:
-                pids.append(int(pid))
-        return pids
+        return sorted(serve_workers(self.proc.pid))
 
     def wait_until(self, what: str, predicate: Callable[[], bool], timeout: float) -> None:
         """Poll ``predicate`` until it holds, or fail with the receiver's output."""

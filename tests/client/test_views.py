@@ -12,7 +12,7 @@ import pytest
 
 from gptools import errors, spec
 from gptools.sandbox import FaultRule, RunningSandbox, SandboxConfig, run_sandbox
-from tests._support.relay import TcpRelay
+from tests._support.proxy import TcpProxy
 from tests.client.conftest import (
     AsyncTwin,
     MakeClient,
@@ -145,18 +145,17 @@ def test_a_client_and_its_views_stay_within_the_tiers_together(make: MakeClient)
 
 
 @pytest.fixture
-def proxy(sb: RunningSandbox) -> Iterator[TcpRelay]:
+def proxy(sb: RunningSandbox) -> Iterator[TcpProxy]:
     port = httpx.URL(sb.base_url).port
     assert port is not None
-    relay = TcpRelay(port)
-    yield relay
-    relay.close()
+    with TcpProxy(("127.0.0.1", port)) as relay:
+        yield relay
 
 
 def test_a_client_and_its_views_use_one_connection_pool(
-    make: MakeClient, sb: RunningSandbox, proxy: TcpRelay
+    make: MakeClient, sb: RunningSandbox, proxy: TcpProxy
 ) -> None:
-    c = make("partner", base_url=proxy.url)
+    c = make("partner", base_url=f"http://127.0.0.1:{proxy.port}")
     shop = c.brand(201)
     slow = c.with_options(timeout=20.0, max_retries=1)
     c.self()

@@ -12,11 +12,10 @@ on a thread of their own; every loop they run is bounded and ends by itself.
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 import tracemalloc
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -25,6 +24,7 @@ import pytest
 from gptools import errors, spec
 from gptools.client import AsyncClient, Client
 from gptools.client import _constants as C
+from tests.hostile.raw_server import RawServer
 
 GIB = 1024**3
 #: The drip: one byte every half second, for at most this long per connection.
@@ -37,7 +37,7 @@ KINDS = ("sync", "async-aiohttp", "async-httpx")
 
 
 @dataclass
-class HostileServer:
+class HostileServer(RawServer):
     """A raw HTTP/1.1 server on 127.0.0.1 whose answers do what ``mode`` says:
 
     - ``drip-head``: the status line and headers one byte every :data:`DRIP_EVERY_S`;
@@ -49,52 +49,10 @@ class HostileServer:
 
     mode: str
     connections: int = 0
-    port: int = 0
-    _loop: asyncio.AbstractEventLoop | None = None
-    _thread: threading.Thread | None = None
-    _tasks: set[asyncio.Task[None]] = field(default_factory=set)
 
-    def __enter__(self) -> HostileServer:
-        ready = threading.Event()
-        stop: list[asyncio.Event] = []
-
-        async def main() -> None:
-            server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
-            self.port = server.sockets[0].getsockname()[1]
-            stop.append(asyncio.Event())
-            ready.set()
-            async with server:
-                await stop[0].wait()
-            # Handlers still dripping or streaming to a client that left: end them.
-            for task in self._tasks:
-                task.cancel()
-            await asyncio.gather(*self._tasks, return_exceptions=True)
-
-        def run() -> None:
-            self._loop = asyncio.new_event_loop()
-            self._loop.run_until_complete(main())
-            self._loop.close()
-
-        self._thread = threading.Thread(target=run, daemon=True)
-        self._thread.start()
-        assert ready.wait(10), "the hostile server did not start"
-        self._stop = stop[0]
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        assert self._loop is not None and self._thread is not None
-        self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(10)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Read the request's head, then answer as :attr:`mode` says."""
         self.connections += 1
-        task = asyncio.current_task()
-        assert task is not None
-        self._tasks.add(task)
         try:
             await reader.readuntil(b"\r\n\r\n")
             await self._answer(writer)

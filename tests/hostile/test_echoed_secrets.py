@@ -16,7 +16,6 @@ import asyncio
 import base64
 import json
 import os
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -25,6 +24,7 @@ import pytest
 from gptools import errors
 from gptools._secrets import REDACTED, blank_credentials
 from tests._support.cli import run_gptools
+from tests.hostile.raw_server import RawServer
 from tests.hostile.test_client_servers import KINDS, call_self
 
 USERNAME = "hostuser"
@@ -36,7 +36,7 @@ SECRETS = (PASSWORD, "Sup3r%2FSecret%20PW", "Sup3r%2FSecret+PW", TOKEN, OTHER_BE
 
 
 @dataclass
-class EchoServer:
+class EchoServer(RawServer):
     """A raw HTTP/1.1 server on 127.0.0.1 that answers every request as ``mode`` says,
     repeating the credentials it was given:
 
@@ -48,40 +48,9 @@ class EchoServer:
     """
 
     mode: str
-    port: int = 0
 
-    def __enter__(self) -> EchoServer:
-        ready = threading.Event()
-        self._stop: asyncio.Event | None = None
-
-        async def main() -> None:
-            server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
-            self.port = server.sockets[0].getsockname()[1]
-            self._stop = asyncio.Event()
-            ready.set()
-            async with server:
-                await self._stop.wait()
-
-        def run() -> None:
-            self._loop = asyncio.new_event_loop()
-            self._loop.run_until_complete(main())
-            self._loop.close()
-
-        self._thread = threading.Thread(target=run, daemon=True)
-        self._thread.start()
-        assert ready.wait(10), "the echo server did not start"
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        assert self._stop is not None
-        self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(10)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Read the request's head, then answer as :attr:`mode` says, echoing it."""
         try:
             head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1")
             auth = next(
@@ -178,6 +147,9 @@ def test_the_cli_prints_no_credential(echo: EchoServer, as_json: bool) -> None:
         ("Authorization: Basic dTpw", "Authorization: Basic ***"),  # named: any value
         ('{"authorization": "Bearer abc"}', '{"authorization": "Bearer ***"}'),
         ("token Bearer eyJ0eXAi.x.y refused", "token Bearer *** refused"),
+        # The whole value, beyond RFC 6750's token characters too.
+        ("Authorization: Bearer p@ss!w(rd), then", "Authorization: Bearer ***, then"),
+        ("token Bearer 12p@ss!w(rd) refused", "token Bearer *** refused"),
         ("see https://u:p%40ss@x.example/?a=1&password=zz&b=2",
          "see https://u:***@x.example/?a=1&password=***&b=2"),
         # Words, not credentials: left as they are.

@@ -10,10 +10,21 @@ from typing import Any
 import pytest
 
 from gptools.client import Client
+from gptools.participants._sources import open_source
 from gptools.sandbox import RecordedRequest, RunningSandbox
 from tests._support.campaigns import free_rounds
 
 BRAND = 201
+
+
+def source_rows(path: Path, **options: Any) -> list[tuple[int, str | None]]:
+    """Each row of the players file at ``path`` (read with ``options``): its line and the
+    id as read."""
+    src = open_source(path, **options)
+    try:
+        return [(r.line, r.raw) for r in src.rows()]
+    finally:
+        src.close()
 
 
 def make_client(sb: RunningSandbox, **options: Any) -> Client:

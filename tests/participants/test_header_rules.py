@@ -19,15 +19,7 @@ from gptools.cli import cli
 from gptools.participants import PlayerListError, load_participants
 from gptools.participants._sources import open_source
 from gptools.sandbox import RunningSandbox
-from tests.participants.conftest import BRAND, make_client, participant_requests
-
-
-def _rows(path: Path, **options: object) -> list[tuple[int, str | None]]:
-    src = open_source(path, **options)  # type: ignore[arg-type]
-    try:
-        return [(r.line, r.raw) for r in src.rows()]
-    finally:
-        src.close()
+from tests.participants.conftest import BRAND, make_client, source_rows
 
 
 def _load(env: dict[str, str], path: Path, campaign: str, *more: str) -> dict[str, object]:
@@ -77,13 +69,13 @@ def test_a_header_name_below_ids_reads_as_a_row(
 ) -> None:
     path = tmp_path / "ids.csv"
     path.write_text(text, encoding="utf-8")
-    assert [raw for _, raw in _rows(path, **options)] == expected
+    assert [raw for _, raw in source_rows(path, **options)] == expected
 
 
 def test_titles_above_a_header_are_still_skipped_and_a_mix_still_asks(tmp_path: Path) -> None:
     titled = tmp_path / "titled.csv"
     titled.write_text("Player export 2026\ngenerated today\nplayerId\np-1\np-2\n", "utf-8")
-    assert _rows(titled) == [(4, "p-1"), (5, "p-2")]
+    assert source_rows(titled) == [(4, "p-1"), (5, "p-2")]
     # A title and an id-like row above the header: neither reading is sure, so it asks.
     mixed = tmp_path / "mixed.csv"
     mixed.write_text("Export\n2026-03-01\nplayerId\np-1\np-2\n", "utf-8")
@@ -111,7 +103,7 @@ def test_header_takes_the_first_row_whatever_it_looks_like(
 ) -> None:
     path = tmp_path / "ids.csv"
     path.write_text("p-0\np-1\np-2\n", encoding="utf-8")
-    assert _rows(path, header=True) == [(2, "p-1"), (3, "p-2")]
+    assert source_rows(path, header=True) == [(2, "p-1"), (3, "p-2")]
     with make_client(fresh_sandbox) as c:
         summary = load_participants(
             c, campaign, path, brand=BRAND, header=True, journal=tmp_path / "j", progress=False
@@ -128,7 +120,7 @@ def test_a_closed_quoted_id_with_a_line_break_is_that_rows_rejection(
 ) -> None:
     path = tmp_path / "q.csv"
     path.write_text('p-1\n"p-2\nx"\np-3\n', encoding="utf-8")
-    assert _rows(path) == [(1, "p-1"), (2, "p-2\nx"), (4, "p-3")]
+    assert source_rows(path) == [(1, "p-1"), (2, "p-2\nx"), (4, "p-3")]
     doc = _load(env, path, campaign)
     assert (doc["rows"], doc["loaded"], doc["rejected"]) == (3, 2, 1)
     assert doc["rejected_by_reason"] == {"control_character": 1}
@@ -145,29 +137,8 @@ def test_a_closed_quote_in_the_id_column_of_a_table_is_that_rows_rejection(
     path.write_text(
         'playerId,name\n"p-\n1",A\np-2,"B\nb"\np-3,"say ""hi""\nnow"\np-4,C\n', encoding="utf-8"
     )
-    assert _rows(path) == [(2, "p-\n1"), (4, "p-2"), (6, "p-3"), (8, "p-4")]
+    assert source_rows(path) == [(2, "p-\n1"), (4, "p-2"), (6, "p-3"), (8, "p-4")]
 
 
-@pytest.mark.parametrize(
-    ("text", "line"),
-    [
-        # Open at the end of the file, in a list of one column.
-        ('p-1\n"p-2\np-3\np-4\n', 2),
-        # Open at the end of the file after a doubled quote, which is a quote inside one.
-        ('playerId\np-1\n"p-2 ""a""\np-3\n', 3),
-        # Open at the end of the file, without a final line break.
-        ('playerId\np-1\n"p-2\np-3', 3),
-        # Closed, but the rows it swallowed hold delimiters: they were rows.
-        ('playerId,note\np-1,"abc\np-2,y\np-3,"done"\np-4,z\n', 2),
-    ],
-)
-def test_a_swallowing_quote_still_stops_before_sending(
-    campaign: str, fresh_sandbox: RunningSandbox, tmp_path: Path, text: str, line: int
-) -> None:
-    path = tmp_path / "q.csv"
-    path.write_text(text, encoding="utf-8")
-    with pytest.raises(PlayerListError, match=rf"q\.csv, line {line}: a quote opened on this line"):
-        _rows(path)
-    with make_client(fresh_sandbox) as c, pytest.raises(PlayerListError):
-        load_participants(c, campaign, path, brand=BRAND, journal=tmp_path / "j", progress=False)
-    assert participant_requests(fresh_sandbox) == []
+# A quote that runs to the end of the file or swallows rows with delimiters still stops
+# the load: test_wrong_data.py's test_an_unclosed_quote_names_its_line_and_sends_nothing.

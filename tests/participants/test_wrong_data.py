@@ -19,18 +19,10 @@ from gptools.cli import cli
 from gptools.participants import PlayerListError, load_participants
 from gptools.participants._sources import open_source
 from gptools.sandbox import RunningSandbox
-from tests.participants.conftest import BRAND, make_client, participant_requests
+from tests.participants.conftest import BRAND, make_client, participant_requests, source_rows
 
 #: What OWASP names as the first characters of a cell a spreadsheet may run.
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
-
-
-def _rows(path: Path, **options: object) -> list[tuple[int, str | None]]:
-    src = open_source(path, **options)  # type: ignore[arg-type]
-    try:
-        return [(r.line, r.raw) for r in src.rows()]
-    finally:
-        src.close()
 
 
 def _xlsx(path: Path, rows: list[list[object]]) -> Path:
@@ -54,7 +46,7 @@ def _load(env: dict[str, str], *args: str) -> tuple[int, str, str]:
 def test_a_login_header_is_not_a_player(tmp_path: Path) -> None:
     path = tmp_path / "login.csv"
     path.write_text("login\nu-1\nu-2\n", encoding="utf-8")
-    assert _rows(path) == [(2, "u-1"), (3, "u-2")]
+    assert source_rows(path) == [(2, "u-1"), (3, "u-2")]
     assert open_source(path).details["header"] == "yes"
 
 
@@ -64,7 +56,7 @@ def test_a_login_header_is_not_a_player(tmp_path: Path) -> None:
 def test_header_names_in_common_languages(tmp_path: Path, name: str) -> None:
     path = tmp_path / "h.csv"
     path.write_text(f"{name}\np-1\np-2\n", encoding="utf-8")
-    assert _rows(path) == [(2, "p-1"), (3, "p-2")]
+    assert source_rows(path) == [(2, "p-1"), (3, "p-2")]
 
 
 def test_a_first_row_unlike_the_rest_stops_and_asks(tmp_path: Path) -> None:
@@ -72,9 +64,9 @@ def test_a_first_row_unlike_the_rest_stops_and_asks(tmp_path: Path) -> None:
     path.write_text("Player export 2026\np-1\np-2\np-3\n", encoding="utf-8")
     with pytest.raises(PlayerListError, match=r"header=True or header=False.*skip_rows=N"):
         open_source(path)
-    assert _rows(path, skip_rows=1) == [(2, "p-1"), (3, "p-2"), (4, "p-3")]
-    assert _rows(path, header=True) == [(2, "p-1"), (3, "p-2"), (4, "p-3")]
-    assert _rows(path, header=False)[0] == (1, "Player export 2026")
+    assert source_rows(path, skip_rows=1) == [(2, "p-1"), (3, "p-2"), (4, "p-3")]
+    assert source_rows(path, header=True) == [(2, "p-1"), (3, "p-2"), (4, "p-3")]
+    assert source_rows(path, header=False)[0] == (1, "Player export 2026")
 
 
 def test_a_generic_name_above_ids_like_it_is_ambiguous(tmp_path: Path) -> None:
@@ -82,11 +74,11 @@ def test_a_generic_name_above_ids_like_it_is_ambiguous(tmp_path: Path) -> None:
     path.write_text("user\nalice\nbob\n", encoding="utf-8")
     with pytest.raises(PlayerListError, match="cannot tell whether"):
         open_source(path)
-    assert _rows(path, header=True) == [(2, "alice"), (3, "bob")]
+    assert source_rows(path, header=True) == [(2, "alice"), (3, "bob")]
     # Ids like each other, with no header name: read as they are.
     plain = tmp_path / "plain.csv"
     plain.write_text("alice\nbob\ncarol\n", encoding="utf-8")
-    assert _rows(plain) == [(1, "alice"), (2, "bob"), (3, "carol")]
+    assert source_rows(plain) == [(1, "alice"), (2, "bob"), (3, "carol")]
 
 
 def test_excel_title_rows_above_a_header_are_skipped(tmp_path: Path) -> None:
@@ -97,14 +89,14 @@ def test_excel_title_rows_above_a_header_are_skipped(tmp_path: Path) -> None:
     )
     src = open_source(path)
     assert (src.details["header"], src.details["skipped_rows"]) == ("yes", "2")
-    assert _rows(path) == [(4, "p-1"), (5, "p-2"), (6, "p-3")]
+    assert source_rows(path) == [(4, "p-1"), (5, "p-2"), (6, "p-3")]
 
 
 def test_excel_titles_without_a_header_stop_before_sending(tmp_path: Path) -> None:
     path = _xlsx(tmp_path / "r.xlsx", [["Report"], ["generated today"], ["p-1"], ["p-2"]])
     with pytest.raises(PlayerListError, match=r"'Report', 'generated today'"):
         open_source(path)
-    assert _rows(path, skip_rows=2, header=False) == [(3, "p-1"), (4, "p-2")]
+    assert source_rows(path, skip_rows=2, header=False) == [(3, "p-1"), (4, "p-2")]
 
 
 def test_cli_asks_for_header_options_and_sends_nothing(
@@ -133,7 +125,14 @@ def test_cli_asks_for_header_options_and_sends_nothing(
     [
         ('p-1\n"p-2,B\np-3\np-4\n', 2),
         ('playerId,note\np-1,x\np-2,"abc\np-3,y\np-4,z\n', 3),
+        # Closed, but the rows it swallowed hold delimiters: they were rows.
         ('playerId,note\np-1,"abc\np-2,y\np-3,"done"\np-4,z\n', 2),
+        # Open at the end of the file, in a list of one column.
+        ('p-1\n"p-2\np-3\np-4\n', 2),
+        # Open at the end of the file after a doubled quote, which is a quote inside one.
+        ('playerId\np-1\n"p-2 ""a""\np-3\n', 3),
+        # Open at the end of the file, without a final line break.
+        ('playerId\np-1\n"p-2\np-3', 3),
     ],
 )
 def test_an_unclosed_quote_names_its_line_and_sends_nothing(
@@ -147,7 +146,7 @@ def test_an_unclosed_quote_names_its_line_and_sends_nothing(
     path = tmp_path / "q.csv"
     path.write_text(text, encoding="utf-8")
     with pytest.raises(PlayerListError, match=rf"q\.csv, line {line}: a quote opened on this line"):
-        _rows(path)
+        source_rows(path)
     with make_client(fresh_sandbox) as c, pytest.raises(PlayerListError):
         load_participants(c, campaign, path, brand=BRAND, journal=tmp_path / "j", progress=False)
     assert participant_requests(fresh_sandbox) == []
@@ -157,7 +156,7 @@ def test_an_unclosed_quote_names_its_line_and_sends_nothing(
 def test_a_name_on_two_lines_is_still_one_row(tmp_path: Path) -> None:
     path = tmp_path / "n.csv"
     path.write_text('name,playerId\n"Anna\nMarie",p-1\nBo,p-2\n', encoding="utf-8")
-    assert _rows(path) == [(2, "p-1"), (4, "p-2")]
+    assert source_rows(path) == [(2, "p-1"), (4, "p-2")]
 
 
 # -- item 5: a column past the last -----------------------------------------------------
@@ -253,4 +252,4 @@ def test_rejects_are_safe_in_a_spreadsheet_and_load_back(
     assert cells[-1] == "plain\x07"  # nothing a spreadsheet runs: written as it is
     assert all(not c.startswith(FORMULA_STARTS) for c in cells)
     # Fed back to the loader, the ids are read as they were.
-    assert [raw for _, raw in _rows(rejects)] == [*raws, "plain\x07"]
+    assert [raw for _, raw in source_rows(rejects)] == [*raws, "plain\x07"]

@@ -91,6 +91,17 @@ def accept(store_url: str, action_ids: list[str], at: datetime = T0) -> None:
         conn.close()
 
 
+def log_rows(store_url: str) -> list[dict[str, Any]]:
+    """Every ``delivery_log`` row of the store at ``store_url``, in order."""
+    from gptools.webhooks import open_store
+
+    conn = open_store(store_url).connect()
+    try:
+        return list(conn.iter_log())
+    finally:
+        conn.close()
+
+
 @dataclass
 class ThreadServer:
     """A uvicorn server in a thread: its base URL and the webhook URL."""

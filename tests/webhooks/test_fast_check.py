@@ -18,18 +18,7 @@ from pydantic import ValidationError
 from gptools._json_depth import exceeds_json_depth
 from gptools.models import GameEventNotification
 from gptools.webhooks._payload import fast_action_id
-from tests._support.hostile_bodies import HOSTILE_BODIES
-
-VALID: dict[str, Any] = {
-    "roundId": "R-1",
-    "gameId": "golden-pharaoh",
-    "playerId": "player-00001",
-    "timestamp": "2026-03-02T10:15:30.123456",
-    "bet": 2.10,
-    "currencyCode": "EUR",
-    "events": ["COIN"],
-    "actionId": "0a1b2c3d-0001-4000-8000-00000000000a",
-}
+from tests._support.hostile_bodies import HOSTILE_BODIES, VALID
 
 
 def _model_id(body: bytes) -> str | None:

@@ -24,6 +24,7 @@ import pytest
 
 from gptools.webhooks import open_store
 from gptools.webhooks._migrations import SCHEMA_VERSION
+from tests._support.cli import serve_workers
 from tests.webhooks.conftest import (
     ReceiverProcess,
     accept,
@@ -174,22 +175,6 @@ def test_every_gauge_says_what_the_health_checks_say(
     assert expected["gptools_webhook_live"] == expected["gptools_webhook_ready"] == 1.0
 
 
-def _workers(rp: ReceiverProcess) -> set[int]:
-    """The pids of the serve process's uvicorn workers (spawned children; not
-    multiprocessing's resource tracker)."""
-    pid = rp.proc.pid
-    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    found = set()
-    for child in children:
-        try:
-            command = Path(f"/proc/{child}/cmdline").read_bytes()
-        except FileNotFoundError:
-            continue
-        if b"spawn_main" in command:
-            found.add(int(child))
-    return found
-
-
 #: How long uvicorn may take to replace a worker (its supervisor pings each worker in
 #: turn; on a loaded machine a new worker's imports alone take seconds).
 REPLACEMENT_DEADLINE_S = 60.0
@@ -199,7 +184,7 @@ def wait_for_workers(rp: ReceiverProcess, count: int, *, other_than: set[int]) -
     """Poll until ``count`` workers run, none of them in ``other_than``; their pids."""
     deadline = time.monotonic() + REPLACEMENT_DEADLINE_S
     while True:
-        pids = _workers(rp)
+        pids = serve_workers(rp.proc.pid)
         if len(pids) == count and not pids & other_than:
             return pids
         assert time.monotonic() < deadline, (

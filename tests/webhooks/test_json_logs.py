@@ -25,9 +25,10 @@ import pytest
 
 from gptools import spec
 from gptools.webhooks import ReceiverAuth, WebhookReceiver, open_store, serve_metrics
+from gptools.webhooks import _logs as logs_module
 from gptools.webhooks import _metrics as metrics_module
 from gptools.webhooks._log_events import EVENTS
-from gptools.webhooks._logs import JsonFormatter, request_id
+from gptools.webhooks._logs import JsonFormatter, request_id, scrub
 from tests._support.cli import run_gptools, start_gptools, wait_until_ready
 from tests.webhooks.conftest import JSON, ReceiverProcess, event, free_port, serve_in_thread, wire
 
@@ -118,6 +119,25 @@ def test_formatter_blanks_credentials_in_any_message(monkeypatch: pytest.MonkeyP
     assert line["actionId"] == "6a1f7e4e-8c2a-4c1e-9d7b-0b7d2f6e9a10"
     assert line["level"] == "warning" and line["request_id"] == "req-1"
     assert line["event"] == "log_message" and isinstance(line["pid"], int)
+
+
+@pytest.mark.parametrize(
+    ("text", "logged"),
+    [
+        ("Authorization: Basic dTpw", "Authorization: Basic ***"),
+        # Unlike a server's message (gptools._secrets.blank_credentials), a log line blanks
+        # whatever follows the scheme, a word too: it loses nothing by it.
+        ("sent bearer abc; basic arithmetic", "sent bearer ***; basic ***"),
+        # The whole value, up to a space, a quote, a comma or a semicolon.
+        ('token "Bearer p@ss!w(rd)", then', 'token "Bearer ***", then'),
+    ],
+)
+def test_the_scrub_blanks_every_authorization_value(
+    text: str, logged: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Only the rule of form: no secret an earlier receiver of this process remembered.
+    monkeypatch.setattr(logs_module, "_known_secrets", [])
+    assert scrub(text) == logged
 
 
 # -- request ids -----------------------------------------------------------------------

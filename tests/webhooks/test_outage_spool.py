@@ -11,7 +11,6 @@ restores: the server itself is never stopped (other engineers' tests share it).
 from __future__ import annotations
 
 import concurrent.futures
-import fcntl
 import os
 import signal
 import stat
@@ -29,15 +28,18 @@ from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
 from gptools.webhooks import ReceiverAuth, WebhookReceiver, open_store
+from gptools.webhooks._file_locks import is_held
 from gptools.webhooks._outage import OutageRecovery
 from gptools.webhooks._records import LogEntry, WriteItem
 from gptools.webhooks._spool import Spool, encode, unavailable_row
-from tests._support.proxy import CuttableProxy
+from tests._support.cli import serve_workers
+from tests._support.proxy import TcpProxy
 from tests.webhooks.conftest import (
     T0,
     ManualClock,
     ReceiverProcess,
     event,
+    log_rows,
     serve_in_thread,
     wire,
 )
@@ -55,16 +57,8 @@ def _wait(what: str, predicate: Callable[[], bool], timeout: float = DEADLINE_S)
         time.sleep(0.02)
 
 
-def _rows(url: str) -> list[dict[str, Any]]:
-    conn = open_store(url).connect()
-    try:
-        return list(conn.iter_log())
-    finally:
-        conn.close()
-
-
 def _refused(url: str) -> list[dict[str, Any]]:
-    return [r for r in _rows(url) if r["status"] == 503]
+    return [r for r in log_rows(url) if r["status"] == 503]
 
 
 def _count(name: str) -> float:
@@ -105,13 +99,13 @@ def _settled(base_url: str, expected: dict[str, float]) -> None:
 
 
 @pytest.fixture
-def proxy() -> Iterator[CuttableProxy]:
+def proxy() -> Iterator[TcpProxy]:
     """A proxy to the machine's PostgreSQL (cut and restored by the test)."""
-    with CuttableProxy(("127.0.0.1", 5432)) as p:
+    with TcpProxy(("127.0.0.1", 5432)) as p:
         yield p
 
 
-def _through(url: str, proxy: CuttableProxy) -> str:
+def _through(url: str, proxy: TcpProxy) -> str:
     """``url`` (a store on the machine's PostgreSQL) reached through ``proxy``."""
     return url.replace("127.0.0.1:5432", f"127.0.0.1:{proxy.port}", 1)
 
@@ -133,7 +127,7 @@ def _spooled_lines(folder: Path) -> int:
 
 
 def test_the_503s_of_an_outage_reach_the_log_and_the_analysis(
-    pg_url: str, proxy: CuttableProxy, tmp_path: Path
+    pg_url: str, proxy: TcpProxy, tmp_path: Path
 ) -> None:
     clock = ManualClock()
     receiver = _receiver(_through(pg_url, proxy), tmp_path, clock=clock)
@@ -163,7 +157,7 @@ def test_the_503s_of_an_outage_reach_the_log_and_the_analysis(
         # The store is down: the oldest action answered only 5xx is read from the spool.
         assert receiver.outage.oldest_unacknowledged() == (clock.now - sent[5][4]).total_seconds()
         outage_over = clock.now
-        proxy.restore()
+        proxy.open()
         _wait("the spool replayed", lambda: len(_refused(pg_url)) == 14)
         _wait("the spool emptied", lambda: receiver.outage.spool.waiting == 0)
         first_503 = {a: at for a, _, _, s, at in reversed(sent) if s == 503 and a}
@@ -188,7 +182,7 @@ def test_the_503s_of_an_outage_reach_the_log_and_the_analysis(
             },
         )
 
-    rows = _rows(pg_url)
+    rows = log_rows(pg_url)
     refused = [r for r in rows if r["status"] == 503]
     answered = [(a, body, meant, at) for a, body, meant, s, at in sent if s == 503]
     assert Counter(r["action_id"] for r in refused) == Counter(a for a, *_ in answered)
@@ -226,7 +220,7 @@ def test_the_503s_of_an_outage_reach_the_log_and_the_analysis(
 
 
 def test_rows_the_time_out_answered_before_the_batch_failed_are_spooled(
-    pg_url: str, proxy: CuttableProxy, tmp_path: Path
+    pg_url: str, proxy: TcpProxy, tmp_path: Path
 ) -> None:
     store = open_store(_through(pg_url, proxy), connect_timeout=timedelta(seconds=1))
     receiver = _receiver(store, tmp_path, ack_timeout=timedelta(milliseconds=300))
@@ -250,7 +244,7 @@ def test_rows_the_time_out_answered_before_the_batch_failed_are_spooled(
             )
         assert answers == [503] * 3
         _wait("the writer spooled them", lambda: receiver.outage.spool.waiting == 3)
-        proxy.restore()
+        proxy.open()
         _wait("the spool replayed", lambda: len(_refused(pg_url)) == 3)
         _wait("the spool emptied", lambda: receiver.outage.spool.waiting == 0)
     refused = _refused(pg_url)
@@ -265,7 +259,7 @@ def test_rows_the_time_out_answered_before_the_batch_failed_are_spooled(
 @pytest.mark.parametrize("bound", ["rows", "bytes"])
 def test_past_its_bound_a_row_is_counted_not_kept(
     pg_url: str,
-    proxy: CuttableProxy,
+    proxy: TcpProxy,
     tmp_path: Path,
     bound: str,
     caplog: pytest.LogCaptureFixture,
@@ -298,7 +292,7 @@ def test_past_its_bound_a_row_is_counted_not_kept(
             "the spool gauge says 3",
             lambda: REGISTRY.get_sample_value("gptools_webhook_spool_rows") == 3,
         )
-        proxy.restore()
+        proxy.open()
         _settled(
             srv.base_url,
             {
@@ -361,7 +355,7 @@ def test_a_replay_cut_by_a_crash_writes_nothing_twice(
     with pytest.raises(Killed):
         first.run_once()
     monkeypatch.undo()
-    written = len(_rows(store_url))
+    written = len(log_rows(store_url))
     assert written == (1000 if crash == "between two chunks" else 1200)
     # The worker dies: its lock is released, its file stays; a live one takes it over.
     first.spool.close()
@@ -372,7 +366,7 @@ def test_a_replay_cut_by_a_crash_writes_nothing_twice(
     finally:
         second.spool.close()
         second.link.close()
-    rows = _rows(store_url)
+    rows = log_rows(store_url)
     assert Counter(r["received_at"] for r in rows) == Counter(e.received_at for e in entries)
     assert not list(tmp_path.rglob("*.spool"))
     conn = store.connect()
@@ -384,7 +378,7 @@ def test_a_replay_cut_by_a_crash_writes_nothing_twice(
 
 def test_a_sigkilled_workers_spool_is_replayed_once_by_a_live_one(
     pg_url: str,
-    proxy: CuttableProxy,
+    proxy: TcpProxy,
     tmp_path: Path,
     receiver_process: Callable[..., ReceiverProcess],
 ) -> None:
@@ -416,11 +410,11 @@ def test_a_sigkilled_workers_spool_is_replayed_once_by_a_live_one(
     os.kill(victim, signal.SIGKILL)
     _wait("the worker is dead", lambda: not _alive(victim))
     # While the store is still down, a live worker holds the dead one's spool.
-    _wait("a live worker took the spool over", lambda: _held(folder / f"{owner}.lock"))
-    _wait("uvicorn started another worker", lambda: len(_workers(rp.proc.pid)) == 2)
+    _wait("a live worker took the spool over", lambda: is_held(folder / f"{owner}.lock"))
+    _wait("uvicorn started another worker", lambda: len(serve_workers(rp.proc.pid)) == 2)
     deliver(10)  # the outage goes on
     assert [s for _, s in answers[36:]] == [503] * 10
-    proxy.restore()
+    proxy.open()
     _wait("every spool replayed", lambda: not list(spool.rglob("*.spool")), timeout=60)
     _wait("no lock of a dead worker left", lambda: len(list(folder.glob("*.lock"))) <= 2)
     refused = Counter(r["action_id"] for r in _refused(pg_url))
@@ -435,29 +429,6 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
-
-
-def _held(lock: Path) -> bool:
-    """Whether a process holds the spool lock file ``lock`` (if not, it is let go at once)."""
-    fd = os.open(lock, os.O_RDWR)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
-
-
-def _workers(parent: int) -> list[int]:
-    """uvicorn's live worker processes under ``parent``."""
-    import psutil
-
-    return [
-        c.pid
-        for c in psutil.Process(parent).children()
-        if c.status() != psutil.STATUS_ZOMBIE and "spawn_main" in " ".join(c.cmdline())
-    ]
 
 
 def test_the_oldest_unacknowledged_action_is_maintained_state(store_url: str) -> None:
@@ -573,7 +544,7 @@ def test_a_committed_row_whose_sync_failed_is_not_spooled(tmp_path: Path) -> Non
         store.failing = False
         assert httpx.post(srv.url, content=wire(event(a)), headers=HEADERS).status_code == 200
     # Stopped: a spooled row would have been replayed by now (the store is up).
-    rows = [(r["status"], r["duplicate"]) for r in _rows(store.url) if r["action_id"] == a]
+    rows = [(r["status"], r["duplicate"]) for r in log_rows(store.url) if r["action_id"] == a]
     assert rows == [(200, False), (200, True)]
     assert not list((tmp_path / "spool").rglob("*.spool"))
 

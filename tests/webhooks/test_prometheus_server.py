@@ -27,7 +27,7 @@ import psycopg
 import pytest
 
 from gptools.webhooks import ALERT_RULES, GRAFANA_DASHBOARD
-from tests._support.tcp_proxy import TcpProxy
+from tests._support.proxy import TcpProxy
 from tests._support.tools import installed
 from tests.webhooks.conftest import (
     PG_DSN,
@@ -305,7 +305,7 @@ def test_a_store_outage_is_not_ready_never_down(stack: Stack) -> None:
 
 def test_a_rotated_key_pages_as_refused_by_auth(stack: Stack) -> None:
     prometheus = stack.prometheus
-    stack.proxy.restore()
+    stack.proxy.open()
     stack.wait_for(
         "the receiver ready again",
         lambda: httpx.get(f"{stack.receiver.base_url}/readyz", timeout=2).status_code == 200,

@@ -10,14 +10,13 @@ import uuid
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 
 from gptools import spec
 from gptools.webhooks import ReceiverAuth, SQLiteStore, WebhookReceiver, open_store
-from tests.webhooks.conftest import JSON, ThreadServer, event, serve_in_thread, wire
+from tests.webhooks.conftest import JSON, ThreadServer, event, log_rows, serve_in_thread, wire
 
 KEY = "s3cret-key"
 USER, PASSWORD = "gp-sender", "p@ss:word"
@@ -81,14 +80,6 @@ def auth_servers(
         }
 
 
-def _log_rows(db: Path) -> list[dict[str, Any]]:
-    conn = open_store(f"sqlite:///{db}").connect()
-    try:
-        return list(conn.iter_log())
-    finally:
-        conn.close()
-
-
 @pytest.mark.parametrize(("kind", "header", "expected"), AUTH_MATRIX)
 def test_auth_matrix(
     auth_servers: dict[str, tuple[ThreadServer, Path]], kind: str, header: str | None, expected: int
@@ -103,7 +94,7 @@ def test_auth_matrix(
     if expected == 401:
         assert r.json()["error"] == "unauthorized"
         assert r.headers["www-authenticate"].lower().startswith(kind.lower())
-    rows = [row for row in _log_rows(db) if body["actionId"] in row["body"]]
+    rows = [row for row in log_rows(f"sqlite:///{db}") if body["actionId"] in row["body"]]
     assert len(rows) == 1
     assert rows[0]["status"] == expected
     assert rows[0]["auth_ok"] is (expected == 200)
@@ -211,7 +202,7 @@ def test_bad_bodies_get_their_4xx_and_a_log_record(
     assert r.status_code == expected, r.text
     assert r.headers["content-type"] == "application/json"
     assert reason in r.json()["reason"], r.json()
-    rows = _log_rows(db)
+    rows = log_rows(f"sqlite:///{db}")
     assert [row["status"] for row in rows] == [expected]
     assert rows[0]["error"] and rows[0]["error"].split(":")[0] in r.json()["error"]
     # A 415 refuses before the body is read as a delivery, yet keeps the actionId it names.
@@ -252,7 +243,7 @@ def test_huge_body_is_refused_without_reading_it_all(server: tuple[ThreadServer,
         answer = type(exc).__name__
     assert answer in (413, "WriteError", "RemoteProtocolError", "ReadError")
     assert sent < _READ_AT_MOST_CHUNKS, f"the client sent {sent} KiB: the server read on"
-    rows = _log_rows(db)
+    rows = log_rows(f"sqlite:///{db}")
     assert [row["status"] for row in rows] == [413]
     assert len(rows[0]["body"]) <= 4096 + 1024
 
@@ -279,7 +270,7 @@ def test_wrong_method_and_path_are_refused_and_logged(server: tuple[ThreadServer
             "spool": "ok",
         },
     }
-    assert sorted(row["status"] for row in _log_rows(db)) == [404, 405]
+    assert sorted(row["status"] for row in log_rows(f"sqlite:///{db}")) == [404, 405]
 
 
 def test_first_delivery_stored_later_ones_are_duplicates(server: tuple[ThreadServer, Path]) -> None:
@@ -288,7 +279,7 @@ def test_first_delivery_stored_later_ones_are_duplicates(server: tuple[ThreadSer
     answers = [httpx.post(srv.url, content=body, headers={**AUTH, **JSON}) for _ in range(3)]
     assert [a.status_code for a in answers] == [200, 200, 200]
     assert [a.json()["status"] for a in answers] == ["accepted", "duplicate", "duplicate"]
-    rows = _log_rows(db)
+    rows = log_rows(f"sqlite:///{db}")
     assert [r["duplicate"] for r in rows] == [False, True, True]
     assert all(r["latency_ms"] >= 0 for r in rows)
     assert all(r["received_at"].tzinfo is not None for r in rows)
@@ -304,7 +295,7 @@ def test_exact_money_digits_are_stored(server: tuple[ThreadServer, Path]) -> Non
         b'"actionId":"6a1f7e4e-8c2a-4c1e-9d7b-0b7d2f6e9a10"}'
     )
     assert httpx.post(srv.url, content=body, headers={**AUTH, **JSON}).status_code == 200
-    assert _log_rows(db)[0]["body"] == body.decode()
+    assert log_rows(f"sqlite:///{db}")[0]["body"] == body.decode()
 
 
 def test_locked_store_answers_503_and_never_200(tmp_path: Path) -> None:

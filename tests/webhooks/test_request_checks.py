@@ -8,26 +8,17 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 
 from gptools import spec
-from gptools.webhooks import ReceiverAuth, WebhookReceiver, open_store
-from tests.webhooks.conftest import ThreadServer, event, serve_in_thread, wire
+from gptools.webhooks import ReceiverAuth, WebhookReceiver
+from tests.webhooks.conftest import ThreadServer, event, log_rows, serve_in_thread, wire
 
 KEY = "request-checks-key"
 GOOD = ("authorization", f"Bearer {KEY}")
 JSON_TYPE = ("content-type", "application/json")
-
-
-def _rows(db: Path) -> list[dict[str, Any]]:
-    conn = open_store(f"sqlite:///{db}").connect()
-    try:
-        return list(conn.iter_log())
-    finally:
-        conn.close()
 
 
 @pytest.fixture
@@ -60,7 +51,7 @@ def test_a_repeated_header_is_a_bad_request(
     assert answer.status_code == 400, answer.text
     name = case.split(",")[0]
     assert answer.json() == {"error": "duplicate_header", "reason": f"more than one {name}"}
-    (row,) = _rows(db)
+    (row,) = log_rows(f"sqlite:///{db}")
     assert row["status"] == 400
     assert row["error"] == f"duplicate_header: more than one {name}"
     assert row["auth_ok"] is False  # never checked
@@ -76,7 +67,7 @@ def test_a_repeated_header_comes_after_the_size_check(server: tuple[ThreadServer
     big = wire(event(roundId="r" * 4096))
     answer = httpx.post(srv.url, content=big, headers=[GOOD, GOOD, JSON_TYPE])
     assert answer.status_code == 413
-    assert [r["status"] for r in _rows(db)] == [413]
+    assert [r["status"] for r in log_rows(f"sqlite:///{db}")] == [413]
 
 
 def test_repeated_headers_share_the_refusals_row_budget(tmp_path: Path) -> None:
@@ -89,7 +80,7 @@ def test_repeated_headers_share_the_refusals_row_budget(tmp_path: Path) -> None:
             answer = httpx.post(srv.url, content=wire(event()), headers=[GOOD, GOOD, JSON_TYPE])
             assert answer.status_code == 400
     # No row each: one summary row (written at shutdown) counts them.
-    (row,) = _rows(db)
+    (row,) = log_rows(f"sqlite:///{db}")
     assert row["status"] == spec.WEBHOOK_SUMMARY_STATUS
     summary = json.loads(row["body"])
     assert (summary["suppressed"], summary["reason"], summary["status"]) == (
@@ -113,7 +104,7 @@ def test_auth_ok_only_where_credentials_were_checked_and_held(
     assert httpx.post(srv.url, content=wire(event()), headers=[GOOD]).status_code == 415
     assert httpx.post(srv.url, content=b"{", headers=[GOOD, JSON_TYPE]).status_code == 400
     assert httpx.post(srv.url, content=wire(event()), headers=[GOOD, JSON_TYPE]).status_code == 200
-    assert [(r["status"], r["auth_ok"]) for r in _rows(db)] == [
+    assert [(r["status"], r["auth_ok"]) for r in log_rows(f"sqlite:///{db}")] == [
         (405, False),
         (404, False),
         (413, False),

@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from gptools.webhooks import migrate
-from tests._support.openable_proxy import TcpProxy
+from tests._support.proxy import TcpProxy
 from tests.webhooks.conftest import JSON, ReceiverProcess, event, wire
 from tests.webhooks.legacy_store import legacy_store
 from tests.webhooks.test_migrations import _versions
@@ -29,9 +29,8 @@ HEADERS = {**JSON, "authorization": "Bearer test-key"}
 @pytest.fixture
 def proxy() -> Iterator[TcpProxy]:
     """A proxy to the shared PostgreSQL server, closed (nothing answers) until opened."""
-    made = TcpProxy(("127.0.0.1", 5432))
-    yield made
-    made.close()
+    with TcpProxy(("127.0.0.1", 5432), closed=True) as made:
+        yield made
 
 
 def _behind(proxy: TcpProxy, pg_url: str) -> str:
