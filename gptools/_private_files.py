@@ -36,6 +36,8 @@ from pathlib import Path
 from typing import IO, Any
 from urllib.parse import quote
 
+from gptools.errors import GptoolsError
+
 #: Owner read and write, nobody else.
 PRIVATE_FILE_MODE = 0o600
 #: Owner read, write and search, nobody else (a folder of private files).
@@ -127,7 +129,7 @@ def make_private_dir(path: str | os.PathLike[str]) -> Path:
     return folder
 
 
-class OutputRefusedError(OSError):
+class OutputRefusedError(GptoolsError, OSError):
     """A path an output is not written to: a symbolic link, a directory, or an existing
     file without ``force``; the message names the path and what to do."""
 

@@ -113,9 +113,15 @@ def blank_credentials(text: str, secrets: Iterable[str] = ()) -> str:
     characters only where it stands alone), the value of any
     ``Basic``/``Bearer`` authorization, the password of any URL's user info and any
     ``password=`` query value."""
+    return scrub_urls(blank_authorization(blank_secrets(text, secrets)))
+
+
+def blank_secrets(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with each of ``secrets`` replaced by :data:`REDACTED`: one of 8 characters
+    or more wherever it occurs, a shorter one only where it stands alone."""
     for secret in sorted({s for s in secrets if s}, key=len, reverse=True):
         if len(secret) >= _ANYWHERE_LENGTH:
             text = text.replace(secret, REDACTED)
         else:
             text = re.sub(rf"(?<![^\W_]){re.escape(secret)}(?![^\W_])", REDACTED, text)
-    return scrub_urls(blank_authorization(text))
+    return text

@@ -30,6 +30,7 @@ name, drawn once, here.
     ├── PlanFileError                   campaigns: a plan file that cannot be read (a ValueError)
     ├── PlanInvalidError                campaigns: applying a plan with errors (a ValueError)
     ├── RegisterError                   campaigns: the register cannot answer (a LookupError)
+    │   └── NotRecordedError                done at the server, but the register could not record it
     ├── PlayerListError                 participants: an unreadable player list (a ValueError)
     │   ├── JournalMismatchError            the journal belongs to another load
     │   └── JournalBusyError                another run of the same load holds the journal
@@ -38,11 +39,14 @@ name, drawn once, here.
     │   ├── StoreUnreachableError           no connection could be opened (an outage)
     │   ├── StoreNotFoundError              the store does not exist, and may not be created
     │   ├── SchemaVersionError              the store is at a schema version this code cannot run on
-    │   └── CommitUncertain                 the connection broke during COMMIT
+    │   ├── CommitUncertain                 the connection broke during COMMIT (stays inside)
+    │   ├── NotDurable                      committed, not synced: answered 503 (stays inside)
+    │   └── SpoolMoved                      another process replayed the spool first (stays inside)
     ├── HandlerTimeout                  webhooks: a handler run past the queue's time-out
     ├── ServeError                      webhooks: the receiver cannot start on this machine
     │   └── ListenError                     it cannot listen on host:port (taken, not ours)
     ├── ReloadError                     webhooks: no running receiver answered a reload
+    ├── OutputRefusedError              an output path refused: a link, a folder (an OSError)
     ├── DeliveryLogError                delivery-log analyser: an unreadable log (a ValueError)
     ├── SandboxStateError               sandbox: an unreadable state file (a ValueError)
     ├── CampaignNotPlayableError        sandbox: a campaign it cannot play (a ValueError)
@@ -51,6 +55,7 @@ name, drawn once, here.
     ├── BadInput                        cli: exit code 2 (a ClickException, as the 3 below)
     ├── Failure                         cli: exit code 1
     ├── AddressInUse                    cli: exit code 3
+    ├── NotRecorded                     cli: exit code 4
     └── Interrupted                     cli: exit code 130
 
     KeyboardInterrupt

@@ -26,9 +26,10 @@ OUTSIDE_THE_ROOT = {"LoadInterrupted", "_Terminated"}
 
 #: Public-named exception classes no public module exports, because none reaches a caller:
 #: the sandbox turns Refusal and CampaignNotPlayableError into HTTP answers, the command
-#: line turns its four classes into exit codes, and the receiver's queue catches
-#: CommitUncertain (it asks the store what happened) and HandlerTimeout (it records the
-#: failure, then retries the action or dead-letters it).
+#: line turns its five classes into exit codes, and the receiver catches CommitUncertain
+#: (it asks the store what happened), HandlerTimeout (it records the failure, then retries
+#: the action or dead-letters it), NotDurable (it answers 503) and SpoolMoved (another
+#: process replays that spool file).
 STAYS_INSIDE = {
     "Refusal",
     "CampaignNotPlayableError",
@@ -36,7 +37,10 @@ STAYS_INSIDE = {
     "Failure",
     "AddressInUse",
     "Interrupted",
+    "NotRecorded",
     "CommitUncertain",
+    "NotDurable",
+    "SpoolMoved",
     "HandlerTimeout",
 }
 

@@ -58,7 +58,10 @@ def assert_inert(html: str, *texts: str) -> None:
 def test_planner_input_error_is_escaped(costs: pd.DataFrame, bad: str) -> None:
     inputs = planner_inputs(start=bad, end=bad)
     result = planner_result(costs, inputs, now=NOW)
-    assert result.error is not None
+    assert result.plan is None
+    errors = result.validation.errors
+    unreadable = [(p.field, p.value) for p in errors if p.field in ("start", "end")]
+    assert unreadable == [("start", bad), ("end", bad)]
     assert_inert(result._repr_html_(), bad)
 
 

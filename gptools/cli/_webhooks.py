@@ -288,7 +288,6 @@ def serve(
         StoreError,
         serve,
     )
-    from gptools.webhooks._constants import DEFAULT_QUIET_ALERT_AFTER
 
     limits = ServerLimits(
         max_header_bytes=max_header_bytes,
@@ -298,6 +297,19 @@ def serve(
         keep_alive_timeout_s=keep_alive_timeout,
         max_connections=max_connections,
     )
+    # Unset: serve's own defaults (gptools.webhooks is not imported before here).
+    unset_are_defaults: dict[str, Any] = {
+        name: value
+        for name, value in (
+            ("spool_max_rows", spool_max_rows),
+            ("spool_max_bytes", spool_max_bytes),
+            (
+                "quiet_alert_after",
+                None if quiet_alert_after is None else timedelta(seconds=quiet_alert_after),
+            ),
+        )
+        if value is not None
+    }
     try:
         serve(
             store_url,
@@ -312,26 +324,13 @@ def serve(
             ssl_certfile=ssl_certfile,
             ssl_keyfile=ssl_keyfile,
             metrics_port=metrics_port,
-            quiet_alert_after=(
-                DEFAULT_QUIET_ALERT_AFTER
-                if quiet_alert_after is None
-                else timedelta(seconds=quiet_alert_after)
-            ),
             log_format="json" if log_format == "json" else "text",
             limits=limits,
             announce=say,
             credentials_file=credentials_file,
             pid_file=pid_file,
             spool_dir=spool_dir,
-            # Unset: serve's own defaults (gptools.webhooks is not imported before here).
-            **{
-                name: value
-                for name, value in (
-                    ("spool_max_rows", spool_max_rows),
-                    ("spool_max_bytes", spool_max_bytes),
-                )
-                if value is not None
-            },
+            **unset_are_defaults,
         )
     except MissingExtraError as exc:
         fail(str(exc))

@@ -36,7 +36,7 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from gptools._secrets import REDACTED, blank_authorization, scrub_urls
+from gptools._secrets import blank_authorization, blank_secrets, scrub_urls
 from gptools.webhooks._constants import REQUEST_ID_MAX_BYTES, STDERR_LINE_MAX_CHARS
 from gptools.webhooks._log_events import FIELDS
 
@@ -125,12 +125,10 @@ def secret_values(holder: object) -> list[str]:
 
 def scrub(text: str) -> str:
     """``text`` as it may be logged or stored: ``Bearer``/``Basic`` credentials, every
-    URL's password, ``password=`` values and the secrets this process knows blanked."""
+    URL's password, ``password=`` values and the secrets this process knows blanked (as
+    :func:`~gptools._secrets.blank_secrets` does: a short one only where it stands alone)."""
     # Every value after the scheme, a word too: a log line loses nothing by a blanked word.
-    text = scrub_urls(blank_authorization(text, words=True))
-    for secret in _known_secrets:
-        text = text.replace(secret, REDACTED)
-    return text
+    return blank_secrets(scrub_urls(blank_authorization(text, words=True)), _known_secrets)
 
 
 # -- request ids ------------------------------------------------------------------------

@@ -289,7 +289,7 @@ def test_both_engines_agree(foreign: tuple[ForeignLog, Path, Path], spark: Any) 
 def test_the_cli_maps_the_column(cli_runner: CliRunner, tmp_path: Path) -> None:
     example = Path(__file__).resolve().parents[2] / "data" / "example_plan.yaml"
     apply = ["campaigns", "apply", str(example), "--json", "--now", "2029-12-01T12:00:00Z"]
-    applied = cli_runner.invoke(cli, [*apply, "--add-participants"])
+    applied = cli_runner.invoke(cli, apply)
     assert applied.exit_code == 0, applied.output
     eur = {c["currency"]: c["campaignId"] for c in json.loads(applied.stdout)["campaigns"]}["EUR"]
     log = ForeignLog()

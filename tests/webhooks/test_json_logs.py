@@ -140,6 +140,18 @@ def test_the_scrub_blanks_every_authorization_value(
     assert scrub(text) == logged
 
 
+def test_a_short_remembered_secret_is_blanked_only_where_it_stands_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A receiver with the key "u" and the password "pass1234": the short one blanked inside
+    # "RuntimeError" would mangle every error line of the process.
+    monkeypatch.setattr(logs_module, "_known_secrets", [])
+    logs_module.remember_secrets(["u", "pass1234"])
+    assert scrub("RuntimeError: key u, password pass1234xyz (u)") == (
+        "RuntimeError: key ***, password ***xyz (***)"
+    )
+
+
 # -- request ids -----------------------------------------------------------------------
 
 
