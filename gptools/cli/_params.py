@@ -3,6 +3,8 @@ a wrong one is a usage error (exit 2) naming the option, never a traceback furth
 
 from __future__ import annotations
 
+import math
+from datetime import timedelta
 from typing import Any
 
 import click
@@ -101,6 +103,44 @@ class PositiveFinite(_Number):
         if 0 < number <= self.maximum:
             return None
         return f"{value} is not in the range 0<x<={self.maximum:g}"
+
+
+class Finite(_Number):
+    """Any finite number (NaN and infinity are refused); the setting it goes to checks
+    its range."""
+
+    name = "float"
+
+    def refusal(self, number: float, value: Any) -> str | None:
+        """Unless ``number`` is finite: that."""
+        return None if math.isfinite(number) else f"{value} is not a finite number"
+
+
+#: The type of an option whose setting checks the range of a number.
+FINITE = Finite()
+
+
+class Seconds(click.ParamType[timedelta]):
+    """A duration given in seconds, as a :class:`~datetime.timedelta`: a finite number
+    that fits one; the setting it goes to checks its range."""
+
+    name = "seconds"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> timedelta:
+        """The duration, or a usage error for what is no number of seconds."""
+        if isinstance(value, timedelta):
+            return value
+        number = FINITE.convert(value, param, ctx)
+        try:
+            return timedelta(seconds=number)
+        except OverflowError:
+            self.fail(f"{value} seconds is longer than any duration", param, ctx)
+
+
+#: The type of every option of a duration in seconds whose setting checks its range.
+SECONDS = Seconds()
 
 
 class Share(_Number):

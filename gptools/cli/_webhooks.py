@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +26,7 @@ from gptools import spec
 from gptools.cli._common import AUTH_CHOICE
 from gptools.cli._main import AddressInUse, emit, fail, say, webhooks
 from gptools.cli._outputs import check_output_option
-from gptools.cli._params import STORE_URL, PositiveFinite
+from gptools.cli._params import FINITE, SECONDS, STORE_URL
 from gptools.errors import ConfigurationError, MissingExtraError
 
 if TYPE_CHECKING:
@@ -60,6 +60,53 @@ def _failure_as_json_line(command: Callable[..., None]) -> Callable[..., None]:
     return run
 
 
+class SettingOption(click.Option):
+    """An option of a :class:`~gptools.webhooks.ReceiverConfig` setting: unset (None), the
+    setting keeps the configuration's default; its help is the setting's documentation
+    (or the option's own) with that default, made when first read (``gptools.webhooks``
+    is not imported before a command runs)."""
+
+    def __init__(self, param_decls: Sequence[str], *, setting: str, **kwargs: Any) -> None:
+        self.setting = setting
+        self._own_help: str | None = None
+        self._help: str | None = None
+        super().__init__(param_decls, default=None, **kwargs)
+
+    @property
+    def help(self) -> str:
+        """The setting's documentation (unless the option has its own) and default."""
+        if self._help is None:
+            from gptools.webhooks import ReceiverConfig
+
+            doc, default = ReceiverConfig.documentation(self.setting)
+            shown = f"{default:g}" if isinstance(default, float) else default
+            self._help = "  ".join(
+                part
+                for part in (
+                    self._own_help or doc,
+                    f"[default: {shown}]" if default is not None else "",
+                    f"[env {self.envvar}]" if isinstance(self.envvar, str) else "",
+                )
+                if part
+            )
+        return self._help
+
+    @help.setter
+    def help(self, text: str | None) -> None:
+        self._own_help = text
+        self._help = None
+
+
+def setting_option(setting: str, *decls: str, **kwargs: Any) -> Callable[[Any], Any]:
+    """Declare the option ``decls`` of the receiver setting ``setting``."""
+    return click.option(*decls, setting, cls=SettingOption, setting=setting, **kwargs)
+
+
+def _option_of(ctx: click.Context, setting: str) -> click.Parameter | None:
+    """The option of ``setting`` in this command, if it has one."""
+    return next((p for p in ctx.command.params if getattr(p, "setting", None) == setting), None)
+
+
 @webhooks.command("serve")
 @click.option(
     "--auth",
@@ -69,14 +116,7 @@ def _failure_as_json_line(command: Callable[..., None]) -> Callable[..., None]:
     help="How deliveries authenticate; secrets from GP_WEBHOOK_API_KEY (bearer) "
     "or GP_WEBHOOK_USERNAME + GP_WEBHOOK_PASSWORD (basic), and --credentials-file.",
 )
-@click.option(
-    "--store",
-    "store_url",
-    type=STORE_URL,
-    default="sqlite:///webhooks.sqlite3",
-    show_default=True,
-    help=_STORE_HELP,
-)
+@setting_option("store", "--store", type=STORE_URL, help=_STORE_HELP)
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
 @click.option(
     "--port",
@@ -92,35 +132,34 @@ def _failure_as_json_line(command: Callable[..., None]) -> Callable[..., None]:
     show_default=True,
     help="Worker processes (uvicorn).",
 )
-@click.option(
-    "--path",
-    default=spec.DEFAULT_WEBHOOK_PATH,
-    show_default=True,
-    help="The POST path deliveries arrive on.",
+@setting_option("path", "--path")
+@setting_option("max_body_bytes", "--max-body-bytes", type=click.INT)
+@setting_option("refused_rows_per_second", "--refused-rows-per-second", type=click.INT)
+@setting_option("refusal_summary_every", "--refusal-summary-every", type=SECONDS)
+@setting_option("handler", "--handler", metavar="MODULE:FUNCTION")
+@setting_option("ack_timeout", "--ack-timeout", type=SECONDS)
+@setting_option("max_batch", "--batch-size", type=click.INT)
+@setting_option("purge_every", "--purge-interval", type=SECONDS)
+@setting_option("quiet_alert_after", "--quiet-alert-after", type=SECONDS)
+@setting_option("queue_max_attempts", "--queue-max-attempts", type=click.INT)
+@setting_option("queue_first_delay", "--queue-first-delay", type=SECONDS)
+@setting_option("queue_factor", "--queue-factor", type=FINITE)
+@setting_option("queue_max_delay", "--queue-max-delay", type=SECONDS)
+@setting_option("queue_lease", "--queue-lease", type=SECONDS)
+@setting_option("queue_handler_timeout", "--queue-handler-timeout", type=SECONDS)
+@setting_option("queue_max_hung", "--queue-max-hung", type=click.INT)
+@setting_option("queue_batch", "--queue-batch", type=click.INT)
+@setting_option("queue_idle_wait", "--queue-idle-wait", type=SECONDS)
+@setting_option(
+    "spool_dir",
+    "--spool-dir",
+    type=click.Path(file_okay=False),
+    envvar="GP_WEBHOOK_SPOOL_DIR",
 )
-@click.option(
-    "--max-body-bytes",
-    type=click.IntRange(1),
-    default=spec.WEBHOOK_MAX_BODY_BYTES,
-    show_default=True,
-    help="Bodies larger than this are answered 413.",
-)
-@click.option(
-    "--refused-rows-per-second",
-    type=click.IntRange(0),
-    default=spec.WEBHOOK_REFUSED_ROWS_PER_SECOND,
-    show_default=True,
-    help="Log rows per second (per worker) for each reason of refusal before "
-    "authentication or routing (401, 404, 413, ...); past it they are only counted, "
-    "in a summary row every 10 s and the metric "
-    "gptools_webhook_refusals_suppressed_total.",
-)
-@click.option(
-    "--handler",
-    default=None,
-    metavar="MODULE:FUNCTION",
-    help="Run this function for every new action, after the acknowledgement.",
-)
+@setting_option("spool_max_rows", "--spool-max-rows", type=click.INT)
+@setting_option("spool_max_bytes", "--spool-max-bytes", type=click.INT)
+@setting_option("outage_replay_every", "--outage-replay-every", type=SECONDS)
+@setting_option("outage_refresh_every", "--outage-refresh-every", type=SECONDS)
 @click.option(
     "--ssl-certfile",
     type=_PEM_FILE,
@@ -143,15 +182,6 @@ def _failure_as_json_line(command: Callable[..., None]) -> Callable[..., None]:
     default=None,
     help="Serve Prometheus metrics at /metrics (and the OpenAPI description at "
     "/openapi.json) on this port (same host) instead of on the delivery listener.",
-)
-@click.option(
-    "--quiet-alert-after",
-    type=PositiveFinite(spec.WEBHOOK_RETRY_WINDOW.total_seconds()),
-    default=None,
-    # The default is serve()'s (DEFAULT_QUIET_ALERT_AFTER), not repeated here.
-    help="Seconds without an acknowledged delivery (while the receiver is up) after which "
-    "the shipped quiet alert fires; exported as gptools_webhook_quiet_threshold_seconds. "
-    "At most the provider's 7-day retry window. [default: 1800, 30 minutes]",
 )
 @click.option(
     "--log-format",
@@ -222,45 +252,15 @@ def _failure_as_json_line(command: Callable[..., None]) -> Callable[..., None]:
     help="Write the serve process's id here (locked while it runs), for `webhooks reload`. "
     f"[env {ENV_PID_FILE}]",
 )
-@click.option(
-    "--spool-dir",
-    type=click.Path(file_okay=False),
-    default=None,
-    envvar="GP_WEBHOOK_SPOOL_DIR",
-    help="Where each worker keeps the log rows of the 503s it answers while the store is "
-    "down, until the store is back (a folder per store inside). Default: "
-    "$STATE_DIRECTORY (systemd's StateDirectory=), else the SQLite store's folder, else "
-    "~/.local/state/gptools; then /webhook-spool. [env GP_WEBHOOK_SPOOL_DIR]",
-)
-@click.option(
-    "--spool-max-rows",
-    type=click.IntRange(0),
-    default=None,
-    help="Rows the outage spool keeps per worker (default 100,000); past it they are "
-    "only counted (gptools_webhook_spool_dropped_total).",
-)
-@click.option(
-    "--spool-max-bytes",
-    type=click.IntRange(0),
-    default=None,
-    help="Bytes the outage spool keeps per worker (default 128 MiB); past it rows are "
-    "only counted.",
-)
 @_failure_as_json_line
 def serve(
     auth_kind: str,
-    store_url: str,
     host: str,
     port: int,
     workers: int,
-    path: str,
-    max_body_bytes: int,
-    refused_rows_per_second: int,
-    handler: str | None,
     ssl_certfile: str | None,
     ssl_keyfile: str | None,
     metrics_port: int | None,
-    quiet_alert_after: float | None,
     log_format: str,
     max_header_bytes: int,
     max_header_fields: int,
@@ -270,9 +270,7 @@ def serve(
     max_connections: int,
     credentials_file: str | None,
     pid_file: str | None,
-    spool_dir: str | None,
-    spool_max_rows: int | None,
-    spool_max_bytes: int | None,
+    **settings: Any,
 ) -> None:
     """Receive game-event webhooks until Ctrl-C/SIGTERM (in-flight requests are drained);
     SIGHUP reads the credentials file and the TLS certificate and key again.
@@ -282,9 +280,11 @@ def serve(
     reached does not stop the start (503 and not ready until it can)."""
     from gptools.webhooks import (
         ListenError,
+        ReceiverConfig,
         SchemaVersionError,
         ServeError,
         ServerLimits,
+        SettingError,
         StoreError,
         serve,
     )
@@ -297,40 +297,28 @@ def serve(
         keep_alive_timeout_s=keep_alive_timeout,
         max_connections=max_connections,
     )
-    # Unset: serve's own defaults (gptools.webhooks is not imported before here).
-    unset_are_defaults: dict[str, Any] = {
-        name: value
-        for name, value in (
-            ("spool_max_rows", spool_max_rows),
-            ("spool_max_bytes", spool_max_bytes),
-            (
-                "quiet_alert_after",
-                None if quiet_alert_after is None else timedelta(seconds=quiet_alert_after),
-            ),
+    # Unset: the configuration's own defaults.
+    chosen = {name: value for name, value in settings.items() if value is not None}
+    try:
+        config = ReceiverConfig(
+            auth=auth_kind, credentials_file=credentials_file, limits=limits, **chosen
         )
-        if value is not None
-    }
+    except SettingError as exc:
+        raise click.BadParameter(
+            str(exc), param=_option_of(click.get_current_context(), exc.setting)
+        ) from None
     try:
         serve(
-            store_url,
-            auth=auth_kind,
             host=host,
             port=port,
             workers=workers,
-            path=path,
-            max_body_bytes=max_body_bytes,
-            refused_rows_per_second=refused_rows_per_second,
-            handler=handler,
             ssl_certfile=ssl_certfile,
             ssl_keyfile=ssl_keyfile,
             metrics_port=metrics_port,
             log_format="json" if log_format == "json" else "text",
-            limits=limits,
             announce=say,
-            credentials_file=credentials_file,
             pid_file=pid_file,
-            spool_dir=spool_dir,
-            **unset_are_defaults,
+            config=config,
         )
     except MissingExtraError as exc:
         fail(str(exc))

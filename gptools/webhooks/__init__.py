@@ -11,7 +11,8 @@
 - :class:`Maintenance`: purges old dedupe keys and log rows, in small steps.
 - :func:`export_log`: the delivery log as JSONL or Parquet.
 - :func:`serve`: the receiver served by uvicorn, workers and all (what ``gptools webhooks
-  serve`` runs), within :class:`ServerLimits`; :func:`reload_receiver` makes a running one
+  serve`` runs), with one :class:`ReceiverConfig` (every setting, checked once:
+  :class:`SettingError`), within :class:`ServerLimits`; :func:`reload_receiver` makes a running one
   read its credentials file and TLS certificate again (:class:`ReloadResult`).
 - :func:`serve_metrics`: Prometheus metrics on a port of their own; :data:`ALERT_RULES`,
   the alerting rules that go with them, and :data:`GRAFANA_DASHBOARD`, their dashboard.
@@ -27,6 +28,7 @@ The log analyser lives in :mod:`gptools.deliverylog`.
 from gptools._private_files import OutputRefusedError, check_output, open_output, open_private
 from gptools.webhooks._app import InjectedFault, WebhookReceiver
 from gptools.webhooks._auth import ReceiverAuth
+from gptools.webhooks._config import ReceiverConfig, SettingError
 from gptools.webhooks._credentials import AuthConfigError
 from gptools.webhooks._export import ExportResult, export_log
 from gptools.webhooks._maintenance import Maintenance
@@ -60,12 +62,14 @@ __all__ = [
     "PostgresStore",
     "ProcessingQueue",
     "ReceiverAuth",
+    "ReceiverConfig",
     "ReloadError",
     "ReloadResult",
     "SQLiteStore",
     "SchemaVersionError",
     "ServeError",
     "ServerLimits",
+    "SettingError",
     "Store",
     "StoreError",
     "StoreNotFoundError",

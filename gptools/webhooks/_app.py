@@ -40,7 +40,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
@@ -52,16 +51,8 @@ from gptools._json_depth import exceeds_json_depth
 from gptools._secrets import url_secrets
 from gptools.openapi import OPENAPI_PATH, receiver_openapi
 from gptools.webhooks._auth import CredentialUse, ReceiverAuth
-from gptools.webhooks._constants import (
-    DEFAULT_MAX_BATCH,
-    DEFAULT_PURGE_EVERY,
-    DEFAULT_QUIET_ALERT_AFTER,
-    DEFAULT_SPOOL_MAX_BYTES,
-    DEFAULT_SPOOL_MAX_ROWS,
-    DEFAULT_SUMMARY_EVERY,
-    DEFAULT_WAIT_LIMIT,
-    METRICS_FLUSH_SECONDS,
-)
+from gptools.webhooks._config import OUTAGE_PREFIX, QUEUE_PREFIX, ReceiverConfig
+from gptools.webhooks._constants import METRICS_FLUSH_SECONDS
 from gptools.webhooks._logs import (
     REQUEST_ID_HEADER,
     metrics_request_failed,
@@ -131,24 +122,13 @@ class WebhookReceiver:
 
     ``store`` is a :class:`~gptools.webhooks._store.Store` or its URL; ``auth`` the
     expected credentials; ``handler`` (optional) runs for each new action after the
-    acknowledgement, from the durable queue, with ``queue_options`` passed to
-    :class:`~gptools.webhooks._queue.ProcessingQueue`. ``ack_timeout`` bounds the wait for
-    the durable write: past it the answer is 503 (the provider expects an answer within a
-    second and will retry). ``clock`` gives ``received_at``; ``faults`` is a drill hook.
-    ``metrics_public``: answer Prometheus scrapes at ``/metrics`` and the OpenAPI
-    description at ``/openapi.json`` on this listener (off when ops serve them on a port
-    of their own). ``refused_rows_per_second``: log rows
-    per second and refusal reason for requests refused before authentication or routing
-    (:class:`~gptools.webhooks._refusals.RefusalBudget`; the rest are counted, and a
-    summary row every ``refusal_summary_every`` carries the count). ``quiet_alert_after``
-    is exported for the alert that fires when no delivery was acknowledged for that
-    long (``gptools_webhook_quiet_threshold_seconds``); the receiver itself does nothing
-    with it. ``spool_dir``: where
-    the rows of 503s answered while the store is down wait for it (one folder per store
-    under it; default: ``$STATE_DIRECTORY``, else the SQLite file's folder, else
-    ``~/.local/state/gptools``, each ``/webhook-spool``), at most ``spool_max_rows`` rows
-    and ``spool_max_bytes`` bytes per worker (past them counted, not kept);
-    ``outage_options`` go to :class:`~gptools.webhooks._outage.OutageRecovery`.
+    acknowledgement, from the durable queue. Every other setting is a field of
+    :class:`~gptools.webhooks.ReceiverConfig` (where each is documented, with its
+    default): given whole as ``config``, or one by one as keywords (``ack_timeout=...``,
+    which change ``config``'s); ``queue_options`` and ``outage_options`` name the
+    ``queue_*`` and ``outage_*`` fields without their prefix (``{"lease": ...}``). A
+    setting that cannot work raises :class:`~gptools.webhooks.SettingError` (a
+    ``ValueError``). ``clock`` gives ``received_at``; ``faults`` is a drill hook.
     """
 
     def __init__(
@@ -156,67 +136,57 @@ class WebhookReceiver:
         store: Store | str,
         *,
         auth: ReceiverAuth,
-        path: str = spec.DEFAULT_WEBHOOK_PATH,
-        max_body_bytes: int = spec.WEBHOOK_MAX_BODY_BYTES,
         handler: Handler | None = None,
-        queue_options: dict[str, Any] | None = None,
-        ack_timeout: timedelta = DEFAULT_WAIT_LIMIT,
-        max_batch: int = DEFAULT_MAX_BATCH,
-        purge_every: timedelta = DEFAULT_PURGE_EVERY,
+        config: ReceiverConfig | None = None,
         clock: Clock = utc_now,
         faults: FaultHook | None = None,
-        metrics_public: bool = True,
-        refused_rows_per_second: int = spec.WEBHOOK_REFUSED_ROWS_PER_SECOND,
-        refusal_summary_every: timedelta = DEFAULT_SUMMARY_EVERY,
-        quiet_alert_after: timedelta = DEFAULT_QUIET_ALERT_AFTER,
-        spool_dir: str | os.PathLike[str] | None = None,
-        spool_max_rows: int = DEFAULT_SPOOL_MAX_ROWS,
-        spool_max_bytes: int = DEFAULT_SPOOL_MAX_BYTES,
+        queue_options: dict[str, Any] | None = None,
         outage_options: dict[str, Any] | None = None,
+        **settings: Any,
     ) -> None:
-        if not path.startswith("/"):
-            raise ValueError(f"path must start with '/', got {path!r}")
-        if max_body_bytes < 1:
-            raise ValueError(f"max_body_bytes must be positive, got {max_body_bytes}")
-        if quiet_alert_after <= timedelta(0):
-            raise ValueError(f"quiet_alert_after must be positive, got {quiet_alert_after}")
+        if isinstance(store, str):
+            settings["store"] = store
+        settings.update({QUEUE_PREFIX + k: v for k, v in (queue_options or {}).items()})
+        settings.update({OUTAGE_PREFIX + k: v for k, v in (outage_options or {}).items()})
+        #: The settings this receiver runs with (the worker logs them when it is ready).
+        self.config = config = (config or ReceiverConfig()).replaced(**settings)
         self.store = open_store(store) if isinstance(store, str) else store
         self.use_auth(auth)
         # Blanked in every log line and stored error of this process (a handler's
         # exception may quote them).
         remember_secrets(url_secrets(store if isinstance(store, str) else ""))
-        self.path = path
-        self.max_body_bytes = max_body_bytes
-        self.ack_timeout = ack_timeout
+        self.path = config.path
+        self.max_body_bytes = config.max_body_bytes
+        self.ack_timeout = config.ack_timeout
         self.clock = clock
         self.faults = faults
         self.writer = GroupCommitWriter(
             self.store,
-            max_batch=max_batch,
-            wait_limit=ack_timeout,
+            max_batch=config.max_batch,
+            wait_limit=config.ack_timeout,
             state="pending" if handler is not None else "done",
         )
-        self.maintenance = Maintenance(self.store, every=purge_every, clock=clock)
+        self.maintenance = Maintenance(self.store, every=config.purge_every, clock=clock)
         self.processing = (
-            ProcessingQueue(self.store, handler, clock=clock, **(queue_options or {}))
+            ProcessingQueue(self.store, handler, clock=clock, **config.prefixed(QUEUE_PREFIX))
             if handler is not None
             else None
         )
         self.watch = StoreWatch(self.store)
         self.metrics = DeliveryMetrics()
-        self.quiet_alert_after = quiet_alert_after
+        self.quiet_alert_after = config.quiet_alert_after
         self.credential_use = CredentialUse()
-        self.refusals = RefusalBudget(refused_rows_per_second, refusal_summary_every)
-        self.metrics_public = metrics_public
+        self.refusals = RefusalBudget(config.refused_rows_per_second, config.refusal_summary_every)
+        self.metrics_public = config.metrics_public
         self.writer.on_commit = self.metrics.committed
         self.watch.on_depth = self.metrics.queue
         self.outage = OutageRecovery(
             self.store,
-            spool_dir=spool_dir,
-            max_rows=spool_max_rows,
-            max_bytes=spool_max_bytes,
+            spool_dir=config.spool_dir,
+            max_rows=config.spool_max_rows,
+            max_bytes=config.spool_max_bytes,
             clock=clock,
-            **(outage_options or {}),
+            **config.prefixed(OUTAGE_PREFIX),
         )
         self.writer.on_unwritten = self.outage.spool.keep_all
         if self.processing is not None:
@@ -257,7 +227,7 @@ class WebhookReceiver:
             self.path,
             self.store.url,
             self.auth.kind,
-            extra={"event": "worker_ready"},
+            extra={"event": "worker_ready", "settings": self.config.shown()},
         )
 
     def stop(self) -> None:

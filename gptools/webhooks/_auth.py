@@ -38,8 +38,6 @@ from gptools.webhooks._metric_families import counter
 ENV_API_KEY = "GP_WEBHOOK_API_KEY"
 ENV_USERNAME = "GP_WEBHOOK_USERNAME"
 ENV_PASSWORD = "GP_WEBHOOK_PASSWORD"  # noqa: S105  (a variable name, not a password)
-#: Where the credentials file's path is (``webhooks serve --credentials-file``).
-ENV_CREDENTIALS_FILE = "GP_WEBHOOK_CREDENTIALS_FILE"
 
 _NEEDS = {
     "BEARER": f"BEARER authentication needs an API key (set {ENV_API_KEY}, or list keys in a "

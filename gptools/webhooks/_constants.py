@@ -1,12 +1,13 @@
 """Every tunable of the receiver in one place (writer, processing queue, maintenance, store,
 supervision, serving), like the client's ``_constants.py``.
 
-Those named ``DEFAULT_*`` are the defaults of a keyword argument (of
-:class:`~gptools.webhooks.WebhookReceiver`, :class:`~gptools.webhooks.ProcessingQueue`,
-a store or :func:`~gptools.webhooks.serve`), so a caller changes an argument, never this
-module; the others are fixed. The bounds the HTTP server holds against strangers (header
-size and count, time-outs, connections) are rules users read and set: they are
-``gptools.spec``'s ``RECEIVER_*`` constants, the defaults of
+Those named ``DEFAULT_*`` are the defaults of a setting (a field of
+:class:`~gptools.webhooks.ReceiverConfig`, which :func:`~gptools.webhooks.serve` and
+:class:`~gptools.webhooks.WebhookReceiver` take) or of a keyword argument (of
+:class:`~gptools.webhooks.ProcessingQueue` or a store), so a caller changes a setting or
+an argument, never this module; the others are fixed. The bounds the HTTP server holds
+against strangers (header size and count, time-outs, connections) are rules users read
+and set: they are ``gptools.spec``'s ``RECEIVER_*`` constants, the defaults of
 :class:`~gptools.webhooks.ServerLimits`.
 """
 
@@ -79,7 +80,7 @@ MAINTENANCE_LINK_MAX_BACKOFF: Final = timedelta(seconds=30)
 
 # -- the store --------------------------------------------------------------------------
 
-#: Where ``gptools webhooks serve`` and a worker without ``GP_WEBHOOK_STORE`` keep it.
+#: Where ``gptools webhooks serve`` keeps it unless told (``ReceiverConfig.store``).
 DEFAULT_STORE_URL: Final = "sqlite:///webhooks.sqlite3"
 #: How long a SQLite writer waits for a foreign process's write lock.
 DEFAULT_SQLITE_BUSY_TIMEOUT: Final = timedelta(seconds=2)

@@ -127,6 +127,8 @@ FIELDS: Final[dict[str, str]] = {
     "reason": "a short machine-readable cause (connection_refused)",
     "count": "how many the line stands for (connection_refused)",
     "attempt": "the handler run's number (handler_failed, action_dead_lettered)",
+    "settings": "the receiver's settings a worker runs with, times in seconds, the store "
+    "apart (worker_ready)",
     "error": "an exception's traceback, secrets blanked",
 }
 

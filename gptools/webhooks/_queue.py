@@ -91,6 +91,17 @@ class _HandlerThread:
         self._inbox.put(None)
 
 
+def lease_refusal(handler_timeout: timedelta, lease: timedelta) -> str | None:
+    """Why a run's time-out does not fit in its lease, or None: a run slower than its
+    lease would be taken over while it runs."""
+    if handler_timeout < lease:
+        return None
+    return (
+        f"{handler_timeout} must be shorter than the lease {lease}, "
+        "or a slow run would be taken over while it runs"
+    )
+
+
 class ProcessingQueue:
     """Runs ``handler`` for every stored action, at least once, off the request path.
 
@@ -126,11 +137,8 @@ class ProcessingQueue:
     ) -> None:
         if max_attempts < 1:
             raise ValueError(f"max_attempts must be at least 1, got {max_attempts}")
-        if handler_timeout >= lease:
-            raise ValueError(
-                f"handler_timeout {handler_timeout} must be shorter than the "
-                f"lease {lease}, or a slow run would be taken over while it runs"
-            )
+        if (refusal := lease_refusal(handler_timeout, lease)) is not None:
+            raise ValueError(f"handler_timeout {refusal}")
         self.store = store
         self.handler = handler
         self.max_attempts = max_attempts

@@ -9,11 +9,12 @@ connection limit lowered) to fit, and the store is opened once: a store that doe
 exist yet is created (so the workers do not race to create it), one at a schema version
 this gptools does not run on is refused, and one that cannot be reached (a database
 outage) does not stop the start: each worker checks the store's version when it
-connects, and answers 503 until then. The settings reach each worker through ``GP_WEBHOOK_*``
-variables (``_environment.py``); every process counts its metrics into a fresh
-``PROMETHEUS_MULTIPROC_DIR``, removed (and the variable restored) when it returns. A pid
-file, when asked for, is written and locked while it runs, and SIGHUP reloads the
-credentials file and the TLS certificate in every worker (``_reload.py``).
+connects, and answers 503 until then. The settings reach each worker as one
+:class:`~gptools.webhooks.ReceiverConfig`, JSON in one variable (``_config.py``); every
+process counts its metrics into a fresh ``PROMETHEUS_MULTIPROC_DIR``, removed (and the
+variable restored) when it returns. A pid file, when asked for, is written and locked
+while it runs, and SIGHUP reloads the credentials file and the TLS certificate in every
+worker (``_reload.py``).
 """
 
 from __future__ import annotations
@@ -30,23 +31,15 @@ import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
-from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
 
-from gptools import spec
 from gptools._private_files import create_private, make_private_dir
 from gptools.errors import ConfigurationError, GptoolsError, MissingExtraError
 from gptools.webhooks._auth import ReceiverAuth
-from gptools.webhooks._constants import (
-    DEFAULT_QUIET_ALERT_AFTER,
-    DEFAULT_SPOOL_MAX_BYTES,
-    DEFAULT_SPOOL_MAX_ROWS,
-    DEFAULT_STORE_URL,
-    GRACEFUL_SHUTDOWN_S,
-    WORKER_HEALTHCHECK_S,
-)
-from gptools.webhooks._environment import load_handler, receiver_environment
+from gptools.webhooks._config import ReceiverConfig
+from gptools.webhooks._constants import GRACEFUL_SHUTDOWN_S, WORKER_HEALTHCHECK_S
+from gptools.webhooks._environment import load_handler
 from gptools.webhooks._logs import log_config
 from gptools.webhooks._metrics import ENV_MULTIPROC_DIR, METRICS_PATH, serve_metrics
 from gptools.webhooks._records import StoreUnreachableError
@@ -88,60 +81,54 @@ class ListenError(ServeError):
 
 
 def serve(
-    store: str = DEFAULT_STORE_URL,
+    store: str | None = None,
     *,
-    auth: str,
+    auth: str | None = None,
     host: str = "127.0.0.1",
     port: int = 8000,
     workers: int = 1,
-    path: str = spec.DEFAULT_WEBHOOK_PATH,
-    max_body_bytes: int = spec.WEBHOOK_MAX_BODY_BYTES,
-    refused_rows_per_second: int = spec.WEBHOOK_REFUSED_ROWS_PER_SECOND,
-    handler: str | None = None,
     ssl_certfile: str | None = None,
     ssl_keyfile: str | None = None,
     metrics_port: int | None = None,
-    quiet_alert_after: timedelta = DEFAULT_QUIET_ALERT_AFTER,
     log_format: Literal["text", "json"] = "text",
-    limits: ServerLimits | None = None,
     announce: Callable[[str], object] | None = None,
-    credentials_file: str | None = None,
     pid_file: str | None = None,
-    spool_dir: str | None = None,
-    spool_max_rows: int = DEFAULT_SPOOL_MAX_ROWS,
-    spool_max_bytes: int = DEFAULT_SPOOL_MAX_BYTES,
+    config: ReceiverConfig | None = None,
+    **settings: Any,
 ) -> None:
     """Receive game-event webhooks until Ctrl-C or SIGTERM (in-flight requests are drained).
 
-    ``store`` is a store URL (:func:`~gptools.webhooks.open_store`); ``auth`` the kind of
-    authentication (``bearer``, ``basic`` or ``none``), whose secrets each worker reads from
-    ``GP_WEBHOOK_API_KEY`` or ``GP_WEBHOOK_USERNAME`` and ``GP_WEBHOOK_PASSWORD``, and from
-    ``credentials_file`` (one ``ID SECRET`` a line, owner-only: several credentials valid at
-    once, read again on SIGHUP with the TLS certificate and key; ``pid_file`` lets
-    :func:`~gptools.webhooks.reload_receiver` ask for that and wait for the answer);
-    ``handler`` a ``module:function`` run for every new action after the acknowledgement.
+    Each worker's receiver runs with ``config`` (a :class:`~gptools.webhooks.ReceiverConfig`,
+    where every setting is documented with its default), changed by ``store`` (a store
+    URL, :func:`~gptools.webhooks.open_store`), ``auth`` (``bearer``, ``basic`` or
+    ``none``) and ``settings`` (its fields by name: ``path=...``, ``ack_timeout=...``,
+    ``limits=ServerLimits(...)``...). The auth secrets each worker reads from
+    ``GP_WEBHOOK_API_KEY`` or ``GP_WEBHOOK_USERNAME`` and ``GP_WEBHOOK_PASSWORD``, and
+    from the ``credentials_file`` setting (one ``ID SECRET`` a line, owner-only: several
+    credentials valid at once, read again on SIGHUP with the TLS certificate and key;
+    ``pid_file`` lets :func:`~gptools.webhooks.reload_receiver` ask for that and wait for
+    the answer). The configuration reaches the workers whole, as JSON in one environment
+    variable (readable by this user only, as the process's environment is); it holds no
+    secret.
+
     ``ssl_certfile`` with ``ssl_keyfile`` serve HTTPS (an encrypted key's password from
     ``GP_WEBHOOK_SSL_KEYFILE_PASSWORD``). ``metrics_port`` serves ``/metrics`` and
     ``/openapi.json`` on a port of their own instead of on the delivery listener;
-    ``quiet_alert_after`` (at most the provider's 7-day retry window) is exported as
-    ``gptools_webhook_quiet_threshold_seconds`` for the alert on a receiver that
-    acknowledges nothing for that long; ``log_format`` ``json`` writes one JSON object a
-    line. ``spool_dir`` is where each worker keeps the log rows of the 503s it answers
-    while the store is down, until the store is back (one folder per store; default
-    ``$STATE_DIRECTORY``, else the SQLite file's folder, else ``~/.local/state/gptools``,
-    then ``/webhook-spool``), at most ``spool_max_rows`` rows and ``spool_max_bytes`` bytes
-    per worker. ``limits`` bounds each worker's connections (default
-    :class:`~gptools.webhooks.ServerLimits`); ``max_connections`` is lowered to fit the
-    file-descriptor limit. ``announce`` gets the start-up line (with ``log_format``
-    ``text``; default: the log).
+    ``log_format`` ``json`` writes one JSON object a line. The ``spool_dir`` setting
+    (default ``$STATE_DIRECTORY``, else the SQLite file's folder, else
+    ``~/.local/state/gptools``, then ``/webhook-spool``) is checked once here, and the
+    ``limits`` setting's ``max_connections`` lowered to fit the file-descriptor limit.
+    ``announce`` gets the start-up line (with ``log_format`` ``text``; default: the log).
 
     A store that does not exist yet is created at the current schema version; a store
     that cannot be reached does not stop the start (the workers answer 503 and report not
     ready until it can, and check its schema version then).
 
-    Raises :class:`~gptools.errors.ConfigurationError` for settings that cannot work (auth
-    secrets, store URL, handler, path, TLS files), :class:`ListenError` when an address is
-    not free, :class:`ServeError` when no connection fits the descriptor limit,
+    Raises :class:`~gptools.webhooks.SettingError` (a
+    :class:`~gptools.errors.ConfigurationError`) for a setting that cannot work, naming
+    it, and :class:`~gptools.errors.ConfigurationError` for auth secrets, a handler or
+    TLS files that cannot be used, :class:`ListenError` when an address is not free,
+    :class:`ServeError` when no connection fits the descriptor limit,
     :class:`~gptools.webhooks.SchemaVersionError` for a store at a schema version this
     gptools does not run on (``gptools webhooks migrate`` brings an older one up to date),
     :class:`~gptools.webhooks.StoreError` when the store cannot be opened or created and
@@ -149,44 +136,38 @@ def serve(
     SIGTERM stopped it, the process ends by SIGTERM once everything is cleaned up, as a
     service manager expects.
     """
-    limits = limits or ServerLimits()
     logging_config = log_config(log_format)
     if logging_config is not None:
         # Every line JSON from here on: a failure to start, the start-up line, uvicorn's.
         logging.config.dictConfig(logging_config)
+    named = {k: v for k, v in (("store", store), ("auth", auth)) if v is not None}
+    config = (config or ReceiverConfig()).replaced(
+        **named, **settings, metrics_public=metrics_port is None
+    )
     try:
-        ReceiverAuth.from_env(auth, credentials_file=credentials_file)
-        opened = open_store(store)
-        if handler:
-            load_handler(handler)
+        ReceiverAuth.from_env(config.auth, credentials_file=config.credentials_file)
+        opened = open_store(config.store)
+        if config.handler:
+            load_handler(config.handler)
     except MissingExtraError:  # an ImportError too, but not the caller's settings
         raise
     except (ValueError, ImportError) as exc:  # AuthConfigError is a ValueError too
         raise ConfigurationError(str(exc)) from exc
-    if not path.startswith("/"):
-        raise ConfigurationError(f"path must start with '/', got {path!r}")
-    if not timedelta(0) < quiet_alert_after <= spec.WEBHOOK_RETRY_WINDOW:
-        raise ConfigurationError(
-            f"quiet_alert_after must be above 0 and at most the provider's retry window "
-            f"({spec.WEBHOOK_RETRY_WINDOW}), got {quiet_alert_after}"
-        )
-    if spool_max_rows < 0 or spool_max_bytes < 0:
-        raise ConfigurationError(
-            f"the outage spool's bounds must be 0 or more, got {spool_max_rows} rows "
-            f"and {spool_max_bytes} bytes"
-        )
-    spool_root = _spool_root(opened, spool_dir)
+    spool_root = _spool_root(opened, config.spool_dir)
     key_password = os.environ.get(ENV_SSL_KEY_PASSWORD)
     _check_tls(ssl_certfile, ssl_keyfile, key_password)
-    fitted, descriptors = fit_to_descriptor_limit(limits.max_connections)
+    asked = config.limits.max_connections
+    fitted, descriptors = fit_to_descriptor_limit(asked)
     if fitted < 1:
         raise ServeError(
             f"the file-descriptor limit ({descriptors}) leaves no room for connections: "
             "raise it (ulimit -n, LimitNOFILE) to at least "
-            f"{descriptors_needed(limits.max_connections)}"
+            f"{descriptors_needed(asked)}"
         )
-    asked = limits.max_connections
-    limits = replace(limits, max_connections=fitted)
+    # Every worker agrees on the spool's folder and holds the connections that fit.
+    config = config.replaced(
+        spool_dir=str(spool_root), limits=replace(config.limits, max_connections=fitted)
+    )
     # Create a new store once here, so the workers do not race to create it; refuse one
     # at another schema version. An outage is no reason not to start: the workers
     # connect when the store is back (and check its version then).
@@ -201,26 +182,9 @@ def serve(
     # Bind once before the start-up line, so it never announces an address that is taken;
     # uvicorn binds again right after, with SO_REUSEADDR as here.
     port = _free_port(host, port)
-    settings = (
-        receiver_environment(
-            store,
-            auth,
-            path=path,
-            max_body_bytes=max_body_bytes,
-            refused_rows_per_second=refused_rows_per_second,
-            handler=handler,
-            metrics_public=metrics_port is None,
-            quiet_alert_after=quiet_alert_after,
-            credentials_file=credentials_file,
-            spool_dir=str(spool_root),
-            spool_max_rows=spool_max_rows,
-            spool_max_bytes=spool_max_bytes,
-        )
-        | limits.environment()
-    )
     with (
         reload_control(pid_file, workers) as control,
-        _environment(settings | control.environment()),
+        _environment(config.environment() | control.environment()),
         _metrics_directory(),
     ):
         metrics_server = None
@@ -230,12 +194,14 @@ def serve(
             from gptools.openapi import receiver_openapi, to_json
 
             metrics_port = _free_port(host, metrics_port)
-            contract = receiver_openapi(path=path, auth_kind=auth, max_body_bytes=max_body_bytes)
+            contract = receiver_openapi(
+                path=config.path, auth_kind=config.auth, max_body_bytes=config.max_body_bytes
+            )
             metrics_server = serve_metrics(host, metrics_port, openapi=to_json(contract))
             metrics_line = f"; metrics: http://{host}:{metrics_port}{METRICS_PATH}"
         base = f"{'https' if ssl_certfile else 'http'}://{host}:{port}"
         listening = (
-            f"receiving webhooks on {base}{path} (auth {auth.upper()}, "
+            f"receiving webhooks on {base}{config.path} (auth {config.auth.upper()}, "
             f"store {opened.url}, {workers} worker{'s' if workers > 1 else ''}); "
             f"health: {base}/healthz, readiness: {base}/readyz"
             + metrics_line
@@ -263,7 +229,7 @@ def serve(
                 ssl_keyfile=ssl_keyfile,
                 ssl_keyfile_password=key_password,
                 logging_config=logging_config,
-                limits=limits,
+                limits=config.limits,
                 control=control,
             )
         finally:

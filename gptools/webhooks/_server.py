@@ -27,6 +27,7 @@ from uvicorn.server import ServerState
 
 from gptools import spec
 from gptools.errors import GptoolsError
+from gptools.webhooks._config import ReceiverConfig
 from gptools.webhooks._constants import CONNECTION_LOG_EVERY_S
 from gptools.webhooks._metric_families import counter
 from gptools.webhooks._server_limits import ServerLimits
@@ -90,7 +91,8 @@ def _tally() -> _Tally:
 
 @functools.cache
 def _limits() -> ServerLimits:
-    return ServerLimits.from_environment()
+    """The bounds ``serve`` handed to this worker in its configuration."""
+    return ReceiverConfig.from_environment().limits
 
 
 def _answer(status: int, reason: bytes) -> bytes:

@@ -4,21 +4,17 @@ setting per worker; their defaults are ``gptools.spec``'s ``RECEIVER_*`` constan
 A delivery is a few hundred bytes with a handful of headers; nothing legitimate comes near
 these limits, and everything past them is refused by the server before the receiver's
 application sees it (``_server.GuardedHttpToolsProtocol``). They reach each uvicorn worker
-through one environment variable, like the receiver's own settings
-(``_environment.receiver_environment``).
+as part of the receiver's configuration (``_config.ReceiverConfig.limits``).
 """
 
 from __future__ import annotations
 
-import json
-import os
 import resource
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from gptools import spec
 
-ENV_SERVER_LIMITS = "GP_WEBHOOK_SERVER_LIMITS"
 #: The ``http`` setting uvicorn imports in each worker: httptools behind the guard.
 PROTOCOL = "gptools.webhooks._server:GuardedHttpToolsProtocol"
 
@@ -33,16 +29,6 @@ class ServerLimits:
     body_timeout_s: float = spec.RECEIVER_BODY_TIMEOUT.total_seconds()
     keep_alive_timeout_s: float = spec.RECEIVER_KEEP_ALIVE_TIMEOUT.total_seconds()
     max_connections: int = spec.RECEIVER_MAX_CONNECTIONS
-
-    def environment(self) -> dict[str, str]:
-        """The variable :meth:`from_environment` reads, for a worker process."""
-        return {ENV_SERVER_LIMITS: json.dumps(asdict(self), separators=(",", ":"))}
-
-    @classmethod
-    def from_environment(cls) -> ServerLimits:
-        """The limits ``gptools webhooks serve`` set for this worker, else the defaults."""
-        text = os.environ.get(ENV_SERVER_LIMITS)
-        return cls(**json.loads(text)) if text else cls()
 
 
 def descriptors_needed(max_connections: int) -> int:
@@ -70,7 +56,7 @@ def fit_to_descriptor_limit(max_connections: int) -> tuple[int, int]:
 
 def uvicorn_settings(limits: ServerLimits) -> dict[str, Any]:
     """The ``uvicorn.run`` settings of the guarded server (the limits themselves reach
-    each worker through :meth:`ServerLimits.environment`)."""
+    each worker in its :class:`~gptools.webhooks.ReceiverConfig`)."""
     return {
         "http": PROTOCOL,
         "loop": "uvloop",
