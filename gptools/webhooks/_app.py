@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import time
@@ -97,12 +98,64 @@ _ACCEPTED = b'{"status":"accepted","actionId":"'
 _DUPLICATE = b'{"status":"duplicate","actionId":"'
 
 
-#: The headers of the two 200 answers, by body length, built once: both carry a canonical
-#: (36-character) actionId.
-_OK_HEADERS = {
-    n: [_JSON_CONTENT_TYPE, (b"content-length", str(n).encode())]
-    for n in (len(_ACCEPTED) + 38, len(_DUPLICATE) + 38)
-}
+@functools.lru_cache(maxsize=16)
+def _ok_headers(length: int) -> tuple[tuple[bytes, bytes], ...]:
+    """The headers of a 200 answer whose body is ``length`` bytes, built once for each
+    length (the hot path answers a handful of lengths)."""
+    return (_JSON_CONTENT_TYPE, (b"content-length", str(length).encode()))
+
+
+def _ok_answer(new: bool, action_id: str) -> tuple[bytes, list[tuple[bytes, bytes]]]:
+    """The body and headers (the request id apart) of the 200 that acknowledges
+    ``action_id``, stored (``new``) or a duplicate. Built by hand: this is the hot path,
+    and an actionId that passed the checks is a UUID, which needs no escaping."""
+    body = b"".join((_ACCEPTED if new else _DUPLICATE, action_id.encode(), b'"}'))
+    return body, [*_ok_headers(len(body))]
+
+
+@dataclass(slots=True)
+class _Head:
+    """What the receiver reads from a request's headers, in one pass over them."""
+
+    authorization: bytes | None = None
+    content_type: bytes | None = None
+    content_length: bytes | None = None
+    incoming_id: bytes | None = None
+    #: A header that must come once (``authorization``, ``content-type``) but came again.
+    repeated: bytes | None = None
+
+    @classmethod
+    def of(cls, headers: list[tuple[bytes, bytes]]) -> _Head:
+        """The head of a request with these (lower-case) ``headers``."""
+        head = cls()
+        for name, value in headers:
+            if name == b"authorization":
+                if head.authorization is not None:
+                    head.repeated = name
+                head.authorization = value
+            elif name == b"content-type":
+                if head.content_type is not None:
+                    head.repeated = name
+                head.content_type = value
+            elif name == b"content-length":
+                head.content_length = value
+            elif name == REQUEST_ID_HEADER:
+                head.incoming_id = value
+        return head
+
+
+@dataclass(frozen=True, slots=True)
+class _Refusal:
+    """A delivery refused: its status, ``error`` and ``reason``, the answer's ``extra``
+    headers, the ``fields`` at fault; ``unread``: a body refused before it was
+    authenticated or checked (its log row keeps only a prefix)."""
+
+    status: int
+    error: str
+    reason: str
+    extra: list[tuple[bytes, bytes]] | None = None
+    fields: list[dict[str, str]] | None = None
+    unread: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -374,151 +427,111 @@ class WebhookReceiver:
         )
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """One request: the paths beside deliveries, else a delivery's checks in the
+        order of the module docstring, the first that fails answering, else its store."""
         started = time.perf_counter()
+        head = _Head.of(scope["headers"])
+        rid = request_id(head.incoming_id)
+        if await self._answer_beside(scope, send, rid):
+            return
+        entry = self._entry(scope, rid, started)
+        refusal = self._misrouted(scope)
+        if refusal is None:
+            body, too_large = await self._read_body(receive, head.content_length)
+            refusal = (
+                self._oversize(body, too_large)
+                or _repeated_header(head, body)
+                or self._unauthorised(head, body, entry)
+                or _unsupported_media(head, body)
+                or _invalid_payload(body, entry)
+            )
+        if refusal is None and self.faults is not None:
+            refusal = await _drill(self.faults())
+        if refusal is not None:
+            await self._refuse(send, entry, refusal)
+            return
+        await self._store(send, entry, started)
+
+    async def _answer_beside(self, scope: Scope, send: Send, rid: bytes) -> bool:
+        """Answer a request to a path beside the deliveries' (health, readiness, metrics,
+        the OpenAPI description; 404 not logged for any other but POST); True if it was
+        one of them."""
         path = scope["path"]
         method = scope["method"]
-        authorization = content_type = content_length = incoming_id = repeated = None
-        for name, value in scope["headers"]:
-            if name == b"authorization":
-                repeated = name if authorization is not None else repeated
-                authorization = value
-            elif name == b"content-type":
-                repeated = name if content_type is not None else repeated
-                content_type = value
-            elif name == b"content-length":
-                content_length = value
-            elif name == REQUEST_ID_HEADER:
-                incoming_id = value
-        rid = request_id(incoming_id)
         if path in (HEALTH_PATH, READY_PATH) and method in ("GET", "HEAD"):
             state = self.health()
             ok = state["live"] if path == HEALTH_PATH else state["ready"]
             await _respond(send, 200 if ok else 503, state, request_id=rid)
-            return
-        if path == METRICS_PATH and method == "GET" and self.metrics_public:
+        elif path == METRICS_PATH and method == "GET" and self.metrics_public:
             await self._scrape(send, rid)
-            return
-        if path == OPENAPI_PATH and method == "GET" and self.metrics_public:
+        elif path == OPENAPI_PATH and method == "GET" and self.metrics_public:
             await _respond(send, 200, self.openapi(), request_id=rid)
-            return
-        if path != self.path and method != "POST":
-            await _respond(
-                send,
-                404,
-                {"error": "not_found", "reason": f"no resource at {path}"},
-                request_id=rid,
-            )
-            return
-        received_at = self.clock()
+        elif path != self.path and method != "POST":
+            document = {"error": "not_found", "reason": f"no resource at {path}"}
+            await _respond(send, 404, document, request_id=rid)
+        else:
+            return False
+        return True
+
+    def _entry(self, scope: Scope, rid: bytes, started: float) -> LogEntry:
+        """The log row of a delivery attempt, before anything about it is known."""
         client = scope.get("client")
-        entry = LogEntry(
-            received_at=received_at,
+        return LogEntry(
+            received_at=self.clock(),
             status=0,
             body="",
             started=started,
             remote_addr=client[0] if client else None,
             request_id=rid,
         )
+
+    def _misrouted(self, scope: Scope) -> _Refusal | None:
+        """404 for a POST elsewhere than the deliveries' path, 405 for another method."""
+        path = scope["path"]
+        method = scope["method"]
         if path != self.path:
-            await self._refuse(
-                send, entry, 404, "not_found", f"deliveries go to {self.path}, not {path}"
-            )
-            return
+            return _Refusal(404, "not_found", f"deliveries go to {self.path}, not {path}")
         if method != "POST":
-            await self._refuse(
-                send,
-                entry,
+            return _Refusal(
                 405,
                 "method_not_allowed",
                 f"{method} is not allowed; deliveries are POSTed",
                 extra=[(b"allow", b"POST")],
             )
-            return
+        return None
 
-        body, too_large = await self._read_body(receive, content_length)
-        if too_large:
-            await self._refuse(
-                send,
-                entry,
-                413,
-                "payload_too_large",
-                f"body is larger than the limit of {self.max_body_bytes} bytes"
-                f" (the log keeps its first {LOGGED_PREFIX_BYTES} bytes)",
-                # The rest of the body is never read: the server closes the connection
-                # after the answer instead of draining it for the next request.
-                extra=[(b"connection", b"close")],
-                unread=body,
-            )
-            return
-        if repeated is not None:
-            # Which of the two would count is the parser's guess: neither does.
-            await self._refuse(
-                send,
-                entry,
-                400,
-                spec.WEBHOOK_DUPLICATE_HEADER,
-                f"more than one {repeated.decode()}",
-                unread=body,
-            )
-            return
-        credential = self.auth.match(authorization)
+    def _oversize(self, body: bytes, too_large: bool) -> _Refusal | None:
+        """413 for a body over ``max_body_bytes`` (``body``: what was read of it)."""
+        if not too_large:
+            return None
+        return _Refusal(
+            413,
+            "payload_too_large",
+            f"body is larger than the limit of {self.max_body_bytes} bytes"
+            f" (the log keeps its first {LOGGED_PREFIX_BYTES} bytes)",
+            # The rest of the body is never read: the server closes the connection
+            # after the answer instead of draining it for the next request.
+            extra=[(b"connection", b"close")],
+            unread=body,
+        )
+
+    def _unauthorised(self, head: _Head, body: bytes, entry: LogEntry) -> _Refusal | None:
+        """401 unless the ``Authorization`` header matches a credential (whose use is
+        counted)."""
+        credential = self.auth.match(head.authorization)
         entry.auth_ok = credential is not None
-        if credential is None:
-            # A stranger's body: only a prefix is kept (and the actionId it names).
-            challenge = self.auth.challenge()
-            extra = [(b"www-authenticate", challenge)] if challenge else []
-            reason = "missing credentials" if authorization is None else "wrong credentials"
-            await self._refuse(send, entry, 401, "unauthorized", reason, extra=extra, unread=body)
-            return
-        self.credential_use.count(credential)
-        if content_type != _JSON_MEDIA and (
-            (content_type or b"").split(b";", 1)[0].strip().lower() != _JSON_MEDIA
-        ):
-            shown = content_type.decode("latin-1") if content_type else "none"
-            await self._refuse(
-                send,
-                entry,
-                415,
-                "unsupported_media_type",
-                f"content type must be {spec.WEBHOOK_CONTENT_TYPE}, got {shown}",
-                unread=body,
-            )
-            return
+        if credential is not None:
+            self.credential_use.count(credential)
+            return None
+        # A stranger's body: only a prefix is kept (and the actionId it names).
+        challenge = self.auth.challenge()
+        reason = "missing credentials" if head.authorization is None else "wrong credentials"
+        extra = [(b"www-authenticate", challenge)] if challenge else []
+        return _Refusal(401, "unauthorized", reason, extra=extra, unread=body)
 
-        entry.body = body.decode("utf-8", errors="replace")
-        if exceeds_json_depth(body):
-            # Before either parser below recurses into it (Python's json would raise
-            # RecursionError some 1,000 levels down).
-            await self._refuse(
-                send,
-                entry,
-                400,
-                "invalid_payload",
-                f"invalid JSON: nested deeper than {spec.JSON_MAX_DEPTH} levels",
-            )
-            return
-        action_id = fast_action_id(body)
-        if action_id is None:
-            event, status, reason, fields = parse(body)
-            if event is None:
-                await self._refuse(send, entry, status, "invalid_payload", reason, fields=fields)
-                return
-            action_id = str(event.action_id)
-        entry.action_id = action_id
-
-        if self.faults is not None and (fault := self.faults()) is not None:
-            if fault.delay:
-                await asyncio.sleep(fault.delay.total_seconds())
-            if fault.status is not None:
-                await self._refuse(
-                    send,
-                    entry,
-                    fault.status,
-                    "injected_fault",
-                    "fault drill: answered without storing",
-                )
-                return
-
+    async def _store(self, send: Send, entry: LogEntry, started: float) -> None:
+        """Store an accepted delivery with its log row, then answer 200 (503 when the
+        store cannot take it)."""
         entry.status = 200
         try:
             new = await self.writer.write(WriteItem(entry, accept=True))
@@ -527,11 +540,11 @@ class WebhookReceiver:
             return
         if new and self.processing is not None:
             self.processing.wake()
-        # Built by hand: this is the hot path, and a canonical UUID needs no escaping.
-        payload = b"".join((_ACCEPTED if new else _DUPLICATE, action_id.encode(), b'"}'))
-        headers = [*_OK_HEADERS[len(payload)], (REQUEST_ID_HEADER, rid)]
+        action_id = entry.action_id or ""  # set by the payload's check
+        body, headers = _ok_answer(new, action_id)
+        headers.append((REQUEST_ID_HEADER, entry.request_id or b""))
         await send({"type": "http.response.start", "status": 200, "headers": headers})
-        await send({"type": "http.response.body", "body": payload})
+        await send({"type": "http.response.body", "body": body})
         latency = time.perf_counter() - started
         self.metrics.answered(200, "stored" if new else "duplicate", latency)
         if self._log_accepted:
@@ -541,7 +554,7 @@ class WebhookReceiver:
                 "stored" if new else "duplicate",
                 extra={
                     "event": "delivery_stored" if new else "delivery_duplicate",
-                    "request_id": rid,
+                    "request_id": entry.request_id,
                     "status": 200,
                     "actionId": action_id,
                     "latency_ms": round(latency * 1000, 3),
@@ -593,25 +606,14 @@ class WebhookReceiver:
                 break
         return b"".join(chunks)[:LOGGED_PREFIX_BYTES]
 
-    async def _refuse(
-        self,
-        send: Send,
-        entry: LogEntry,
-        status: int,
-        error: str,
-        reason: str,
-        *,
-        extra: list[tuple[bytes, bytes]] | None = None,
-        fields: list[dict[str, str]] | None = None,
-        unread: bytes | None = None,
-    ) -> None:
-        """Answer ``status`` with ``error`` and ``reason`` (and the ``fields`` at fault),
-        logging the refusal within its budget. ``unread``: a body refused before it was
-        authenticated or checked, of which the log row keeps only the prefix and the
-        actionId it names."""
-        if unread is not None:
-            entry.body = body_prefix(unread)
-            entry.action_id = action_id_in(unread)
+    async def _refuse(self, send: Send, entry: LogEntry, refusal: _Refusal) -> None:
+        """Answer the refusal, logging it within its budget. A body refused before it was
+        authenticated or checked (``refusal.unread``) keeps only its prefix in the log
+        row, and the actionId it names."""
+        status, error, reason = refusal.status, refusal.error, refusal.reason
+        if refusal.unread is not None:
+            entry.body = body_prefix(refusal.unread)
+            entry.action_id = action_id_in(refusal.unread)
         entry.status = status
         outcome = OUTCOMES.get(error, error)
         entry.error = f"{outcome}: {reason}"
@@ -628,9 +630,9 @@ class WebhookReceiver:
                 await self._unavailable(send, entry, exc)
                 return
         document: dict[str, Any] = {"error": error, "reason": reason}
-        if fields:
-            document["fields"] = fields
-        await _respond(send, status, document, extra=extra, request_id=entry.request_id)
+        if refusal.fields:
+            document["fields"] = refusal.fields
+        await _respond(send, status, document, extra=refusal.extra, request_id=entry.request_id)
         latency = _since(entry)
         self.metrics.answered(status, outcome, latency)
         if not logged:
@@ -676,6 +678,69 @@ class WebhookReceiver:
                 "latency_ms": round(latency * 1000, 3),
             },
         )
+
+
+def _repeated_header(head: _Head, body: bytes) -> _Refusal | None:
+    """400 for a second ``Authorization`` or ``Content-Type``: which of the two would
+    count is the parser's guess, so neither does."""
+    if head.repeated is None:
+        return None
+    return _Refusal(
+        400,
+        spec.WEBHOOK_DUPLICATE_HEADER,
+        f"more than one {head.repeated.decode()}",
+        unread=body,
+    )
+
+
+def _unsupported_media(head: _Head, body: bytes) -> _Refusal | None:
+    """415 unless the body is declared ``application/json`` (parameters aside)."""
+    declared = head.content_type
+    if declared == _JSON_MEDIA or (
+        (declared or b"").split(b";", 1)[0].strip().lower() == _JSON_MEDIA
+    ):
+        return None
+    shown = declared.decode("latin-1") if declared else "none"
+    return _Refusal(
+        415,
+        "unsupported_media_type",
+        f"content type must be {spec.WEBHOOK_CONTENT_TYPE}, got {shown}",
+        unread=body,
+    )
+
+
+def _invalid_payload(body: bytes, entry: LogEntry) -> _Refusal | None:
+    """400 or 422 unless the body is a valid notification; its text and actionId go into
+    ``entry`` either way (the fast check first, the model's full check to explain)."""
+    entry.body = body.decode("utf-8", errors="replace")
+    if exceeds_json_depth(body):
+        # Before either parser below recurses into it (Python's json would raise
+        # RecursionError some 1,000 levels down).
+        return _Refusal(
+            400,
+            "invalid_payload",
+            f"invalid JSON: nested deeper than {spec.JSON_MAX_DEPTH} levels",
+        )
+    action_id = fast_action_id(body)
+    if action_id is None:
+        event, status, reason, fields = parse(body)
+        if event is None:
+            return _Refusal(status, "invalid_payload", reason, fields=fields)
+        action_id = str(event.action_id)
+    entry.action_id = action_id
+    return None
+
+
+async def _drill(fault: InjectedFault | None) -> _Refusal | None:
+    """A fault drill's effect on a valid delivery: its delay, then its status (without
+    storing) when it sets one."""
+    if fault is None:
+        return None
+    if fault.delay:
+        await asyncio.sleep(fault.delay.total_seconds())
+    if fault.status is None:
+        return None
+    return _Refusal(fault.status, "injected_fault", "fault drill: answered without storing")
 
 
 def _since(entry: LogEntry) -> float:
