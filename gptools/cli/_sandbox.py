@@ -282,7 +282,13 @@ def play(
     spread over the window. Delivered: every play before --now (default: the current
     time), or with --days the plays of the days from --now on. A play delivered again
     (a later clock covering it) has the same actionId: the receiver stores it once."""
-    from gptools.sandbox import CampaignNotPlayableError, PlayerModel, VirtualClock, play_campaign
+    from gptools.sandbox import (
+        CampaignNotPlayableError,
+        PlayerModel,
+        VirtualClock,
+        play_campaign,
+        write_truth,
+    )
 
     target = delivery_target(url, auth_kind, ca_bundle)
     if truth is not None and not force and (truth.exists() or truth.is_symlink()):
@@ -327,7 +333,10 @@ def play(
         )
     truths = [p.summary() for p in played]
     if truth is not None:
-        _write_truth(truth, {"seed": seed, "until": _iso(until), "campaigns": truths})
+        try:
+            write_truth(truth, played, seed=seed, until=until)
+        except OSError as exc:
+            fail(f"--truth {truth}: cannot write: {exc.strerror or exc}")
     per_campaign = [
         {
             **{k: t[k] for k in ("campaignId", "participants", "reached", "completed")},
@@ -394,24 +403,6 @@ def _played_sandbox() -> Any:
 
 def _iso(moment: datetime | None) -> str | None:
     return None if moment is None else moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
-
-
-def _write_truth(path: Path, document: dict[str, Any]) -> None:
-    """Write ``document`` to ``path`` as JSON (money as its digits), owner-only; a file
-    written beside it then renamed over it, so a link at ``path`` is replaced, never
-    written through."""
-    from gptools.models import dumps_wire
-    from gptools.webhooks import open_private
-
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        tmp.unlink(missing_ok=True)
-        with open_private(tmp, "wb") as fh:
-            fh.write(dumps_wire(document))
-        tmp.replace(path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        fail(f"--truth {path}: cannot write: {exc.strerror or exc}")
 
 
 def delivery_target(url: str, auth_kind: str, ca_bundle: str | None) -> Any:
