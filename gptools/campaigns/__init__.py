@@ -41,7 +41,7 @@ from gptools.campaigns._requests import (
     campaign_requests,
     request_id,
 )
-from gptools.campaigns._review import Review, review
+from gptools.campaigns._review import Review, offered_costs, review
 from gptools.campaigns._validate import (
     PlanInvalidError,
     Problem,
@@ -76,6 +76,7 @@ __all__ = [
     "campaign_requests",
     "default_register_path",
     "load_plan",
+    "offered_costs",
     "plan_from_dict",
     "request_id",
     "review",

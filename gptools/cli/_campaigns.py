@@ -20,7 +20,7 @@ from gptools.cli._common import (
 from gptools.cli._main import EXIT_BAD_INPUT, NotRecorded, campaigns, cli_text, emit, fail, say
 from gptools.cli._outputs import check_output_option, force_option, write_csv_output
 from gptools.cli._params import BRAND_ID, column_mapping_options, mapping_fields
-from gptools.errors import GameNotFoundError, MissingExtraError
+from gptools.errors import MissingExtraError
 
 
 @campaigns.command("plan")
@@ -37,28 +37,19 @@ def plan_command(
     file: str, offline: bool, brand: int | None, now_text: str | None, as_json: bool
 ) -> None:
     """Validate a plan FILE and show its budget and requests; exit 2 when it has errors."""
-    from gptools.campaigns import AWARDED_FEATURE, load_plan, review
+    from gptools.campaigns import load_plan, offered_costs, review
     from gptools.costs import CostBook
 
     now = parse_now(now_text)
-    unknown: list[str] = []
+    unknown: tuple[str, ...] = ()
     with cli_errors():
         plan = load_plan(file)
         costs = None
-        if not offline and plan.campaign_type == AWARDED_FEATURE and plan.currencies:
+        if not offline and plan.checks_bets:
             with connect_client() as client:
                 chosen = resolve_brand(client, brand if brand is not None else plan.brand)
                 plan = plan.model_copy(update={"brand": chosen})
-                book = CostBook(client, brand=chosen)
-                currencies = list(plan.currencies)
-                # An unknown game is one problem of the plan, listed with the others.
-                for game in plan.game_ids:
-                    try:
-                        book.table([game], currencies, source="configurations")
-                    except GameNotFoundError:
-                        unknown.append(game)
-                known = [g for g in plan.game_ids if g not in unknown]
-                costs = book.table(known, currencies, source="configurations")  # cached
+                costs, unknown = offered_costs(CostBook(client, brand=chosen), plan)
         elif brand is not None:
             plan = plan.model_copy(update={"brand": brand})
         planned = review(plan, now=now, costs=costs, unknown_games=unknown)
