@@ -176,9 +176,7 @@ def apply_command(
                 "requestId": c.request_id,
                 "campaignId": c.campaign_id,
                 "status": "existed" if c.request_id in known else "created",
-                "participants": None
-                if summary is None
-                else {k: getattr(summary, k) for k in _LOAD_COUNTS},
+                "participants": None if summary is None else summary.counts(),
             }
         )
     document = {"plan": plan.name, "brand": plan.brand, "server": server, "campaigns": entries}
@@ -217,10 +215,6 @@ def apply_command(
         )
     if unrecorded:
         raise NotRecorded("; ".join(unrecorded))
-
-
-#: The counts of a participant load that ``campaigns apply`` shows per campaign.
-_LOAD_COUNTS = ("rows", "loaded", "loaded_this_run", "rejected", "duplicate", "not_attempted")
 
 
 _SERVER_OPTIONS = (
@@ -294,18 +288,13 @@ def list_command(
     """The campaigns gptools created on a server (the local register; by default the
     server this command talks to), with their state by window and their participants
     (loaded, rejected, pending), as the register records every apply and load."""
-    from gptools.campaigns import CampaignRegister, ParticipantCounts
+    from gptools.campaigns import CampaignRegister
 
     now = parse_now(now_text)
     with cli_errors():
         chosen = chosen_server(server, all_servers)
         register = CampaignRegister()
-        records = register.campaigns(server=chosen, with_players=False)
-        counts = register.participant_counts(server=chosen)
-    docs = [
-        r.to_dict(now=now, participants=counts.get((r.server, r.campaign_id), ParticipantCounts()))
-        for r in records
-    ]
+        docs = register.to_dicts(now=now, server=chosen)
     document = {"register": str(register.path), "server": chosen, "campaigns": docs}
 
     def human() -> str:
@@ -327,7 +316,7 @@ def show_command(
     """One campaign of the register: its plan, window, state, participants and the loads
     that put them there; exit 2 when it is not recorded (for the server: by default the
     one this command talks to; with --all-servers the one most recently updated)."""
-    from gptools.campaigns import CampaignRegister, ParticipantCounts, RegisterError
+    from gptools.campaigns import CampaignRegister, RegisterError
 
     now = parse_now(now_text)
     with cli_errors():
@@ -337,9 +326,8 @@ def show_command(
             record = register.get(campaign_id, server=chosen)
         except RegisterError as exc:
             fail(str(exc), bad_input=True)
-        counts = register.participant_counts(server=record.server)
+        mine = register.participants_of(record)
         loads = register.loads(server=record.server, campaign_id=record.campaign_id)
-    mine = counts.get((record.server, record.campaign_id), ParticipantCounts())
     doc = record.to_dict(now=now, participants=mine)
     doc["loads"] = [load.to_dict() for load in loads]
 
