@@ -82,6 +82,22 @@ class CostRow:
             self.feature_cost,
         )
 
+    def to_dict(self) -> dict[str, str | None]:
+        """JSON-ready, by the table's column names, each amount as its exact digits
+        (``"0.150"``, never a float): a row of ``gptools costs preview --json``."""
+        return {
+            "game_id": self.game_id,
+            "currency": self.currency,
+            "buy_feature_type": self.buy_feature_type,
+            "base_bet": _digits(self.base_bet),
+            "price_multiplier": _digits(self.price_multiplier),
+            "feature_cost": f"{self.feature_cost:f}",
+        }
+
+
+def _digits(amount: Decimal | None) -> str | None:
+    return None if amount is None else f"{amount:f}"
+
 
 class StoredTableError(GptoolsError, ValueError):
     """The stored cost file is malformed; the message names the file, line, column and reason."""

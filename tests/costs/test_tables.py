@@ -10,6 +10,7 @@ import pytest
 
 from gptools.costs import (
     COLUMNS,
+    CostRow,
     CostSource,
     StoredTableError,
     available_costs,
@@ -155,3 +156,25 @@ def test_the_sources_keep_their_texts() -> None:
         "game",
         "stored",
     ]
+
+
+def test_a_row_as_json_keeps_every_digit() -> None:
+    """Trailing zeros stay (a KWD amount has three decimals); a missing part is null."""
+    row = CostRow("g1", "KWD", "FS", Decimal("0.050"), Decimal("75.50"), Decimal("3.775"))
+    assert row.to_dict() == {
+        "game_id": "g1",
+        "currency": "KWD",
+        "buy_feature_type": "FS",
+        "base_bet": "0.050",
+        "price_multiplier": "75.50",
+        "feature_cost": "3.775",
+    }
+    bare = CostRow("g1", "EUR", None, None, None, Decimal("1E+1"))
+    assert bare.to_dict() == {
+        "game_id": "g1",
+        "currency": "EUR",
+        "buy_feature_type": None,
+        "base_bet": None,
+        "price_multiplier": None,
+        "feature_cost": "10",
+    }
