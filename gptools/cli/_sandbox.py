@@ -200,11 +200,11 @@ def deliver(
     )
     say(f"delivering {count} events to {url} ...")
     report, first_error = dispatch(events, clock, target, concurrency, ca_bundle)
-    document = {"url": url, "events": count, **delivery_document(report)}
+    document = {"url": url, "events": count, **report.to_dict()}
     emit(
         document,
         as_json=as_json,
-        human=lambda: f"{count} events, " + delivery_line(report),
+        human=lambda: f"{count} events, " + report.summary(),
     )
     check_delivered(report, first_error, url, count)
 
@@ -352,7 +352,7 @@ def play(
         "seed": seed,
         "campaigns": per_campaign,
         "events": len(events),
-        **(delivery_document(report) if report is not None else {}),
+        **(report.to_dict() if report is not None else {}),
         "truth": str(truth) if truth is not None else None,
     }
 
@@ -370,7 +370,7 @@ def play(
                 "elsewhere; move the clock with --now and --days)"
             )
         else:
-            lines.append(f"{len(events)} plays, " + delivery_line(report))
+            lines.append(f"{len(events)} plays, " + report.summary())
         if truth is not None:
             lines.append(f"Wrote the truth to {truth}")
         return "\n".join(lines)
@@ -426,15 +426,7 @@ def delivery_target(url: str, auth_kind: str, ca_bundle: str | None) -> Any:
                 f"--ca-bundle {ca_bundle} is not a PEM bundle of CA certificates: {exc}",
                 bad_input=True,
             )
-    subscription: dict[str, object] = {"callbackUrl": url, "authenticationType": auth.kind}
-    # The sender's one credential, from the environment (NONE has none).
-    for sent in auth.credentials[:1]:
-        if sent.username is None:
-            subscription["apiKey"] = sent.secret
-        else:
-            subscription["username"] = sent.username.get_secret_value()
-            subscription["password"] = sent.secret
-    return DeliveryTarget.from_subscription(subscription)
+    return DeliveryTarget.from_subscription(auth.subscription(url))
 
 
 def dispatch(
@@ -452,26 +444,6 @@ def dispatch(
         report = dispatcher.run()
     first = next((a.error for a in dispatcher.attempts if a.error), None)
     return report, first or "no answer"
-
-
-def delivery_document(report: Any) -> dict[str, Any]:
-    """The delivery's counts as ``--json`` shows them."""
-    return {
-        "attempts": report.attempts,
-        "statuses": report.statuses,
-        **report.counts,
-        "duplicates": report.duplicates,
-    }
-
-
-def delivery_line(report: Any) -> str:
-    """The delivery's counts in one line."""
-    answers = ", ".join(f"{k}×{v}" for k, v in sorted(report.statuses.items()))
-    return (
-        f"{report.attempts} attempts: "
-        + ", ".join(f"{k} {v}" for k, v in report.counts.items())
-        + f", duplicates {report.duplicates}; answers {answers}"
-    )
 
 
 def check_delivered(report: Any, first_error: str, url: str, count: int) -> None:
