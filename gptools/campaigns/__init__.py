@@ -36,6 +36,7 @@ from gptools.campaigns._register import (
     NotRecordedError,
     ParticipantCounts,
     server_identity,
+    shared_ids,
 )
 from gptools.campaigns._requests import (
     campaign_requests,
@@ -81,5 +82,6 @@ __all__ = [
     "request_id",
     "review",
     "server_identity",
+    "shared_ids",
     "validate_plan",
 ]

@@ -491,6 +491,16 @@ class CampaignRegister:
         )
 
 
+def shared_ids(records: Iterable[CampaignRecord]) -> dict[str, list[str]]:
+    """The campaign ids ``records`` hold for more than one server, each with those servers
+    (in the records' order). Campaign results name campaigns by id, and one log's events
+    cannot be told apart between two servers' campaigns of the same id."""
+    servers: dict[str, list[str]] = {}
+    for r in records:
+        servers.setdefault(r.campaign_id, []).append(r.server)
+    return {cid: s for cid, s in servers.items() if len(s) > 1}
+
+
 def server_identity(client: object) -> str:
     """What names the server a client talks to: its ``server_identity`` when it has one
     (stable across restarts of the embedded sandbox), else its ``base_url``."""

@@ -468,10 +468,9 @@ def results_command(
 def _one_server_per_id(records: list[Any]) -> None:
     """Refuse campaigns of several servers that share an id: the results name campaigns
     by id, and one log's events cannot be told apart between two servers' campaigns."""
-    servers: dict[str, list[str]] = {}
-    for r in records:
-        servers.setdefault(r.campaign_id, []).append(r.server)
-    shared = {cid: s for cid, s in servers.items() if len(s) > 1}
+    from gptools.campaigns import shared_ids
+
+    shared = shared_ids(records)
     if shared:
         named = "; ".join(f"{cid} on {', '.join(s)}" for cid, s in sorted(shared.items()))
         fail(

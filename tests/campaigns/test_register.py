@@ -21,6 +21,7 @@ from gptools.campaigns import (
     ParticipantCounts,
     RegisterError,
     apply_plan,
+    shared_ids,
 )
 from gptools.campaigns._register import plan_hash
 from gptools.client import Client
@@ -146,6 +147,20 @@ def test_each_campaign_with_its_counts_zeros_where_no_load_went(tmp_path: Path) 
     ]
     assert docs[1] == second.to_dict(now=NOW, participants=ParticipantCounts())
     assert list(reg.frame(server="s")["loaded"]) == [3, 0]
+
+
+def test_ids_shared_between_servers(tmp_path: Path) -> None:
+    plan = make_plan()
+    reg = CampaignRegister(tmp_path / "r.sqlite")
+    both = ApplyResult(
+        plan.name,
+        (AppliedCampaign("EUR", "req-1", "CMP-1"), AppliedCampaign("JPY", "req-2", "CMP-2")),
+    )
+    reg.record(plan, both, server="s")
+    reg.record(plan, ApplyResult(plan.name, (AppliedCampaign("EUR", "req-1", "CMP-1"),)),
+               server="other")  # fmt: skip
+    assert shared_ids(reg.campaigns()) == {"CMP-1": ["s", "other"]}
+    assert shared_ids(reg.campaigns(server="s")) == {}
 
 
 _WRITER = """
