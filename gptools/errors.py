@@ -67,8 +67,14 @@ The one exception is ``participants.LoadInterrupted``: it is a ``KeyboardInterru
 deriving it from ``Exception`` would let an ``except Exception`` swallow a Ctrl-C. Each
 package exports the classes its public functions raise (``gptools.participants.LoadStopped``);
 the commonest are exported by ``gptools`` too. Private control-flow exceptions (underscore
-names) never reach a caller and are not drawn. ``tests/test_errors_root.py`` imports every
-module of the package and checks all of this, the drawing included.
+names) never reach a caller and are not drawn.
+
+Every class drawn is here: defined in this module (the client's and the settings'), or
+defined beside the code that raises it and reached as ``gptools.errors.<Name>`` all the
+same, its module imported on first use (``_ELSEWHERE`` below says which module holds each;
+a type checker sees those as exception classes, the owning package's export as the class
+itself). ``tests/test_errors_root.py`` imports every module of the package and checks all
+of this, the drawing included.
 
 :func:`error_class` picks the class: the rate-limit answer first (:func:`is_rate_limited`,
 the one definition the client's retries and rate limiter use too), then the documented code,
@@ -390,6 +396,65 @@ def error_class(
     if 500 <= status <= 599:
         return ServerError
     return ApiError
+
+
+#: Where each class of the drawing that is not defined above lives: beside the code that
+#: raises it, in the package that exports it. ``gptools.errors.StoreError`` imports that
+#: module on first use (:func:`__getattr__`), so every class of the tree is reached from
+#: here, while ``import gptools.errors`` still imports spec and models only: those modules
+#: import errors (for the root class), errors never imports them while it loads, and the
+#: one-way imports of docs/design.md hold. In the drawing's order.
+_ELSEWHERE: dict[str, str] = {
+    "AuthConfigError": "gptools.webhooks._credentials",
+    "UnknownCurrencyError": "gptools.costs._money",
+    "StoredTableError": "gptools.costs._tables",
+    "PlanFileError": "gptools.campaigns._plan",
+    "PlanInvalidError": "gptools.campaigns._validate",
+    "RegisterError": "gptools._register_file",
+    "NotRecordedError": "gptools.campaigns._register",
+    "PlayerListError": "gptools.participants._sources",
+    "JournalMismatchError": "gptools.participants._journal",
+    "JournalBusyError": "gptools.participants._journal",
+    "LoadStopped": "gptools.participants._loader",
+    "StoreError": "gptools.webhooks._records",
+    "StoreUnreachableError": "gptools.webhooks._records",
+    "StoreNotFoundError": "gptools.webhooks._records",
+    "SchemaVersionError": "gptools.webhooks._records",
+    "CommitUncertain": "gptools.webhooks._records",
+    "NotDurable": "gptools.webhooks._records",
+    "SpoolMoved": "gptools.webhooks._outage_store",
+    "HandlerTimeout": "gptools.webhooks._queue",
+    "ServeError": "gptools.webhooks._serve",
+    "ListenError": "gptools.webhooks._serve",
+    "ReloadError": "gptools.webhooks._reload",
+    "OutputRefusedError": "gptools._private_files",
+    "DeliveryLogError": "gptools.deliverylog._readers",
+    "SandboxStateError": "gptools.sandbox._persist",
+    "CampaignNotPlayableError": "gptools.sandbox._players",
+    "Refusal": "gptools.sandbox._refusal",
+    "WidgetManagerUnavailable": "gptools.notebook_html",
+    "BadInput": "gptools.cli._main",
+    "Failure": "gptools.cli._main",
+    "AddressInUse": "gptools.cli._main",
+    "NotRecorded": "gptools.cli._main",
+    "Interrupted": "gptools.cli._main",
+    "LoadInterrupted": "gptools.participants._loader",
+}
+
+
+def __getattr__(name: str) -> type[BaseException]:
+    """A class of the drawing defined in another module (:data:`_ELSEWHERE`), imported on
+    first use."""
+    module = _ELSEWHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    klass: type[BaseException] = getattr(importlib.import_module(module), name)
+    globals()[name] = klass
+    return klass
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_ELSEWHERE))
 
 
 __all__ = [

@@ -7,6 +7,8 @@ import builtins
 import importlib
 import pkgutil
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -257,3 +259,31 @@ def test_what_load_participants_raises_is_exported_at_the_top() -> None:
 
     assert gptools.LoadStopped is LoadStopped
     assert gptools.JournalBusyError is JournalBusyError
+
+
+def test_every_drawn_class_is_reached_from_errors() -> None:
+    """errors.py holds the drawing and the classes: each drawn class is defined there or
+    reached through it (``errors._ELSEWHERE``), the very class its module defines, and
+    ``import gptools.errors`` alone imports nothing but spec and models."""
+    from gptools import errors
+
+    by_name = {k.__name__: k for k in _ours().values()}
+    for name, _parent in _drawing():
+        if name == "KeyboardInterrupt":
+            continue
+        assert getattr(errors, name) is by_name[name], name
+        assert name in dir(errors), name
+    drawn = {name for name, _ in _drawing()}
+    assert set(errors._ELSEWHERE) <= drawn, "errors._ELSEWHERE names a class not drawn"
+    for name, module in errors._ELSEWHERE.items():
+        assert by_name[name].__module__ == module, name
+    with pytest.raises(AttributeError, match="has no attribute 'NoSuchError'"):
+        errors.NoSuchError  # noqa: B018
+    code = (
+        "import sys, gptools.errors; "
+        "print(sorted(m for m in sys.modules if m.startswith('gptools')))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert loaded.strip() == "['gptools', 'gptools.errors', 'gptools.models', 'gptools.spec']"

@@ -36,12 +36,13 @@ from gptools.campaigns._register import (
     NotRecordedError,
     ParticipantCounts,
     server_identity,
+    shared_ids,
 )
 from gptools.campaigns._requests import (
     campaign_requests,
     request_id,
 )
-from gptools.campaigns._review import Review, review
+from gptools.campaigns._review import Review, offered_costs, review
 from gptools.campaigns._validate import (
     PlanInvalidError,
     Problem,
@@ -76,9 +77,11 @@ __all__ = [
     "campaign_requests",
     "default_register_path",
     "load_plan",
+    "offered_costs",
     "plan_from_dict",
     "request_id",
     "review",
     "server_identity",
+    "shared_ids",
     "validate_plan",
 ]

@@ -87,6 +87,12 @@ class Plan(BaseModel):
         return value
 
     @property
+    def checks_bets(self) -> bool:
+        """Whether a review checks the bets against the available feature costs: an
+        AWARDED_FEATURE plan with currencies (its ``bet`` is a feature cost)."""
+        return self.campaign_type == AWARDED_FEATURE and bool(self.currencies)
+
+    @property
     def wire_type(self) -> str:
         """The ``type`` sent to the API."""
         return self.free_rounds_type if self.campaign_type == FREE_ROUNDS else self.campaign_type

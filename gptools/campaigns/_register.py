@@ -445,14 +445,37 @@ class CampaignRegister:
             )
         return counts
 
+    def counted(
+        self, *, server: str | None = None
+    ) -> list[tuple[CampaignRecord, ParticipantCounts]]:
+        """Every recorded campaign (of ``server`` when given; oldest first, without its
+        players) with where its players stand (:meth:`participant_counts`; zeros for a
+        campaign no load has touched)."""
+        counts = self.participant_counts(server=server)
+        return [
+            (r, counts.get((r.server, r.campaign_id), ParticipantCounts()))
+            for r in self.campaigns(server=server, with_players=False)
+        ]
+
+    def participants_of(self, record: CampaignRecord) -> ParticipantCounts:
+        """Where the players of one recorded campaign stand (zeros when no load has)."""
+        counts = self.participant_counts(server=record.server)
+        return counts.get((record.server, record.campaign_id), ParticipantCounts())
+
+    def to_dicts(
+        self, *, now: datetime | None = None, server: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Every recorded campaign (of ``server`` when given) as
+        :meth:`CampaignRecord.to_dict` at ``now`` with its participant counts: what
+        ``gptools campaigns list --json`` prints."""
+        return [r.to_dict(now=now, participants=c) for r, c in self.counted(server=server)]
+
     def frame(self, *, now: datetime | None = None, server: str | None = None) -> pd.DataFrame:
         """One row per campaign (of ``server`` when given): id, server, plan, currency,
         bet, betNumber, window, state at ``now``, and its players (loaded, rejected,
         pending: :meth:`participant_counts`)."""
-        counts = self.participant_counts(server=server)
         rows = []
-        for r in self.campaigns(server=server, with_players=False):
-            mine = counts.get((r.server, r.campaign_id), ParticipantCounts())
+        for r, mine in self.counted(server=server):
             rows.append(
                 (r.campaign_id, r.server, r.plan_name, r.currency, r.bet, r.bet_number,
                  f"{r.start:%Y-%m-%d %H:%M} – {r.end:%Y-%m-%d %H:%M} {r.time_zone}",
@@ -466,6 +489,16 @@ class CampaignRegister:
         return f"<p><b>Campaign register</b> {html.escape(str(self.path))}</p>" + html_table(
             self.frame()
         )
+
+
+def shared_ids(records: Iterable[CampaignRecord]) -> dict[str, list[str]]:
+    """The campaign ids ``records`` hold for more than one server, each with those servers
+    (in the records' order). Campaign results name campaigns by id, and one log's events
+    cannot be told apart between two servers' campaigns of the same id."""
+    servers: dict[str, list[str]] = {}
+    for r in records:
+        servers.setdefault(r.campaign_id, []).append(r.server)
+    return {cid: s for cid, s in servers.items() if len(s) > 1}
 
 
 def server_identity(client: object) -> str:

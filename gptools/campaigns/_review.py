@@ -2,6 +2,7 @@
 
 The notebook (``_repr_html_``), the CLI (``gptools campaigns plan``, via :meth:`Review.to_dict`)
 and the planner widget only render a :class:`Review`; none of them recomputes a part of it.
+:func:`offered_costs` fetches what a review checks the bets against, unknown games apart.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -19,7 +20,11 @@ from gptools.campaigns._plan import Plan, plan_html, player_view
 from gptools.campaigns._requests import campaign_request
 from gptools.campaigns._validate import Validation, validate_plan
 from gptools.display import html_table
+from gptools.errors import GameNotFoundError
 from gptools.models import CampaignRequest
+
+if TYPE_CHECKING:
+    from gptools.costs import CostBook
 
 
 def _plain(value: Any) -> Any:
@@ -129,3 +134,24 @@ def review(
     )
     views = {currency: player_view(plan, currency) for currency in plan.currencies}
     return Review(plan, validation, plan_budget, requests, views)
+
+
+def offered_costs(book: CostBook, plan: Plan) -> tuple[pd.DataFrame, tuple[str, ...]]:
+    """The feature costs a review checks ``plan``'s bets against (the configurations
+    endpoint's, the document's source of the ``bet`` value, in the plan's currencies) and
+    the plan's games the provider does not know, for :func:`review`'s ``costs`` and
+    ``unknown_games``.
+
+    Each game is asked alone first: an unknown one (``GAME_NOT_FOUND``) is then one problem
+    of the plan, listed with the others, instead of an error that hides every cost. The
+    ``book`` caches, so the known games' costs are fetched once. Meant for a plan that
+    :attr:`~Plan.checks_bets`; the CLI's ``campaigns plan`` calls it."""
+    currencies = list(plan.currencies)
+    unknown: list[str] = []
+    for game in plan.game_ids:
+        try:
+            book.table([game], currencies, source="configurations")
+        except GameNotFoundError:
+            unknown.append(game)
+    known = [g for g in plan.game_ids if g not in unknown]
+    return book.table(known, currencies, source="configurations"), tuple(unknown)

@@ -217,7 +217,7 @@ def _currencies(
     if not plan.currencies:
         yield Problem("currencies", {}, "at least 1 currency", "name the campaign currencies")
     awarded = plan.campaign_type == AWARDED_FEATURE
-    if awarded and costs is None and plan.currencies:
+    if plan.checks_bets and costs is None:
         yield Problem(
             "currencies",
             sorted(plan.currencies),

@@ -20,7 +20,7 @@ from gptools.cli._common import (
 from gptools.cli._main import EXIT_BAD_INPUT, NotRecorded, campaigns, cli_text, emit, fail, say
 from gptools.cli._outputs import check_output_option, force_option, write_csv_output
 from gptools.cli._params import BRAND_ID, column_mapping_options, mapping_fields
-from gptools.errors import GameNotFoundError, MissingExtraError
+from gptools.errors import MissingExtraError
 
 
 @campaigns.command("plan")
@@ -37,28 +37,19 @@ def plan_command(
     file: str, offline: bool, brand: int | None, now_text: str | None, as_json: bool
 ) -> None:
     """Validate a plan FILE and show its budget and requests; exit 2 when it has errors."""
-    from gptools.campaigns import AWARDED_FEATURE, load_plan, review
+    from gptools.campaigns import load_plan, offered_costs, review
     from gptools.costs import CostBook
 
     now = parse_now(now_text)
-    unknown: list[str] = []
+    unknown: tuple[str, ...] = ()
     with cli_errors():
         plan = load_plan(file)
         costs = None
-        if not offline and plan.campaign_type == AWARDED_FEATURE and plan.currencies:
+        if not offline and plan.checks_bets:
             with connect_client() as client:
                 chosen = resolve_brand(client, brand if brand is not None else plan.brand)
                 plan = plan.model_copy(update={"brand": chosen})
-                book = CostBook(client, brand=chosen)
-                currencies = list(plan.currencies)
-                # An unknown game is one problem of the plan, listed with the others.
-                for game in plan.game_ids:
-                    try:
-                        book.table([game], currencies, source="configurations")
-                    except GameNotFoundError:
-                        unknown.append(game)
-                known = [g for g in plan.game_ids if g not in unknown]
-                costs = book.table(known, currencies, source="configurations")  # cached
+                costs, unknown = offered_costs(CostBook(client, brand=chosen), plan)
         elif brand is not None:
             plan = plan.model_copy(update={"brand": brand})
         planned = review(plan, now=now, costs=costs, unknown_games=unknown)
@@ -185,9 +176,7 @@ def apply_command(
                 "requestId": c.request_id,
                 "campaignId": c.campaign_id,
                 "status": "existed" if c.request_id in known else "created",
-                "participants": None
-                if summary is None
-                else {k: getattr(summary, k) for k in _LOAD_COUNTS},
+                "participants": None if summary is None else summary.counts(),
             }
         )
     document = {"plan": plan.name, "brand": plan.brand, "server": server, "campaigns": entries}
@@ -226,10 +215,6 @@ def apply_command(
         )
     if unrecorded:
         raise NotRecorded("; ".join(unrecorded))
-
-
-#: The counts of a participant load that ``campaigns apply`` shows per campaign.
-_LOAD_COUNTS = ("rows", "loaded", "loaded_this_run", "rejected", "duplicate", "not_attempted")
 
 
 _SERVER_OPTIONS = (
@@ -303,18 +288,13 @@ def list_command(
     """The campaigns gptools created on a server (the local register; by default the
     server this command talks to), with their state by window and their participants
     (loaded, rejected, pending), as the register records every apply and load."""
-    from gptools.campaigns import CampaignRegister, ParticipantCounts
+    from gptools.campaigns import CampaignRegister
 
     now = parse_now(now_text)
     with cli_errors():
         chosen = chosen_server(server, all_servers)
         register = CampaignRegister()
-        records = register.campaigns(server=chosen, with_players=False)
-        counts = register.participant_counts(server=chosen)
-    docs = [
-        r.to_dict(now=now, participants=counts.get((r.server, r.campaign_id), ParticipantCounts()))
-        for r in records
-    ]
+        docs = register.to_dicts(now=now, server=chosen)
     document = {"register": str(register.path), "server": chosen, "campaigns": docs}
 
     def human() -> str:
@@ -336,7 +316,7 @@ def show_command(
     """One campaign of the register: its plan, window, state, participants and the loads
     that put them there; exit 2 when it is not recorded (for the server: by default the
     one this command talks to; with --all-servers the one most recently updated)."""
-    from gptools.campaigns import CampaignRegister, ParticipantCounts, RegisterError
+    from gptools.campaigns import CampaignRegister, RegisterError
 
     now = parse_now(now_text)
     with cli_errors():
@@ -346,9 +326,8 @@ def show_command(
             record = register.get(campaign_id, server=chosen)
         except RegisterError as exc:
             fail(str(exc), bad_input=True)
-        counts = register.participant_counts(server=record.server)
+        mine = register.participants_of(record)
         loads = register.loads(server=record.server, campaign_id=record.campaign_id)
-    mine = counts.get((record.server, record.campaign_id), ParticipantCounts())
     doc = record.to_dict(now=now, participants=mine)
     doc["loads"] = [load.to_dict() for load in loads]
 
@@ -489,10 +468,9 @@ def results_command(
 def _one_server_per_id(records: list[Any]) -> None:
     """Refuse campaigns of several servers that share an id: the results name campaigns
     by id, and one log's events cannot be told apart between two servers' campaigns."""
-    servers: dict[str, list[str]] = {}
-    for r in records:
-        servers.setdefault(r.campaign_id, []).append(r.server)
-    shared = {cid: s for cid, s in servers.items() if len(s) > 1}
+    from gptools.campaigns import shared_ids
+
+    shared = shared_ids(records)
     if shared:
         named = "; ".join(f"{cid} on {', '.join(s)}" for cid, s in sorted(shared.items()))
         fail(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import difflib
-from typing import Any
 
 import click
 
@@ -40,22 +39,6 @@ def cli_currency(text: str) -> str:
     return code
 
 
-def _money_rows(table: Any) -> list[dict[str, Any]]:
-    from gptools.costs import rows_of
-
-    return [
-        {
-            "game_id": r.game_id,
-            "currency": r.currency,
-            "buy_feature_type": r.buy_feature_type,
-            "base_bet": None if r.base_bet is None else f"{r.base_bet:f}",
-            "price_multiplier": None if r.price_multiplier is None else f"{r.price_multiplier:f}",
-            "feature_cost": f"{r.feature_cost:f}",
-        }
-        for r in rows_of(table)
-    ]
-
-
 @costs.command("preview")
 @click.option("--game", "games", multiple=True, required=True, help="Game id (repeatable).")
 @click.option(
@@ -80,7 +63,7 @@ def preview_command(
     as_json: bool,
 ) -> None:
     """Every available awarded-feature cost of GAME in CURRENCY (decimals as text in JSON)."""
-    from gptools.costs import CostBook
+    from gptools.costs import CostBook, rows_of
     from gptools.display import readable
 
     currencies = tuple(cli_currency(c) for c in currencies)
@@ -89,7 +72,7 @@ def preview_command(
         table = book.table(
             list(games), list(currencies), source="game" if source == "game" else "configurations"
         )
-    rows = _money_rows(table)
+    rows = [r.to_dict() for r in rows_of(table)]
     document = {
         "source": table.attrs["source"],
         "games": list(games),

@@ -200,11 +200,11 @@ def deliver(
     )
     say(f"delivering {count} events to {url} ...")
     report, first_error = dispatch(events, clock, target, concurrency, ca_bundle)
-    document = {"url": url, "events": count, **delivery_document(report)}
+    document = {"url": url, "events": count, **report.to_dict()}
     emit(
         document,
         as_json=as_json,
-        human=lambda: f"{count} events, " + delivery_line(report),
+        human=lambda: f"{count} events, " + report.summary(),
     )
     check_delivered(report, first_error, url, count)
 
@@ -282,7 +282,13 @@ def play(
     spread over the window. Delivered: every play before --now (default: the current
     time), or with --days the plays of the days from --now on. A play delivered again
     (a later clock covering it) has the same actionId: the receiver stores it once."""
-    from gptools.sandbox import CampaignNotPlayableError, PlayerModel, VirtualClock, play_campaign
+    from gptools.sandbox import (
+        CampaignNotPlayableError,
+        PlayerModel,
+        VirtualClock,
+        play_campaign,
+        write_truth,
+    )
 
     target = delivery_target(url, auth_kind, ca_bundle)
     if truth is not None and not force and (truth.exists() or truth.is_symlink()):
@@ -327,7 +333,10 @@ def play(
         )
     truths = [p.summary() for p in played]
     if truth is not None:
-        _write_truth(truth, {"seed": seed, "until": _iso(until), "campaigns": truths})
+        try:
+            write_truth(truth, played, seed=seed, until=until)
+        except OSError as exc:
+            fail(f"--truth {truth}: cannot write: {exc.strerror or exc}")
     per_campaign = [
         {
             **{k: t[k] for k in ("campaignId", "participants", "reached", "completed")},
@@ -343,7 +352,7 @@ def play(
         "seed": seed,
         "campaigns": per_campaign,
         "events": len(events),
-        **(delivery_document(report) if report is not None else {}),
+        **(report.to_dict() if report is not None else {}),
         "truth": str(truth) if truth is not None else None,
     }
 
@@ -361,7 +370,7 @@ def play(
                 "elsewhere; move the clock with --now and --days)"
             )
         else:
-            lines.append(f"{len(events)} plays, " + delivery_line(report))
+            lines.append(f"{len(events)} plays, " + report.summary())
         if truth is not None:
             lines.append(f"Wrote the truth to {truth}")
         return "\n".join(lines)
@@ -396,24 +405,6 @@ def _iso(moment: datetime | None) -> str | None:
     return None if moment is None else moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
-def _write_truth(path: Path, document: dict[str, Any]) -> None:
-    """Write ``document`` to ``path`` as JSON (money as its digits), owner-only; a file
-    written beside it then renamed over it, so a link at ``path`` is replaced, never
-    written through."""
-    from gptools.models import dumps_wire
-    from gptools.webhooks import open_private
-
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        tmp.unlink(missing_ok=True)
-        with open_private(tmp, "wb") as fh:
-            fh.write(dumps_wire(document))
-        tmp.replace(path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        fail(f"--truth {path}: cannot write: {exc.strerror or exc}")
-
-
 def delivery_target(url: str, auth_kind: str, ca_bundle: str | None) -> Any:
     """The receiver at ``url`` as the sandbox's dispatcher reaches it, authenticated as
     ``--auth`` says with the secrets of the same ``GP_WEBHOOK_*`` variables the receiver
@@ -435,15 +426,7 @@ def delivery_target(url: str, auth_kind: str, ca_bundle: str | None) -> Any:
                 f"--ca-bundle {ca_bundle} is not a PEM bundle of CA certificates: {exc}",
                 bad_input=True,
             )
-    subscription: dict[str, object] = {"callbackUrl": url, "authenticationType": auth.kind}
-    # The sender's one credential, from the environment (NONE has none).
-    for sent in auth.credentials[:1]:
-        if sent.username is None:
-            subscription["apiKey"] = sent.secret
-        else:
-            subscription["username"] = sent.username.get_secret_value()
-            subscription["password"] = sent.secret
-    return DeliveryTarget.from_subscription(subscription)
+    return DeliveryTarget.from_subscription(auth.subscription(url))
 
 
 def dispatch(
@@ -461,26 +444,6 @@ def dispatch(
         report = dispatcher.run()
     first = next((a.error for a in dispatcher.attempts if a.error), None)
     return report, first or "no answer"
-
-
-def delivery_document(report: Any) -> dict[str, Any]:
-    """The delivery's counts as ``--json`` shows them."""
-    return {
-        "attempts": report.attempts,
-        "statuses": report.statuses,
-        **report.counts,
-        "duplicates": report.duplicates,
-    }
-
-
-def delivery_line(report: Any) -> str:
-    """The delivery's counts in one line."""
-    answers = ", ".join(f"{k}×{v}" for k, v in sorted(report.statuses.items()))
-    return (
-        f"{report.attempts} attempts: "
-        + ", ".join(f"{k} {v}" for k, v in report.counts.items())
-        + f", duplicates {report.duplicates}; answers {answers}"
-    )
 
 
 def check_delivered(report: Any, first_error: str, url: str, count: int) -> None:

@@ -474,7 +474,7 @@ def export(
 def dead_letters(store_url: str, retry: bool, as_json: bool) -> None:
     """List the actions whose handler runs gave up (with their last error); --retry
     queues them again with their attempts counted from zero."""
-    from gptools.webhooks import SchemaVersionError, StoreError, StoreNotFoundError, format_utc
+    from gptools.webhooks import SchemaVersionError, StoreError, StoreNotFoundError
 
     store = _existing_store(store_url)
     try:
@@ -488,15 +488,7 @@ def dead_letters(store_url: str, retry: bool, as_json: bool) -> None:
         fail(str(exc), bad_input=True)
     except StoreError as exc:
         fail(str(exc))
-    listed = [
-        {
-            "action_id": d.action_id,
-            "first_received_at": format_utc(d.first_received_at),
-            "attempts": d.attempts,
-            "last_error": d.last_error,
-        }
-        for d in letters
-    ]
+    listed = [d.to_dict() for d in letters]
 
     def human() -> str:
         lines = [

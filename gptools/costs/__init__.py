@@ -5,19 +5,13 @@ currency's minor units by its own exponent (from Babel). For an AWARDED_FEATURE 
 ``bet`` is this total cost, never the base bet. The three sources the API document allows
 (the configurations endpoint, the game endpoint, a stored file) each give the same tidy
 table (see :mod:`gptools.costs._tables` for its columns and the stored file format);
-:func:`cross_check` compares any two.
+:func:`cross_check` compares any two, naming
+each :class:`Difference`; :class:`CostSource` names the sources.
 """
 
 from gptools.costs._crosscheck import (
-    BASE_BET_MISSING,
-    BUY_FEATURE_MISSING,
-    COST_DIFFERS,
-    COST_MISSING,
-    CURRENCY_MISSING,
-    GAME_MISSING,
-    KINDS,
-    MULTIPLIER_CHANGED,
     CrossCheck,
+    Difference,
     cross_check,
 )
 from gptools.costs._money import (
@@ -37,11 +31,9 @@ from gptools.costs._preview import (
 )
 from gptools.costs._tables import (
     COLUMNS,
-    SOURCE_CONFIGURATIONS,
-    SOURCE_GAME,
-    SOURCE_STORED,
     STORED_COLUMNS,
     CostRow,
+    CostSource,
     StoredTableError,
     available_costs,
     combine,
@@ -53,23 +45,14 @@ from gptools.costs._tables import (
 )
 
 __all__ = [
-    "BASE_BET_MISSING",
-    "BUY_FEATURE_MISSING",
     "COLUMNS",
-    "COST_DIFFERS",
-    "COST_MISSING",
-    "CURRENCY_MISSING",
-    "GAME_MISSING",
-    "KINDS",
-    "MULTIPLIER_CHANGED",
-    "SOURCE_CONFIGURATIONS",
-    "SOURCE_GAME",
-    "SOURCE_STORED",
     "STORED_COLUMNS",
     "CatalogueClient",
     "CostBook",
     "CostRow",
+    "CostSource",
     "CrossCheck",
+    "Difference",
     "StoredTableError",
     "UnknownCurrencyError",
     "available_costs",

@@ -7,6 +7,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from decimal import Decimal
+from enum import StrEnum
 from typing import Any
 
 import pandas as pd
@@ -14,24 +15,20 @@ import pandas as pd
 from gptools.costs._tables import CostRow, rows_of
 from gptools.display import html_table
 
-GAME_MISSING = "game missing"
-CURRENCY_MISSING = "currency missing"
-BUY_FEATURE_MISSING = "buy feature missing"
-BASE_BET_MISSING = "base bet missing"
-COST_MISSING = "cost missing"
-MULTIPLIER_CHANGED = "multiplier changed"
-COST_DIFFERS = "cost differs"
 
-#: Every kind of difference, in the order a report lists them.
-KINDS: tuple[str, ...] = (
-    GAME_MISSING,
-    CURRENCY_MISSING,
-    BUY_FEATURE_MISSING,
-    BASE_BET_MISSING,
-    COST_MISSING,
-    MULTIPLIER_CHANGED,
-    COST_DIFFERS,
-)
+class Difference(StrEnum):
+    """A kind of difference between two cost tables. The members are in the order a report
+    lists them; each value is the text the report shows (``"cost differs"``), and a member
+    equals its text."""
+
+    GAME_MISSING = "game missing"
+    CURRENCY_MISSING = "currency missing"
+    BUY_FEATURE_MISSING = "buy feature missing"
+    BASE_BET_MISSING = "base bet missing"
+    COST_MISSING = "cost missing"
+    MULTIPLIER_CHANGED = "multiplier changed"
+    COST_DIFFERS = "cost differs"
+
 
 DIFFERENCE_COLUMNS: tuple[str, ...] = (
     "kind",
@@ -66,7 +63,7 @@ class CrossCheck:
     def counts(self) -> dict[str, int]:
         """How many differences of each kind (every kind listed, zeros included)."""
         found = self.differences["kind"].value_counts().to_dict()
-        return {kind: int(found.get(kind, 0)) for kind in KINDS}
+        return {kind.value: int(found.get(kind.value, 0)) for kind in Difference}
 
     def summary(self) -> str:
         """One line: agreement, or the count of each kind found."""
@@ -101,18 +98,18 @@ class _Diffs:
         self.left, self.right = left, right
         self.rows: list[tuple[Any, ...]] = []
 
-    def only(self, kind: str, side: str, where: _Where, value: Any = None) -> None:
+    def only(self, kind: Difference, side: str, where: _Where, value: Any = None) -> None:
         lv, rv = (value, None) if side == self.left else (None, value)
-        self.rows.append((kind, *where.row(), side, lv, rv))
+        self.rows.append((kind.value, *where.row(), side, lv, rv))
 
-    def both(self, kind: str, where: _Where, lv: Any, rv: Any) -> None:
-        self.rows.append((kind, *where.row(), None, lv, rv))
+    def both(self, kind: Difference, where: _Where, lv: Any, rv: Any) -> None:
+        self.rows.append((kind.value, *where.row(), None, lv, rv))
 
     def sides(
         self,
         lset: Iterable[Any],
         rset: Iterable[Any],
-        kind: str,
+        kind: Difference,
         where: _Where,
         item_is: str | None,
     ) -> None:
@@ -148,13 +145,13 @@ def cross_check(
         lname, rname = f"{lname} (left)", f"{rname} (right)"
     diffs = _Diffs(lname, rname)
     lrows, rrows = _index(rows_of(left)), _index(rows_of(right))
-    diffs.sides(lrows, rrows, GAME_MISSING, _Where(), "game")
+    diffs.sides(lrows, rrows, Difference.GAME_MISSING, _Where(), "game")
     for game in sorted(lrows.keys() & rrows.keys()):
         lcur, rcur = lrows[game], rrows[game]
-        diffs.sides(lcur, rcur, CURRENCY_MISSING, _Where(game), "currency")
+        diffs.sides(lcur, rcur, Difference.CURRENCY_MISSING, _Where(game), "currency")
         for currency in sorted(lcur.keys() & rcur.keys()):
             _compare_currency(diffs, game, currency, lcur[currency], rcur[currency])
-    order = {k: i for i, k in enumerate(KINDS)}
+    order = {k.value: i for i, k in enumerate(Difference)}
     ordered = sorted(diffs.rows, key=lambda row: (order[row[0]], _sortable(row)))
     data = [[pd.NA if v is None else v for v in row] for row in ordered]
     frame = pd.DataFrame(data, columns=list(DIFFERENCE_COLUMNS), dtype=object)
@@ -184,22 +181,29 @@ def _compare_currency(
         diffs.sides(
             (r.feature_cost for r in lrows),
             (r.feature_cost for r in rrows),
-            COST_MISSING,
+            Difference.COST_MISSING,
             here,
             None,
         )
         return
     diffs.sides(
-        (r.base_bet for r in lrows), (r.base_bet for r in rrows), BASE_BET_MISSING, here, "base_bet"
+        (r.base_bet for r in lrows),
+        (r.base_bet for r in rrows),
+        Difference.BASE_BET_MISSING,
+        here,
+        "base_bet",
     )
     lfeat, rfeat = _by_feature(lrows), _by_feature(rrows)
-    diffs.sides(lfeat, rfeat, BUY_FEATURE_MISSING, here, "feature")
+    diffs.sides(lfeat, rfeat, Difference.BUY_FEATURE_MISSING, here, "feature")
     for feature in sorted(lfeat.keys() & rfeat.keys()):
         lmult = {r.price_multiplier for r in lfeat[feature]}
         rmult = {r.price_multiplier for r in rfeat[feature]}
         if lmult != rmult:
             diffs.both(
-                MULTIPLIER_CHANGED, _Where(game, currency, feature), _one(lmult), _one(rmult)
+                Difference.MULTIPLIER_CHANGED,
+                _Where(game, currency, feature),
+                _one(lmult),
+                _one(rmult),
             )
             continue
         lcost = {r.base_bet: r.feature_cost for r in lfeat[feature]}
@@ -207,7 +211,10 @@ def _compare_currency(
         for base in sorted(lcost.keys() & rcost.keys(), key=_dec):
             if lcost[base] != rcost[base]:
                 diffs.both(
-                    COST_DIFFERS, _Where(game, currency, feature, base), lcost[base], rcost[base]
+                    Difference.COST_DIFFERS,
+                    _Where(game, currency, feature, base),
+                    lcost[base],
+                    rcost[base],
                 )
 
 

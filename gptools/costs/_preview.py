@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import pandas as pd
 
 from gptools.costs._tables import (
-    SOURCE_GAME,
+    CostSource,
     combine,
     rows_of,
     table_from_configurations,
@@ -118,7 +118,7 @@ class CostBook:
                     table_from_game(g, game_id=gid, currencies=currencies, exponents=self.exponents)
                     for gid, g in games.items()
                 ),
-                source=SOURCE_GAME,
+                source=CostSource.GAME,
             )
         if source == "configurations":
             if currencies is None:

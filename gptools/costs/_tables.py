@@ -30,6 +30,7 @@ import csv
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -50,9 +51,14 @@ COLUMNS: tuple[str, ...] = (
 #: The columns of the stored file, in order (the cost is recomputed, never stored).
 STORED_COLUMNS: tuple[str, ...] = COLUMNS[:5]
 
-SOURCE_CONFIGURATIONS = "awarded-feature-configurations"
-SOURCE_GAME = "game"
-SOURCE_STORED = "stored"
+
+class CostSource(StrEnum):
+    """Where a cost table came from, as its ``attrs["source"]`` names it (a member equals
+    its text): the configurations endpoint, the game endpoint, a stored file."""
+
+    CONFIGURATIONS = "awarded-feature-configurations"
+    GAME = "game"
+    STORED = "stored"
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +81,22 @@ class CostRow:
             self.base_bet if self.base_bet is not None else Decimal(0),
             self.feature_cost,
         )
+
+    def to_dict(self) -> dict[str, str | None]:
+        """JSON-ready, by the table's column names, each amount as its exact digits
+        (``"0.150"``, never a float): a row of ``gptools costs preview --json``."""
+        return {
+            "game_id": self.game_id,
+            "currency": self.currency,
+            "buy_feature_type": self.buy_feature_type,
+            "base_bet": _digits(self.base_bet),
+            "price_multiplier": _digits(self.price_multiplier),
+            "feature_cost": f"{self.feature_cost:f}",
+        }
+
+
+def _digits(amount: Decimal | None) -> str | None:
+    return None if amount is None else f"{amount:f}"
 
 
 class StoredTableError(GptoolsError, ValueError):
@@ -140,7 +162,7 @@ def table_from_configurations(
         for answer in answers
         for c in answer.content
     }
-    return cost_table(rows.values(), source=SOURCE_CONFIGURATIONS)
+    return cost_table(rows.values(), source=CostSource.CONFIGURATIONS)
 
 
 def table_from_game(
@@ -158,7 +180,7 @@ def table_from_game(
     gid = game_id or game.game_id
     if not gid:
         raise ValueError("the game answer carries no gameId: pass game_id=")
-    return cost_table(_game_rows(gid, game, currencies, exponents), source=SOURCE_GAME)
+    return cost_table(_game_rows(gid, game, currencies, exponents), source=CostSource.GAME)
 
 
 def _game_rows(
@@ -228,7 +250,7 @@ def read_stored_table(
         raise StoredTableError(
             f"{len(problems)} problem(s) in the stored cost table:\n" + "\n".join(problems)
         )
-    return cost_table(rows.values(), source=SOURCE_STORED)
+    return cost_table(rows.values(), source=CostSource.STORED)
 
 
 def _stored_row(

@@ -23,6 +23,16 @@ OUTCOMES: Final = ("loaded", "rejected", "duplicate", "not_attempted")
 
 _FRAME_COLUMNS: Final = ("line", "raw", "player_id", "outcome", "reason_code", "detail")
 
+#: The row counts of :meth:`LoadSummary.counts`, in the order they are shown.
+_LOAD_COUNTS: Final = (
+    "rows",
+    "loaded",
+    "loaded_this_run",
+    "rejected",
+    "duplicate",
+    "not_attempted",
+)
+
 
 @dataclass(frozen=True, repr=False)
 class LoadSummary:
@@ -84,6 +94,12 @@ class LoadSummary:
     def rows_per_s(self) -> float:
         """Rows accounted for per second of this run."""
         return self.rows / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+    def counts(self) -> dict[str, int]:
+        """The load's row counts by name (``rows``, ``loaded``, ``loaded_this_run``,
+        ``rejected``, ``duplicate``, ``not_attempted``): what ``campaigns apply`` shows per
+        campaign."""
+        return {name: getattr(self, name) for name in _LOAD_COUNTS}
 
     def to_dict(self) -> dict[str, Any]:
         """The summary as plain JSON-ready values (the CLI's ``--json`` document)."""

@@ -50,6 +50,7 @@ from gptools.sandbox._players import (
     CampaignPlayed,
     PlayerModel,
     play_campaign,
+    write_truth,
 )
 from gptools.sandbox._remote import RemoteSandbox
 from gptools.sandbox._server import RunningSandbox, run_sandbox, serve_forever
@@ -89,4 +90,5 @@ __all__ = [
     "reset_state",
     "run_sandbox",
     "serve_forever",
+    "write_truth",
 ]

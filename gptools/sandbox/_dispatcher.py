@@ -259,6 +259,26 @@ class DispatchReport:
         counter = Counter(self.outcomes.values())
         return {k: counter.get(k, 0) for k in ("delivered", "refused", "expired")}
 
+    def to_dict(self) -> dict[str, Any]:
+        """The counts, JSON-ready: ``attempts``, ``statuses`` (answer -> attempts), each
+        outcome of :attr:`counts`, ``duplicates`` (what ``gptools sandbox deliver --json``
+        and ``play --json`` print)."""
+        return {
+            "attempts": self.attempts,
+            "statuses": dict(self.statuses),
+            **self.counts,
+            "duplicates": self.duplicates,
+        }
+
+    def summary(self) -> str:
+        """The counts in one line, the answers sorted (``3 attempts: delivered 2, refused
+        0, expired 0, duplicates 1; answers 200×2, 503×1``)."""
+        answers = ", ".join(f"{k}×{v}" for k, v in sorted(self.statuses.items()))
+        outcomes = ", ".join(f"{k} {v}" for k, v in self.counts.items())
+        return (
+            f"{self.attempts} attempts: {outcomes}, duplicates {self.duplicates}; answers {answers}"
+        )
+
 
 class WebhookDispatcher:
     """Delivers queued events with the provider's retry semantics on a simulated clock.

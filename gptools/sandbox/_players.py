@@ -15,17 +15,20 @@ the same plays, so the truth of what was played is available again at any time
 
 from __future__ import annotations
 
+import os
 import random
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from gptools import spec
+from gptools._private_files import private_replacement
 from gptools.errors import GptoolsError
-from gptools.models import GameEventNotification, loads_wire
+from gptools.models import GameEventNotification, dumps_wire, loads_wire
 from gptools.sandbox._events import CampaignPlay
 
 #: The model's defaults: how many participants play at all, and how many of those finish.
@@ -93,6 +96,30 @@ class CampaignPlayed:
             **self.summary(),
             "events": [loads_wire(e.to_wire()) for e in self.events],
         }
+
+
+def write_truth(
+    path: str | os.PathLike[str],
+    played: Sequence[CampaignPlayed],
+    *,
+    seed: int,
+    until: datetime,
+) -> Path:
+    """Write what ``played`` holds (each campaign's :meth:`CampaignPlayed.summary`, as played
+    by ``until`` with the model's ``seed``) to ``path`` as one JSON document, money as its
+    digits: ``{"seed", "until", "campaigns"}``, ``until`` in UTC with a ``Z``. What
+    ``gptools sandbox play --truth`` writes, to compare campaign results with.
+
+    The file is owner-only and whole or not at all: written beside ``path`` and renamed
+    over it, so a symbolic link at ``path`` is replaced, never written through."""
+    document = {
+        "seed": seed,
+        "until": until.astimezone(UTC).isoformat().replace("+00:00", "Z"),
+        "campaigns": [p.summary() for p in played],
+    }
+    with private_replacement(path) as fh:
+        fh.write(dumps_wire(document))
+    return Path(path)
 
 
 def play_campaign(

@@ -16,16 +16,15 @@
   read its credentials file and TLS certificate again (:class:`ReloadResult`).
 - :func:`serve_metrics`: Prometheus metrics on a port of their own; :data:`ALERT_RULES`,
   the alerting rules that go with them, and :data:`GRAFANA_DASHBOARD`, their dashboard.
-- :func:`format_utc`: the log's time as text; :func:`open_private`: how every file of the
-  delivery log is created (owner-only); :func:`open_output` and :func:`check_output`
-  (:class:`OutputRefusedError`): the rule for a file the user names (an existing one only
-  when forced, never through a symbolic link), for the files a caller writes from it (the
-  CLI's lost-actions list, its other outputs).
+- :func:`open_output` and :func:`check_output` (:class:`OutputRefusedError`): the rule for
+  a file the user names (an existing one only when forced, never through a symbolic
+  link), for the files a caller writes from it (the CLI's lost-actions list, its other
+  outputs).
 
 The log analyser lives in :mod:`gptools.deliverylog`.
 """
 
-from gptools._private_files import OutputRefusedError, check_output, open_output, open_private
+from gptools._private_files import OutputRefusedError, check_output, open_output
 from gptools.webhooks._app import InjectedFault, WebhookReceiver
 from gptools.webhooks._auth import ReceiverAuth
 from gptools.webhooks._config import ReceiverConfig, SettingError
@@ -40,7 +39,6 @@ from gptools.webhooks._records import (
     StoreError,
     StoreNotFoundError,
     StoreUnreachableError,
-    format_utc,
 )
 from gptools.webhooks._reload import ReloadError, ReloadResult, reload_receiver
 from gptools.webhooks._schema import LOG_COLUMNS
@@ -77,10 +75,8 @@ __all__ = [
     "WebhookReceiver",
     "check_output",
     "export_log",
-    "format_utc",
     "migrate",
     "open_output",
-    "open_private",
     "open_store",
     "reload_receiver",
     "serve",

@@ -125,6 +125,21 @@ class ReceiverAuth:
             self, "_digests", tuple((c.id, _digest(key, c.presented())) for c in accepted)
         )
 
+    def subscription(self, url: str) -> dict[str, object]:
+        """The subscription body (the provider's camelCase fields) of a sender that reaches
+        this receiver at ``url`` with its first credential: ``callbackUrl``,
+        ``authenticationType`` and the ``apiKey`` (BEARER) or ``username`` and ``password``
+        (BASIC), the secrets as :class:`~pydantic.SecretStr`. What ``gptools sandbox
+        deliver`` and ``play`` hand the sandbox's dispatcher."""
+        body: dict[str, object] = {"callbackUrl": url, "authenticationType": self.kind}
+        for sent in self.credentials[:1]:
+            if sent.username is None:
+                body["apiKey"] = sent.secret
+            else:
+                body["username"] = sent.username.get_secret_value()
+                body["password"] = sent.secret
+        return body
+
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"ReceiverAuth is immutable; {name} cannot be set")
 

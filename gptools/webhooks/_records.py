@@ -143,6 +143,16 @@ class DeadLetter:
     attempts: int
     last_error: str | None
 
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready, its time in the log's text form (:func:`format_utc`), as ``gptools
+        webhooks dead-letters --json`` lists it."""
+        return {
+            "action_id": self.action_id,
+            "first_received_at": format_utc(self.first_received_at),
+            "attempts": self.attempts,
+            "last_error": self.last_error,
+        }
+
 
 @dataclass(frozen=True, slots=True)
 class PurgeResult:

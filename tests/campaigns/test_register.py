@@ -21,6 +21,7 @@ from gptools.campaigns import (
     ParticipantCounts,
     RegisterError,
     apply_plan,
+    shared_ids,
 )
 from gptools.campaigns._register import plan_hash
 from gptools.client import Client
@@ -118,6 +119,48 @@ def test_players_of_a_campaign_join_sent_and_loaded(tmp_path: Path) -> None:
     again = reg.loads(server="s", campaign_id="CMP-1")[1]
     assert (again.loaded, again.pending, again.recorded_at) == (3, 0, first)
     assert reg.get("CMP-1", server="s").players == ("p1", "p2", "p3", "p4")
+
+
+def test_each_campaign_with_its_counts_zeros_where_no_load_went(tmp_path: Path) -> None:
+    """What ``campaigns list`` and ``show`` print and the register's frame shows."""
+    plan = make_plan()
+    reg = CampaignRegister(tmp_path / "r.sqlite")
+    result = ApplyResult(
+        plan.name,
+        (AppliedCampaign("EUR", "req-1", "CMP-1", 2), AppliedCampaign("JPY", "req-2", "CMP-2")),
+    )
+    reg.record(plan, result, server="s")
+    reg.record(plan, result, server="other")
+    reg.record_load(LoadRecord("s", "CMP-1", "load-a", 201, "players.csv", 5, 2, 1, 1, 1), ["p3"])
+    counted = [(r.campaign_id, c) for r, c in reg.counted(server="s")]
+    assert counted == [
+        ("CMP-1", ParticipantCounts(loaded=3, rejected=1, pending=1)),
+        ("CMP-2", ParticipantCounts()),
+    ]
+    second = reg.get("CMP-2", server="s")
+    assert reg.participants_of(second) == ParticipantCounts()
+    assert reg.participants_of(reg.get("CMP-1", server="other")) == ParticipantCounts(loaded=2)
+    docs = reg.to_dicts(now=NOW, server="s")
+    assert [(d["campaignId"], d["participants"]) for d in docs] == [
+        ("CMP-1", {"loaded": 3, "rejected": 1, "pending": 1}),
+        ("CMP-2", {"loaded": 0, "rejected": 0, "pending": 0}),
+    ]
+    assert docs[1] == second.to_dict(now=NOW, participants=ParticipantCounts())
+    assert list(reg.frame(server="s")["loaded"]) == [3, 0]
+
+
+def test_ids_shared_between_servers(tmp_path: Path) -> None:
+    plan = make_plan()
+    reg = CampaignRegister(tmp_path / "r.sqlite")
+    both = ApplyResult(
+        plan.name,
+        (AppliedCampaign("EUR", "req-1", "CMP-1"), AppliedCampaign("JPY", "req-2", "CMP-2")),
+    )
+    reg.record(plan, both, server="s")
+    reg.record(plan, ApplyResult(plan.name, (AppliedCampaign("EUR", "req-1", "CMP-1"),)),
+               server="other")  # fmt: skip
+    assert shared_ids(reg.campaigns()) == {"CMP-1": ["s", "other"]}
+    assert shared_ids(reg.campaigns(server="s")) == {}
 
 
 _WRITER = """

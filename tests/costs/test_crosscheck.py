@@ -8,15 +8,8 @@ import pandas as pd
 import pytest
 
 from gptools.costs import (
-    BASE_BET_MISSING,
-    BUY_FEATURE_MISSING,
-    COST_DIFFERS,
-    COST_MISSING,
-    CURRENCY_MISSING,
-    GAME_MISSING,
-    KINDS,
-    MULTIPLIER_CHANGED,
     CostRow,
+    Difference,
     cross_check,
     rows_of,
 )
@@ -64,12 +57,12 @@ def test_identical_tables_agree() -> None:
     check = cross_check(_table(BASE, "game"), _table(list(reversed(BASE)), "stored"))
     assert check.ok
     assert check.summary() == "game and stored agree"
-    assert set(check.counts()) == set(KINDS) and sum(check.counts().values()) == 0
+    assert set(check.counts()) == set(list(Difference)) and sum(check.counts().values()) == 0
 
 
 def test_cost_differs() -> None:
     rows = [*BASE[:1], _row("g1", "EUR", "FS", "0.20", "100", "20.01"), *BASE[2:]]
-    diff = _only(rows, COST_DIFFERS)
+    diff = _only(rows, Difference.COST_DIFFERS)
     assert len(diff) == 1
     row = diff.iloc[0]
     assert (row["game_id"], row["currency"], row["buy_feature_type"], row["base_bet"]) == (
@@ -82,10 +75,10 @@ def test_cost_differs() -> None:
 
 
 def test_currency_missing_on_either_side() -> None:
-    diff = _only([r for r in BASE if r.currency != "JPY"], CURRENCY_MISSING)
+    diff = _only([r for r in BASE if r.currency != "JPY"], Difference.CURRENCY_MISSING)
     assert list(zip(diff["currency"], diff["only_in"], strict=True)) == [("JPY", "game")]
     extra = [*BASE, _row("g1", "KWD", "FS", "0.100", "100", "10.000")]
-    diff = _only(extra, CURRENCY_MISSING)
+    diff = _only(extra, Difference.CURRENCY_MISSING)
     assert list(zip(diff["currency"], diff["only_in"], strict=True)) == [("KWD", "stored")]
 
 
@@ -95,7 +88,7 @@ def test_base_bet_missing() -> None:
         for r in BASE
         if not (r.currency == "EUR" and r.base_bet == D("0.20") and r.game_id == "g1")
     ]
-    diff = _only(rows, BASE_BET_MISSING)
+    diff = _only(rows, Difference.BASE_BET_MISSING)
     assert len(diff) == 1  # once per game and currency, not once per feature
     assert (diff.iloc[0]["base_bet"], diff.iloc[0]["only_in"]) == (D("0.20"), "game")
 
@@ -107,15 +100,15 @@ def test_multiplier_changed_is_reported_once_per_feature_and_currency() -> None:
         else r
         for r in BASE
     ]
-    diff = _only(rows, MULTIPLIER_CHANGED)
+    diff = _only(rows, Difference.MULTIPLIER_CHANGED)
     assert len(diff) == 1
     assert (diff.iloc[0]["left"], diff.iloc[0]["right"]) == (D("100"), D("90"))
 
 
 def test_buy_feature_and_game_missing() -> None:
-    diff = _only([r for r in BASE if r.buy_feature_type != "BONUS"], BUY_FEATURE_MISSING)
+    diff = _only([r for r in BASE if r.buy_feature_type != "BONUS"], Difference.BUY_FEATURE_MISSING)
     assert list(diff["buy_feature_type"]) == ["BONUS"]
-    diff = _only([r for r in BASE if r.game_id != "g2"], GAME_MISSING)
+    diff = _only([r for r in BASE if r.game_id != "g2"], Difference.GAME_MISSING)
     assert list(zip(diff["game_id"], diff["only_in"], strict=True)) == [("g2", "game")]
 
 
@@ -125,7 +118,7 @@ def test_costs_only_source_is_compared_by_cost() -> None:
     configs[0] = _row("g1", "EUR", None, None, None, "10.50")
     check = cross_check(_table(BASE, "game"), _table(configs, "configurations"))
     diff = check.differences
-    assert set(diff["kind"]) == {COST_MISSING}
+    assert set(diff["kind"]) == {Difference.COST_MISSING}
     # 10.00 is still offered by BONUS 0.20, so only the new 10.50 is unmatched
     assert list(zip(diff["only_in"], diff["right"], strict=True)) == [
         ("configurations", D("10.50"))
@@ -150,15 +143,15 @@ def test_every_kind_at_once_and_html() -> None:
     check = cross_check(_table(BASE, "game"), _table(rows, "stored"))
     counts = check.counts()
     assert counts == {
-        GAME_MISSING: 1,
-        CURRENCY_MISSING: 1,
-        BUY_FEATURE_MISSING: 1,
-        BASE_BET_MISSING: 1,
-        COST_MISSING: 0,
-        MULTIPLIER_CHANGED: 1,
-        COST_DIFFERS: 1,
+        Difference.GAME_MISSING: 1,
+        Difference.CURRENCY_MISSING: 1,
+        Difference.BUY_FEATURE_MISSING: 1,
+        Difference.BASE_BET_MISSING: 1,
+        Difference.COST_MISSING: 0,
+        Difference.MULTIPLIER_CHANGED: 1,
+        Difference.COST_DIFFERS: 1,
     }
-    assert list(check.differences["kind"]) == [k for k in KINDS if counts[k]]
+    assert list(check.differences["kind"]) == [k for k in list(Difference) if counts[k]]
     html = check._repr_html_()
     assert "multiplier changed" in html and ">stored</th>" in html
 
@@ -172,3 +165,17 @@ def test_same_source_names_are_told_apart() -> None:
 def test_rows_of_refuses_a_table_without_the_columns() -> None:
     with pytest.raises(ValueError, match="columns"):
         rows_of(pd.DataFrame({"x": [1]}))
+
+
+def test_the_kinds_keep_their_texts_in_report_order() -> None:
+    """The texts appear in outputs (``counts()``, the ``kind`` column, the summary line)."""
+    assert [kind.value for kind in Difference] == [
+        "game missing",
+        "currency missing",
+        "buy feature missing",
+        "base bet missing",
+        "cost missing",
+        "multiplier changed",
+        "cost differs",
+    ]
+    assert Difference.COST_DIFFERS == "cost differs"

@@ -11,10 +11,9 @@ from matplotlib.figure import Figure
 
 from gptools.client import Client
 from gptools.costs import (
-    MULTIPLIER_CHANGED,
-    SOURCE_CONFIGURATIONS,
-    SOURCE_GAME,
     CostBook,
+    CostSource,
+    Difference,
     cost_book,
     cost_chart,
     cross_check,
@@ -58,7 +57,7 @@ def test_the_stored_data_file_has_exactly_one_stale_entry(client: Client) -> Non
     live = CostBook(client, brand=BRAND).table(GAMES, CURRENCIES, source="game")
     check = cross_check(read_stored_table(DATA), live)
     diff = check.differences
-    assert list(diff["kind"]) == [MULTIPLIER_CHANGED]
+    assert list(diff["kind"]) == [Difference.MULTIPLIER_CHANGED]
     stale = diff.iloc[0]
     assert (stale["game_id"], stale["currency"], stale["buy_feature_type"]) == (
         "neon-fruits",
@@ -90,16 +89,16 @@ def test_the_recommended_source_is_the_default(
     """The document recommends the configurations endpoint for the bet: preview and
     CostBook.table use it unless told otherwise; the game endpoint is one argument away."""
     table = preview(client, ["neon-fruits"], ["EUR"], brand=BRAND)
-    assert table.attrs["source"] == SOURCE_CONFIGURATIONS
+    assert table.attrs["source"] == CostSource.CONFIGURATIONS
     assert _gets(fresh_sandbox, "/awarded-feature-configurations") == 1
     assert _gets(fresh_sandbox, "/game") == 0
     assert (
         CostBook(client, brand=BRAND).table(["neon-fruits"], ["EUR"]).attrs["source"]
-        == SOURCE_CONFIGURATIONS
+        == CostSource.CONFIGURATIONS
     )
     assert (
         preview(client, ["neon-fruits"], ["EUR"], source="game", brand=BRAND).attrs["source"]
-        == SOURCE_GAME
+        == CostSource.GAME
     )
 
 

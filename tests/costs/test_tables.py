@@ -10,8 +10,8 @@ import pytest
 
 from gptools.costs import (
     COLUMNS,
-    SOURCE_CONFIGURATIONS,
-    SOURCE_STORED,
+    CostRow,
+    CostSource,
     StoredTableError,
     available_costs,
     cross_check,
@@ -65,7 +65,7 @@ def test_configurations_source_fills_what_it_lacks_with_na() -> None:
         )
     )
     table = table_from_configurations(answer)
-    assert table.attrs["source"] == SOURCE_CONFIGURATIONS
+    assert table.attrs["source"] == CostSource.CONFIGURATIONS
     assert len(table) == 2  # the same cost twice is one available cost
     assert table["buy_feature_type"].isna().all()
     assert table["base_bet"].isna().all() and table["price_multiplier"].isna().all()
@@ -76,7 +76,7 @@ def test_configurations_source_fills_what_it_lacks_with_na() -> None:
 
 def test_stored_file_in_data_reads_and_recomputes_costs() -> None:
     table = read_stored_table(DATA)
-    assert table.attrs["source"] == SOURCE_STORED
+    assert table.attrs["source"] == CostSource.STORED
     assert len(table) > 300
     assert no_float(table) == []
     assert all(isinstance(v, Decimal) for v in table["feature_cost"])
@@ -147,3 +147,34 @@ def test_bad_header_or_empty_file(tmp_path: Path, text: str, match: str) -> None
 def test_missing_file_is_named(tmp_path: Path) -> None:
     with pytest.raises(StoredTableError, match=r"nope\.csv: cannot read"):
         read_stored_table(tmp_path / "nope.csv")
+
+
+def test_the_sources_keep_their_texts() -> None:
+    """A table's ``attrs["source"]`` names a side of a cross-check by these texts."""
+    assert [source.value for source in CostSource] == [
+        "awarded-feature-configurations",
+        "game",
+        "stored",
+    ]
+
+
+def test_a_row_as_json_keeps_every_digit() -> None:
+    """Trailing zeros stay (a KWD amount has three decimals); a missing part is null."""
+    row = CostRow("g1", "KWD", "FS", Decimal("0.050"), Decimal("75.50"), Decimal("3.775"))
+    assert row.to_dict() == {
+        "game_id": "g1",
+        "currency": "KWD",
+        "buy_feature_type": "FS",
+        "base_bet": "0.050",
+        "price_multiplier": "75.50",
+        "feature_cost": "3.775",
+    }
+    bare = CostRow("g1", "EUR", None, None, None, Decimal("1E+1"))
+    assert bare.to_dict() == {
+        "game_id": "g1",
+        "currency": "EUR",
+        "buy_feature_type": None,
+        "base_bet": None,
+        "price_multiplier": None,
+        "feature_cost": "10",
+    }

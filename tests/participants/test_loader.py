@@ -502,6 +502,14 @@ def test_summary_display(client: Client, campaign: str, tmp_path: Path) -> None:
     assert json.loads(json.dumps(data))["loaded"] == 20
     assert data["balanced"] is True
     assert list(summary.rejects().line) == sorted(MESSY_REJECTED)
+    assert summary.counts() == {
+        "rows": 30,
+        "loaded": 20,
+        "loaded_this_run": 20,
+        "rejected": len(MESSY_REJECTED),
+        "duplicate": 30 - 20 - len(MESSY_REJECTED),
+        "not_attempted": 0,
+    }
 
 
 def test_cli_exits_1_and_says_why_the_load_stopped(

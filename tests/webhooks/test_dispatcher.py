@@ -20,6 +20,7 @@ from gptools.sandbox import SandboxConfig, run_sandbox
 from gptools.sandbox._dispatcher import (
     SIMULATED_TIME_HEADER,
     DeliveryTarget,
+    DispatchReport,
     ScaledClock,
     VirtualClock,
     WalletCredentials,
@@ -337,3 +338,42 @@ def test_generator_plays_active_campaigns_only() -> None:
     )
     assert all(campaign.active(e.timestamp) for e in played)
     assert campaign.start == datetime(2026, 3, 2, 9, 0, tzinfo=UTC)  # Kuwait is UTC+3
+
+
+def test_a_report_as_json_and_as_one_line() -> None:
+    """What ``sandbox deliver`` and ``play`` print: every outcome counted, zeros included;
+    the answers sorted by their text."""
+    report = DispatchReport(
+        outcomes={"a1": "delivered", "a2": "delivered", "a3": "refused"},
+        attempts=5,
+        statuses={"503": 2, "200": 2, "no answer": 0, "400": 1},
+        duplicates=1,
+    )
+    assert report.to_dict() == {
+        "attempts": 5,
+        "statuses": {"503": 2, "200": 2, "no answer": 0, "400": 1},
+        "delivered": 2,
+        "refused": 1,
+        "expired": 0,
+        "duplicates": 1,
+    }
+    assert report.summary() == (
+        "5 attempts: delivered 2, refused 1, expired 0, duplicates 1; "
+        "answers 200×2, 400×1, 503×2, no answer×0"
+    )
+
+
+def test_a_receivers_auth_as_the_senders_subscription() -> None:
+    """``sandbox deliver``/``play`` reach a receiver with the credential it accepts."""
+    url = "http://127.0.0.1:9/hook"
+    bearer = DeliveryTarget.from_subscription(ReceiverAuth.bearer("k-123").subscription(url))
+    assert (bearer.url, bearer.authentication_type) == (url, "BEARER")
+    assert bearer.authorization == "Bearer k-123"
+    basic = ReceiverAuth.basic("ops", "pw:1").subscription(url)
+    assert basic["username"] == "ops" and "pw:1" not in repr(basic)
+    pair = base64.b64encode(b"ops:pw:1").decode()
+    assert DeliveryTarget.from_subscription(basic).authorization == f"Basic {pair}"
+    assert ReceiverAuth.none().subscription(url) == {
+        "callbackUrl": url,
+        "authenticationType": "NONE",
+    }

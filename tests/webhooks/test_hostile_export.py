@@ -36,12 +36,11 @@ from gptools.webhooks import (
     Store,
     WebhookReceiver,
     export_log,
-    format_utc,
     open_store,
 )
 from gptools.webhooks._constants import DEFAULT_PURGE_EVERY, EXPORT_SETTLE
 from gptools.webhooks._log_io import LogOperations
-from gptools.webhooks._records import LogEntry, StoreError, WriteItem
+from gptools.webhooks._records import LogEntry, StoreError, WriteItem, format_utc
 from tests._support.cli import run_gptools
 from tests._support.hostile_bodies import HOSTILE_BODIES, with_action_id
 from tests.webhooks.conftest import JSON, T0, ManualClock, ReceiverProcess, serve_in_thread

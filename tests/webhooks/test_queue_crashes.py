@@ -9,14 +9,14 @@ import sys
 import threading
 import time
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
 
 from gptools.models import GameEventNotification
 from gptools.webhooks import ProcessingQueue, export_log, open_store
-from gptools.webhooks._records import LogEntry, WriteItem
+from gptools.webhooks._records import DeadLetter, LogEntry, WriteItem
 from tests._support.cli import run_gptools
 from tests.webhooks.conftest import T0, ManualClock, accept
 
@@ -245,3 +245,19 @@ def test_hung_handler_threads_do_not_pile_up(tmp_path: Path) -> None:
     finally:
         release.set()
         q.stop()
+
+
+def test_a_dead_letter_as_listed() -> None:
+    """``webhooks dead-letters --json`` lists each one so: the log's time form, in UTC."""
+    letter = DeadLetter(
+        action_id="a-1",
+        first_received_at=datetime(2030, 1, 2, 5, 4, 5, 60, tzinfo=timezone(timedelta(hours=2))),
+        attempts=3,
+        last_error=None,
+    )
+    assert letter.to_dict() == {
+        "action_id": "a-1",
+        "first_received_at": "2030-01-02T03:04:05.000060Z",
+        "attempts": 3,
+        "last_error": None,
+    }
