@@ -5,7 +5,8 @@ name, drawn once, here.
 
     GptoolsError
     ├── ConfigurationError              bad or missing settings (no base URL, no password)
-    │   └── AuthConfigError                 webhooks: the receiver's credentials (a ValueError)
+    │   ├── AuthConfigError                 webhooks: the receiver's credentials (a ValueError)
+    │   └── SettingError                    webhooks: a receiver setting that cannot work
     ├── MissingExtraError               a capability whose optional extra is not installed
     ├── TransportError                  no HTTP answer: connection refused/dropped, time-out
     ├── ResponseTooLargeError           an answer larger than the client reads (refused mid-stream)
@@ -406,6 +407,7 @@ def error_class(
 #: one-way imports of docs/design.md hold. In the drawing's order.
 _ELSEWHERE: dict[str, str] = {
     "AuthConfigError": "gptools.webhooks._credentials",
+    "SettingError": "gptools.webhooks._config",
     "UnknownCurrencyError": "gptools.costs._money",
     "StoredTableError": "gptools.costs._tables",
     "PlanFileError": "gptools.campaigns._plan",
