@@ -4,8 +4,8 @@ The definitions are docs/design.md's ("The analyser's definitions"); this module
 only implementation. Three relations carry them, each a pure function of the one before:
 
 1. :func:`validate` (per delivery): whether the body is a valid game event notification
-   (the same rules as :class:`gptools.models.GameEventNotification`, written as checks
-   on the canonical JSON text of each field), the first failing ``reason``, and a usable
+   (the declaration ``spec.GAME_EVENT_FIELDS``, which the model follows too, written as
+   checks on the JSON text of each field), the first failing ``reason``, and a usable
    ``action_id`` (a UUID value: 16 bytes to sort and group on, shown as canonical lower
    case text in drill-downs) even when another field is wrong.
 2. :func:`annotate` (per delivery): the attempt chain of each action, ordered by

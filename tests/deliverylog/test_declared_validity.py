@@ -253,3 +253,42 @@ def test_bets_are_read_exactly(tmp_path: Path, engine: str, request: pytest.Fixt
         totals = analysis.bets_per_game()
         assert totals["bet_total"].tolist() == [Decimal("132463988279432349.92345678")]
         assert sum(Decimal(b) for b in EXACT_BETS) == Decimal("132463988279432349.92345678")
+
+
+def test_the_receivers_store_and_exports_keep_every_digit(tmp_path: Path) -> None:
+    """The two examples logged by the receiver's own store, then exported: the JSONL
+    export keeps the bodies whose bets a double cannot hold as text, so each reading of
+    the log gives the same exact outcome."""
+    from datetime import datetime
+
+    from gptools import webhooks
+    from gptools.webhooks._records import LogEntry, WriteItem
+
+    bodies = [json.loads(line)["body"] for line in _bets_log(tmp_path).read_text().splitlines()]
+    store = webhooks.SQLiteStore(tmp_path / "receiver.sqlite")
+    conn = store.connect()
+    conn.write_batch(
+        [
+            WriteItem(
+                LogEntry(
+                    received_at=datetime.fromisoformat(f"2026-11-21T10:00:0{i}+00:00"),
+                    status=parse(text.encode())[1] or 200,
+                    body=text,
+                    latency_ms=1.0,
+                )
+            )
+            for i, text in enumerate(bodies)
+        ]
+    )
+    conn.close()
+    sources = [tmp_path / "receiver.sqlite"]
+    for fmt in ("jsonl", "parquet"):
+        sources.append(tmp_path / f"export.{fmt}")
+        webhooks.export_log(store, sources[-1], format=fmt)
+    exported = [json.loads(line) for line in sources[1].read_text().splitlines()]
+    assert ["payload" in record for record in exported] == [False, False, True, True, True, False]
+    for source in sources:
+        with analyze(source) as analysis:
+            assert analysis.report.invalid_by_reason == {"out_of_range:bet": 1}, source
+            totals = analysis.bets_per_game()["bet_total"].tolist()
+            assert totals == [Decimal("132463988279432349.92345678")], source
