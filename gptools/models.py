@@ -26,11 +26,13 @@ from pydantic import (
     Field,
     PrivateAttr,
     SecretStr,
+    ValidationError,
     field_serializer,
     field_validator,
     model_validator,
 )
 from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
 
 from gptools import spec
 
@@ -360,7 +362,9 @@ class ParticipantsAdded(ApiModel):
 # Webhooks
 # --------------------------------------------------------------------------------------
 
-_NAIVE_TS = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?$")
+_NAIVE_TS = re.compile(spec.EVENT_TIMESTAMP_PATTERN)
+# RE2's "$" (the spec's patterns) is the text's very end; Python's "\Z" is.
+_ZONE_SUFFIX = re.compile(spec.EVENT_TIMESTAMP_ZONE_PATTERN.removesuffix("$") + r"\Z")
 
 
 def parse_event_timestamp(value: str) -> datetime:
@@ -368,9 +372,9 @@ def parse_event_timestamp(value: str) -> datetime:
 
     A zone suffix (``Z`` or an offset) is refused: the document says the value has none,
     so one would mean the sender is not the provider we know. Digits beyond microseconds
-    are truncated.
+    are truncated. The layout is ``spec.EVENT_TIMESTAMP_PATTERN``.
     """
-    if not isinstance(value, str) or not _NAIVE_TS.match(value):
+    if not isinstance(value, str) or not _NAIVE_TS.fullmatch(value):
         raise ValueError(
             f"timestamp {value!r} is not a naive UTC date-time like 2026-11-21T10:15:30.123456"
         )
@@ -381,6 +385,15 @@ def parse_event_timestamp(value: str) -> datetime:
     return datetime.fromisoformat(f"{head}.{micro}").replace(tzinfo=UTC)
 
 
+def _refused(check: str, reason: str) -> PydanticCustomError:
+    """A validation error whose type is the declared check (``spec.CHECK_*``)."""
+    return PydanticCustomError(check, "{reason}", {"reason": reason})
+
+
+#: The declaration every check of a notification follows (``spec.GAME_EVENT_FIELDS``).
+_FIELD = spec.GAME_EVENT_FIELD
+
+
 class GameEventNotification(ApiModel):
     """The webhook payload. Every field is required and strictly typed; ``timestamp`` is
     stored as an aware UTC datetime (a value without fractional seconds is accepted,
@@ -388,12 +401,12 @@ class GameEventNotification(ApiModel):
     FEATURE; ``actionId`` must be the canonical 8-4-4-4-12 hexadecimal UUID text, either
     case (:func:`gptools.spec.canonical_action_id`)."""
 
-    round_id: str = Field(strict=True, min_length=1)
-    game_id: str = Field(strict=True, min_length=1)
-    player_id: str = Field(strict=True, min_length=1)
+    round_id: str = Field(strict=True, min_length=_FIELD["roundId"].min_length)
+    game_id: str = Field(strict=True, min_length=_FIELD["gameId"].min_length)
+    player_id: str = Field(strict=True, min_length=_FIELD["playerId"].min_length)
     timestamp: datetime
     bet: Decimal = Field(allow_inf_nan=False)
-    currency_code: str = Field(strict=True, min_length=1)
+    currency_code: str = Field(strict=True, min_length=_FIELD["currencyCode"].min_length)
     events: list[str] = Field(strict=True)
     action_id: uuid.UUID
 
@@ -404,14 +417,23 @@ class GameEventNotification(ApiModel):
             if value.tzinfo is None:
                 return value.replace(tzinfo=UTC)
             return value.astimezone(UTC)
-        return parse_event_timestamp(value)
+        if not isinstance(value, str):
+            raise _refused(spec.CHECK_WRONG_TYPE, "timestamp must be a string")
+        try:
+            return parse_event_timestamp(value)
+        except ValueError as exc:
+            check = spec.CHECK_HAS_ZONE if _ZONE_SUFFIX.search(value) else spec.CHECK_BAD_FORMAT
+            raise _refused(check, str(exc)) from None
 
     @field_validator("bet", mode="before")
     @classmethod
     def _bet_is_number(cls, value: Any) -> Any:
         if isinstance(value, bool) or not isinstance(value, int | float | Decimal):
-            raise ValueError("bet must be a JSON number")
-        return sane_bet(Decimal(_exact_number(value)))
+            raise _refused(spec.CHECK_WRONG_TYPE, "bet must be a JSON number")
+        try:
+            return sane_bet(Decimal(_exact_number(value)))
+        except ValueError as exc:
+            raise _refused(spec.CHECK_OUT_OF_RANGE, str(exc)) from None
 
     @field_validator("action_id", mode="before")
     @classmethod
@@ -419,9 +441,12 @@ class GameEventNotification(ApiModel):
         if isinstance(value, uuid.UUID):
             return value
         if not isinstance(value, str):
-            raise ValueError("actionId must be a UUID string")
+            raise _refused(spec.CHECK_WRONG_TYPE, "actionId must be a UUID string")
         # "string, format uuid": the canonical 8-4-4-4-12 form only (spec.ACTION_ID_FORMAT)
-        return uuid.UUID(spec.canonical_action_id(value))
+        try:
+            return uuid.UUID(spec.canonical_action_id(value))
+        except ValueError as exc:
+            raise _refused(spec.CHECK_NOT_A_UUID, str(exc)) from None
 
     @field_serializer("timestamp")
     def _fmt_ts(self, value: datetime) -> str:
@@ -435,6 +460,41 @@ class GameEventNotification(ApiModel):
     def unknown_events(self) -> list[str]:
         """Event types outside the values the document has seen (COIN, FEATURE)."""
         return [e for e in self.events if e not in spec.KNOWN_EVENT_TYPES]
+
+
+#: A notification field's wire name by its Python name (errors may name either).
+_WIRE_NAMES = {
+    name: info.alias or name for name, info in GameEventNotification.model_fields.items()
+}
+
+
+def event_refusal_reason(error: ValidationError) -> str:
+    """The reason a :class:`GameEventNotification` was refused, as the declaration names
+    it (``spec.GAME_EVENT_REASONS``, e.g. ``out_of_range:bet``): the first failing check
+    of the first failing field, in ``spec.GAME_EVENT_FIELDS``' order. The analyser gives
+    the same reason for the same body."""
+    by_field: dict[str, set[str]] = {}
+    for err in error.errors(include_url=False):
+        loc = err["loc"]
+        name = _WIRE_NAMES.get(str(loc[0]), str(loc[0])) if loc else ""
+        field = _FIELD.get(name)
+        if field is None:
+            continue
+        kind = err["type"]
+        if kind == "missing" or (len(loc) == 1 and err.get("input", "") is None):
+            check = spec.CHECK_MISSING  # absent or JSON null
+        elif kind in field.checks:
+            check = kind
+        elif kind == "string_too_short":
+            check = spec.CHECK_EMPTY
+        else:  # pydantic's own type errors (string_type, list_type, ...)
+            check = spec.CHECK_WRONG_TYPE
+        by_field.setdefault(name, set()).add(check)
+    for field in spec.GAME_EVENT_FIELDS:
+        for check in field.checks:
+            if check in by_field.get(field.name, ()):
+                return field.reason(check)
+    raise ValueError(f"not a refusal of a game event notification: {error}")
 
 
 WebhookAuthType = Literal["BEARER", "BASIC", "NONE"]
@@ -611,6 +671,7 @@ __all__ = [
     "WebhookSubscription",
     "WebhookSubscriptionInfo",
     "dumps_wire",
+    "event_refusal_reason",
     "loads_wire",
     "parse_event_timestamp",
     "sane_bet",

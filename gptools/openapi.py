@@ -145,8 +145,8 @@ def _strftime_pattern(fmt: str, tail: str = "") -> str:
 
 #: The notification's ``timestamp`` as :func:`gptools.models.parse_event_timestamp` takes
 #: it: naive UTC, fractional seconds optional (``spec.TIMESTAMP_FRACTION_OPTIONAL``), up to
-#: nine digits; the layout of ``models._NAIVE_TS`` with each field in its range.
-TIMESTAMP_PATTERN: Final = _strftime_pattern("%Y-%m-%dT%H:%M:%S", r"(\.[0-9]{1,9})?")
+#: nine digits, each field in its range: the declared pattern (``spec.GAME_EVENT_FIELDS``).
+TIMESTAMP_PATTERN: Final = spec.EVENT_TIMESTAMP_PATTERN
 
 
 def _id_text(description: str) -> dict[str, Any]:

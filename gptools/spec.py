@@ -530,6 +530,115 @@ CAMPAIGN_ATTRIBUTION: Final = (
 #: The event name an awarded feature's use carries in ``events``.
 FEATURE_EVENT: Final = "FEATURE"
 
+# ======================================================================================
+# The game event notification's validity (spec: "Game event notification (webhook
+# payload)": "All fields are required", and the table's types), declared once
+# ======================================================================================
+
+#: The checks a field of the notification fails with, each the first half of a refusal
+#: reason (``CHECK:FIELD``, e.g. ``out_of_range:bet``): the model, the receiver, the
+#: analyser's checks (DuckDB and Spark) all name a refusal by these.
+CHECK_MISSING: Final = "missing"  # absent, or JSON null
+CHECK_WRONG_TYPE: Final = "wrong_type"  # not the JSON type of the document's table
+CHECK_EMPTY: Final = "empty"  # a string shorter than its minimum length
+CHECK_NOT_A_UUID: Final = "not_a_uuid"  # not the pattern of a uuid (ACTION_ID_PATTERN)
+CHECK_HAS_ZONE: Final = "has_zone"  # a timestamp that names a zone: the document has none
+CHECK_BAD_FORMAT: Final = "bad_format"  # not the pattern, or no real date
+CHECK_OUT_OF_RANGE: Final = "out_of_range"  # a number outside its bounds
+
+#: spec: "date-time with fractional seconds", "in UTC, without a zone offset": each field
+#: in its range, up to nine fractional digits, the fraction optional
+#: (``TIMESTAMP_FRACTION_OPTIONAL``, assumed); the date must also exist (no 30 February,
+#: no year 0). Written for RE2 and Python alike ([0-9], not \d).
+EVENT_TIMESTAMP_PATTERN: Final = (
+    r"^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])"
+    r"T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,9})?$"
+)
+#: A timestamp that does not fit :data:`EVENT_TIMESTAMP_PATTERN` and ends like a zone
+#: (``Z``, ``+02``, ``-05:30``) is refused as ``has_zone``, any other as ``bad_format``.
+EVENT_TIMESTAMP_ZONE_PATTERN: Final = r"(Z|z|[+-][0-9]{2}(:?[0-9]{2})?)$"
+
+JsonType = Literal["string", "number", "array of string"]
+
+
+@dataclass(frozen=True, slots=True)
+class EventField:
+    """One field of the game event notification as every check reads it.
+
+    ``name`` is the wire name, ``json_type`` the document's type (a ``number`` is a JSON
+    number, never a string of digits, nor ``true``); ``required``: absent and JSON null
+    are refused. ``min_length`` bounds a string, ``pattern`` (RE2 and Python syntax, whole
+    text) constrains it, refused with ``pattern_check``; ``zone_pattern`` tells a refused
+    timestamp that names a zone. A number lies in ``[minimum, 10**max_integer_digits)``,
+    not ``-0``, with at most ``max_fraction_digits`` decimals (trailing zeros apart).
+    """
+
+    name: str
+    json_type: JsonType
+    required: bool = True
+    min_length: int | None = None
+    pattern: str | None = None
+    pattern_check: str | None = None
+    zone_pattern: str | None = None
+    minimum: int | None = None
+    max_integer_digits: int | None = None
+    max_fraction_digits: int | None = None
+
+    @property
+    def checks(self) -> tuple[str, ...]:
+        """The checks of this field, in the order they are tried (the first failing one
+        is the refusal's reason)."""
+        out = [CHECK_MISSING] if self.required else []
+        out.append(CHECK_WRONG_TYPE)
+        if self.min_length is not None:
+            out.append(CHECK_EMPTY)
+        if self.zone_pattern is not None:
+            out.append(CHECK_HAS_ZONE)
+        if self.pattern_check is not None:
+            out.append(self.pattern_check)
+        if self.minimum is not None or self.max_integer_digits is not None:
+            out.append(CHECK_OUT_OF_RANGE)
+        return tuple(out)
+
+    def reason(self, check: str) -> str:
+        """The refusal reason of ``check`` on this field (``out_of_range:bet``)."""
+        return f"{check}:{self.name}"
+
+
+#: spec: the notification's eight fields, every one required, in the order their checks
+#: run (the actionId first: an invalid body that still names its action is an attempt of
+#: it). Bounds the document leaves out are the assumptions named beside them.
+GAME_EVENT_FIELDS: Final[tuple[EventField, ...]] = (
+    # "string, format uuid": the canonical form only (ACTION_ID_FORMAT, assumed)
+    EventField("actionId", "string", pattern=ACTION_ID_PATTERN, pattern_check=CHECK_NOT_A_UUID),
+    # ids and the currency: strings; an empty one names nothing (ours)
+    EventField("roundId", "string", min_length=1),
+    EventField("gameId", "string", min_length=1),
+    EventField("playerId", "string", min_length=1),
+    EventField(
+        "timestamp",
+        "string",
+        pattern=EVENT_TIMESTAMP_PATTERN,
+        pattern_check=CHECK_BAD_FORMAT,
+        zone_pattern=EVENT_TIMESTAMP_ZONE_PATTERN,
+    ),
+    # "Bet amount ... in major currency units": a sane amount of money (ours)
+    EventField(
+        "bet",
+        "number",
+        minimum=0,
+        max_integer_digits=BET_MAX_INTEGER_DIGITS,
+        max_fraction_digits=BET_MAX_FRACTION_DIGITS,
+    ),
+    EventField("currencyCode", "string", min_length=1),
+    # "Values seen: COIN, FEATURE": any string is kept (KNOWN_EVENT_TYPES)
+    EventField("events", "array of string"),
+)
+#: The fields of :data:`GAME_EVENT_FIELDS` by wire name.
+GAME_EVENT_FIELD: Final = MappingProxyType({f.name: f for f in GAME_EVENT_FIELDS})
+#: Every reason a game event notification is refused for, in the order checks run.
+GAME_EVENT_REASONS: Final = tuple(f.reason(c) for f in GAME_EVENT_FIELDS for c in f.checks)
+
 ASSUMPTIONS: Final[tuple[Assumption, ...]] = (
     Assumption(
         "IMPLICIT_ALLOWED_PRINCIPALS",
@@ -930,6 +1039,13 @@ __all__ = [
     "CAMPAIGN_START_IN_FUTURE",
     "CAMPAIGN_TIME_ZONE_FIELD",
     "CAMPAIGN_TYPE_AWARDED_FEATURE",
+    "CHECK_BAD_FORMAT",
+    "CHECK_EMPTY",
+    "CHECK_HAS_ZONE",
+    "CHECK_MISSING",
+    "CHECK_NOT_A_UUID",
+    "CHECK_OUT_OF_RANGE",
+    "CHECK_WRONG_TYPE",
     "CODE_BRAND_NOT_ALLOWED",
     "CODE_BRAND_REQUIRED",
     "CODE_INVALID_REQUEST",
@@ -951,6 +1067,8 @@ __all__ = [
     "ENDPOINT_PARTICIPANT_TEMPLATE",
     "ENDPOINT_WEBHOOK_SUBSCRIPTION",
     "ERROR_STATUS",
+    "EVENT_TIMESTAMP_PATTERN",
+    "EVENT_TIMESTAMP_ZONE_PATTERN",
     "EXPLICIT_ONLY_PRINCIPALS",
     "EXTERNAL_CAMPAIGN_ID_MAX_LENGTH",
     "FEATURE_COST_ROUNDING",
@@ -960,6 +1078,9 @@ __all__ = [
     "FIELD_PLAYER_IDS",
     "FREE_ROUNDS_BET_IS_BASE_BET",
     "FREE_ROUNDS_CAMPAIGN_TYPE",
+    "GAME_EVENT_FIELD",
+    "GAME_EVENT_FIELDS",
+    "GAME_EVENT_REASONS",
     "GAME_IDS_MIN",
     "GAME_NOT_FOUND_CODE",
     "GAME_NOT_FOUND_STATUS",
@@ -1039,6 +1160,8 @@ __all__ = [
     "WEBHOOK_SENDER_TIMEOUT",
     "WEBHOOK_SUMMARY_STATUS",
     "Assumption",
+    "EventField",
+    "JsonType",
     "RateTier",
     "TierScope",
     "assumption",

@@ -65,7 +65,8 @@ def arg_extreme(fn: str, value: ir.Value, key: ir.Value, where: ir.Value | None 
 def json_text(value: ir.Value) -> ir.Value:
     """The canonical, minified JSON text of a JSON value: a string starts with a quote and
     holds a backslash only where it needs an escape; a number starts with a digit, ``-``,
-    ``NaN`` or ``Infinity``; ``null`` is SQL NULL."""
+    ``NaN`` or ``Infinity`` (read from a body's text, it is the number as sent, every
+    digit kept); ``null`` is SQL NULL."""
     return value.cast("string")
 
 

@@ -4,8 +4,8 @@ The definitions are docs/design.md's ("The analyser's definitions"); this module
 only implementation. Three relations carry them, each a pure function of the one before:
 
 1. :func:`validate` (per delivery): whether the body is a valid game event notification
-   (the same rules as :class:`gptools.models.GameEventNotification`, written as checks
-   on the canonical JSON text of each field), the first failing ``reason``, and a usable
+   (the declaration ``spec.GAME_EVENT_FIELDS``, which the model follows too, written as
+   checks on the JSON text of each field), the first failing ``reason``, and a usable
    ``action_id`` (a UUID value: 16 bytes to sort and group on, shown as canonical lower
    case text in drill-downs) even when another field is wrong.
 2. :func:`annotate` (per delivery): the attempt chain of each action, ordered by
@@ -51,6 +51,7 @@ called through Ibis' builtin-UDF mechanism, from the dialect modules.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from types import ModuleType
 from typing import Any
@@ -60,7 +61,7 @@ import ibis.expr.datatypes as dt
 import ibis.expr.types as ir
 
 from gptools import spec
-from gptools.deliverylog._readers import CAMPAIGN_ID, MALFORMED, PAYLOAD_FIELDS, RAW_COLUMNS
+from gptools.deliverylog._readers import CAMPAIGN_ID, MALFORMED, RAW_COLUMNS
 
 #: Percentiles reported for latencies, gaps and lags.
 PERCENTILES: tuple[float, ...] = (0.5, 0.9, 0.99)
@@ -68,16 +69,21 @@ PERCENTILES: tuple[float, ...] = (0.5, 0.9, 0.99)
 #: The column naming an action's currency: bets are only ever added within one.
 CURRENCY = "currency_code"
 
-#: Exact decimal type used to add bets up (digits beyond 9 decimals are not expected).
+#: Exact decimal type a bet is read in and added up in: it holds every bet the rule
+#: admits (``spec.GAME_EVENT_FIELD["bet"]``: 18 integer digits, 8 decimals) exactly.
 BET_DECIMAL = dt.Decimal(38, 9)
-#: The type a bet is checked in (spec.BET_MAX_INTEGER_DIGITS and BET_MAX_FRACTION_DIGITS,
-#: with room to see a value past either).
-_BET_CHECK_DECIMAL = dt.Decimal(38, 18)
 
 _UTC = dt.Timestamp(timezone="UTC")
 #: One of the twin dialect modules (:mod:`._dialect_duckdb`, :mod:`._dialect_spark`).
 Dialect = ModuleType
-_STRING_FIELDS = ("roundId", "gameId", "playerId", "currencyCode")
+#: The declaration every check here follows (``spec.GAME_EVENT_FIELDS``).
+_FIELDS = spec.GAME_EVENT_FIELDS
+#: The plain string fields: checked by type and length only (the actionId and the
+#: timestamp have patterns, checked on their own).
+_STRING_FIELDS = tuple(f.name for f in _FIELDS if f.json_type == "string" and f.pattern is None)
+_ACTION_ID = spec.GAME_EVENT_FIELD["actionId"]
+_TIMESTAMP = spec.GAME_EVENT_FIELD["timestamp"]
+_BET = spec.GAME_EVENT_FIELD["bet"]
 
 
 def seconds_between(x: Dialect, later: ir.Value, earlier: ir.Value) -> ir.Value:
@@ -104,25 +110,31 @@ def _string(x: Dialect, value: ir.Value) -> ir.Value:
 
 # A JSON array whose elements are all strings, in canonical (minified) text.
 _STRING_ARRAY_RE = r'^\[("([^"\\]|\\.)*"(,"([^"\\]|\\.)*")*)?\]$'
-# How a canonical JSON number starts (NaN and Infinity included; null is SQL NULL), and
-# how a finite one does.
+# How a JSON number's text starts (NaN and Infinity included; null is SQL NULL).
 _NUMBER_START_RE = r"^[-0-9NI]"
-_FINITE_START_RE = r"^-?[0-9]"
-#: The layout of the payload's ``timestamp`` string: naive UTC with fractional seconds, as
-#: the document says; checked field by field so a value like hour 24 or month 13 fails
-#: here, as it fails in the pydantic model (DuckDB's cast would take 24:00:00 as the next
-#: midnight). Also read by the Spark reader's typed pass (:mod:`._readers_spark`).
-TIMESTAMP_PATTERN = (
-    r"^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])"
-    r"T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,9})?$"
+
+
+def _quoted(pattern: str | None) -> str:
+    """A declared whole-text pattern of a string, as a pattern of its JSON text."""
+    return '^"' + (pattern or "").removeprefix("^").removesuffix("$") + '"$'
+
+
+#: The layout of the payload's ``timestamp`` (its declared pattern), checked field by field
+#: so a value like hour 24 or month 13 fails here, as it fails in the pydantic model
+#: (DuckDB's cast would take 24:00:00 as the next midnight), as the JSON text of a string.
+_TIMESTAMP_TEXT_RE = _quoted(_TIMESTAMP.pattern)
+#: The canonical actionId (its declared pattern: 8-4-4-4-12 hexadecimal, either case) as
+#: the JSON text of a string.
+_ACTION_ID_TEXT_RE = _quoted(_ACTION_ID.pattern)
+#: A bet's JSON text that is certainly sane: plain digits within the declared bounds
+#: (trailing zeros of the fraction apart). Any other number is judged by its digits and
+#: exponent (:func:`_sane_bet`); only those rare rows pay for it.
+_PLAIN_SANE_BET_RE = (
+    rf"^(0|[1-9][0-9]{{0,{(_BET.max_integer_digits or 1) - 1}}})"
+    rf"(\.[0-9]{{1,{_BET.max_fraction_digits}}}0*)?$"
 )
-_TIMESTAMP_TEXT_RE = '^"' + TIMESTAMP_PATTERN.removeprefix("^").removesuffix("$") + '"$'
-_ZONE_SUFFIX_RE = r"(Z|z|[+-][0-9]{2}(:?[0-9]{2})?)$"
-
-
-# The canonical actionId (spec.ACTION_ID_PATTERN: 8-4-4-4-12 hexadecimal, either case) as
-# the JSON text of a string.
-_ACTION_ID_TEXT_RE = '^"' + spec.ACTION_ID_PATTERN.removeprefix("^").removesuffix("$") + '"$'
+#: A non-negative JSON number's text: integer digits, fraction digits, exponent.
+_NUMBER_PARTS_RE = r"^([0-9]+)(\.([0-9]+))?([eE]([-+]?[0-9]+))?$"
 
 
 def _uuid(x: Dialect, value: ir.Value) -> ir.Value:
@@ -171,66 +183,72 @@ def _unwrap(x: Dialect, raw: ir.Table) -> ir.Table:
 
 
 def _sane_bet(x: Dialect, raw: ir.Table) -> ir.Value:
-    """Whether the bet is a sane amount of money (:func:`gptools.models.sane_bet`'s rule):
-    a finite JSON number, not negative (a ``-0`` only where the body's text shows it: no
-    engine keeps the sign of a zero), at most ``spec.BET_MAX_INTEGER_DIGITS`` digits
-    before the point and ``spec.BET_MAX_FRACTION_DIGITS`` after it (trailing zeros apart)."""
+    """Whether the bet is a sane amount of money (the declared bet,
+    :func:`gptools.models.sane_bet`'s rule), judged on the number's own text (the readers
+    keep every digit it was sent with; a double would make 19.99999999999999999 a 20):
+    a JSON number, not negative (a ``-0`` also where only the body's text shows it), at
+    most ``max_integer_digits`` digits before the point and ``max_fraction_digits`` after
+    it, trailing zeros apart. A plain number is decided by one regular expression; any
+    other (an exponent, ``NaN``, a sign) by its digits and exponent, exactly."""
     text = x.json_text(raw.bet)
-    value = ibis.ifelse(
-        text.re_search(_FINITE_START_RE),
-        text.try_cast(_BET_CHECK_DECIMAL),
-        ibis.null(_BET_CHECK_DECIMAL),
+    return ibis.cases(
+        (text.re_search(_PLAIN_SANE_BET_RE), ~raw.bet_negative_zero),
+        else_=_sane_number_text(text),
     )
-    limit = ibis.literal(10**spec.BET_MAX_INTEGER_DIGITS, type=_BET_CHECK_DECIMAL)
-    return ibis.and_(
-        value.notnull(),
-        value >= 0,
-        value < limit,
-        # Compared in one type: Spark would compare a wider pair at the rounder scale.
-        value.round(spec.BET_MAX_FRACTION_DIGITS).cast(_BET_CHECK_DECIMAL) == value,
-        ~raw.bet_negative_zero,
+
+
+def _sane_number_text(text: ir.Value) -> ir.Value:
+    """Whether a JSON number's text other than plain digits is a sane bet: non-negative
+    (NaN, Infinity and a sign are not) with ``s`` decimals and ``n - s`` integer digits
+    once its ``n`` significant digits are scaled by its exponent."""
+    whole = text.re_extract(_NUMBER_PARTS_RE, 1)
+    fraction = text.re_extract(_NUMBER_PARTS_RE, 3)
+    exponent = text.re_extract(_NUMBER_PARTS_RE, 5).nullif("").try_cast("int64").fill_null(0)
+    digits = whole.concat(fraction)
+    trimmed = digits.re_replace("0+$", "")
+    significant = trimmed.re_replace("^0+", "").length()
+    # Decimals of the value: the fraction's digits less the exponent and the zeros that
+    # ended the digits (negative: that many zeros before the point).
+    scale = fraction.length() - exponent - (digits.length() - trimmed.length())
+    zero = significant == 0
+    # An exponent too long for an integer is no sane bet, unless the digits are all zeros.
+    readable = text.re_extract(_NUMBER_PARTS_RE, 5).length() <= 18
+    return text.re_search(_NUMBER_PARTS_RE) & (
+        zero
+        | (
+            readable
+            & (scale <= (_BET.max_fraction_digits or 0))
+            & (significant - scale <= (_BET.max_integer_digits or 0))
+        )
     )
 
 
 def _checks(x: Dialect, p: ir.Table) -> dict[str, list[tuple[ir.Value, str]]]:
-    """Per field, the failure cases in order, each with its reason. Written inline on the
-    JSON text so that a database evaluates them only for rows that are not valid."""
-    ts = p.timestamp
+    """Per declared field (``spec.GAME_EVENT_FIELDS``), its failure cases in the declared
+    order, each with its declared reason. Written inline on the JSON text so that a
+    database evaluates them only for rows that are not valid."""
     _text = x.json_text
-    out: dict[str, list[tuple[ir.Value, str]]] = {
-        "actionId": [
-            (p.actionId.isnull(), "missing:actionId"),
-            (~_text(p.actionId).startswith('"'), "wrong_type:actionId"),
-            (p.action_uuid.isnull(), "not_a_uuid:actionId"),
-        ],
-        "timestamp": [
-            (ts.isnull(), "missing:timestamp"),
-            (~_text(ts).startswith('"'), "wrong_type:timestamp"),
-            # A well-formed timestamp never ends like a zone, so only parse failures ask.
-            (
-                p.ts_parsed.isnull() & _string(x, ts).re_search(_ZONE_SUFFIX_RE),
-                "has_zone:timestamp",
-            ),
-            (p.ts_parsed.isnull(), "bad_format:timestamp"),
-        ],
-        "bet": [
-            (p.bet.isnull(), "missing:bet"),
-            (~_text(p.bet).re_search(_NUMBER_START_RE), "wrong_type:bet"),
-            (~p.bet_finite, "out_of_range:bet"),
-        ],
-        "events": [
-            (p.events.isnull(), "missing:events"),
-            (~p.events_ok, "wrong_type:events"),
-        ],
+    wrong_type: dict[str, Callable[[ir.Value], ir.Value]] = {
+        "string": lambda v: ~_text(v).startswith('"'),
+        "number": lambda v: ~_text(v).re_search(_NUMBER_START_RE),
+        "array of string": lambda _: ~p.events_ok,
     }
-    for name in _STRING_FIELDS:
-        value = p[name]
-        out[name] = [
-            (value.isnull(), f"missing:{name}"),
-            (~_text(value).startswith('"'), f"wrong_type:{name}"),
-            (_text(value) == '""', f"empty:{name}"),
-        ]
-    return out
+    failing: dict[str, Callable[[spec.EventField, ir.Value], ir.Value]] = {
+        spec.CHECK_MISSING: lambda _, v: v.isnull(),
+        spec.CHECK_WRONG_TYPE: lambda f, v: wrong_type[f.json_type](v),
+        spec.CHECK_EMPTY: lambda _, v: _text(v) == '""',
+        spec.CHECK_NOT_A_UUID: lambda _, __: p.action_uuid.isnull(),
+        # A well-formed timestamp never ends like a zone, so only parse failures ask.
+        spec.CHECK_HAS_ZONE: lambda f, v: (
+            p.ts_parsed.isnull() & _string(x, v).re_search(f.zone_pattern or "")
+        ),
+        spec.CHECK_BAD_FORMAT: lambda _, __: p.ts_parsed.isnull(),
+        spec.CHECK_OUT_OF_RANGE: lambda _, __: ~p.bet_finite,
+    }
+    return {
+        f.name: [(failing[check](f, p[f.name]), f.reason(check)) for check in f.checks]
+        for f in _FIELDS
+    }
 
 
 def validate(x: Dialect, raw: ir.Table) -> ir.Table:
@@ -266,8 +284,8 @@ def validate(x: Dialect, raw: ir.Table) -> ir.Table:
         *((p.status == status, ibis.literal(name)) for status, name in refusals),
         (~is_object, p.shape),
     ]
-    for name in PAYLOAD_FIELDS:
-        ordered += checks[name]
+    for field in _FIELDS:
+        ordered += checks[field.name]
     # Valid bodies, nearly all of them, leave the CASE at its first branch: the other
     # branches (and the expressions in them) are only evaluated for the rest.
     reason = ibis.cases(*ordered, else_=ibis.null("string"))

@@ -645,9 +645,16 @@ def campaign_text(value: ir.Value) -> ir.Value:
     return result
 
 
-_BODY_STRUCT = dt.Struct({f: dt.json for f in BODY_FIELDS})
-#: json_transform's structure argument: every body field as JSON.
-_BODY_STRUCTURE = "{" + ",".join(f'"{f}":"JSON"' for f in BODY_FIELDS) + "}"
+#: A member of the body's structure no body holds, read as a DECIMAL: asking for one
+#: makes DuckDB's json_transform read every number as its own text (yyjson's raw numbers)
+#: rather than through a double, so each JSON field keeps the digits it was sent with (a
+#: bet of 19.99999999999999999 stays that, not 20.0).
+_EXACT_NUMBERS = "gptools: numbers as sent"
+_BODY_STRUCT = dt.Struct({**{f: dt.json for f in BODY_FIELDS}, _EXACT_NUMBERS: dt.Decimal(1, 0)})
+#: json_transform's structure argument: every body field as JSON, numbers exact.
+_BODY_STRUCTURE = (
+    "{" + ",".join(f'"{f}":"JSON"' for f in BODY_FIELDS) + f',"{_EXACT_NUMBERS}":"DECIMAL(1,0)"}}'
+)
 
 
 def _json_valid(text: ir.Value) -> ir.Value:

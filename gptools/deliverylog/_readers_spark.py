@@ -374,7 +374,11 @@ _PAYLOAD_DDL = (
     "actionId STRING, roundId STRING, gameId STRING, playerId STRING, `timestamp` STRING, "
     "bet STRING, currencyCode STRING, events ARRAY<STRING>"
 )
-_STRING_FIELDS = ("roundId", "gameId", "playerId", "currencyCode")
+#: The plain string fields of the declaration (``spec.GAME_EVENT_FIELDS``), each a
+#: non-empty string.
+_STRING_FIELDS = tuple(
+    f.name for f in spec.GAME_EVENT_FIELDS if f.json_type == "string" and f.pattern is None
+)
 #: What the text of a JSON value that is not a string starts with (numbers, NaN and
 #: Infinity, objects, arrays, true, false, null). Spark's reader gives such a value as its
 #: text when asked for a string, so a string starting otherwise was a JSON string.
@@ -510,7 +514,6 @@ def _known(
     from pyspark.sql import functions as F
 
     from gptools import spec
-    from gptools.deliverylog._metrics import TIMESTAMP_PATTERN
 
     action_id = p["actionId"]
     ts = p["timestamp"]
@@ -518,9 +521,8 @@ def _known(
     events = p["events"]
     known_events = F.array(*(F.lit(name) for name in sorted(spec.KNOWN_EVENT_TYPES)))
     strings_ok = [(F.length(p[f]) > 0) & _is_string_token(f, p[f], text) for f in _STRING_FIELDS]
-    event_ts = F.when(
-        ts.rlike(_dialect_spark.java_regex(TIMESTAMP_PATTERN)) & ~ts.startswith("0000"), ts
-    ).try_cast("timestamp_ntz")
+    layout = _dialect_spark.java_regex(spec.EVENT_TIMESTAMP_PATTERN)
+    event_ts = F.when(ts.rlike(layout) & ~ts.startswith("0000"), ts).try_cast("timestamp_ntz")
     valid = (
         received_at.isNotNull()
         & status.isNotNull()

@@ -9,7 +9,8 @@ number of more than ``EXPORT_MAX_NUMBER_DIGITS`` digits written out, nesting wit
 ``spec.JSON_MAX_DEPTH``; a body whose bet is ``-0`` stays text too (a reader's parser would
 drop the sign). Whatever a stranger sent, each row is exported, once. A summary row
 (``status`` 0) is exported like any other: its ``payload`` holds the ``suppressed`` count.
-Numbers in a payload keep their exact digits.
+Numbers in a payload keep their exact digits; a body with a number a double would not
+read back exactly (more than 15 significant digits) stays text too.
 
 Parquet: the same columns with ``body`` always the raw text (a payload's shape varies
 too much for one column type); ``received_at`` is a UTC timestamp column.
@@ -53,6 +54,9 @@ from gptools.webhooks._store import Store
 ExportFormat = Literal["jsonl", "parquet"]
 _NEGATIVE_ZERO_BET = re.compile(spec.BET_NEGATIVE_ZERO_PATTERN)
 _SURROGATE = re.compile("[\ud800-\udfff]")
+#: Significant digits every decimal number keeps through a double (C's DBL_DIG).
+_DOUBLE_DIGITS = 15
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,11 +128,20 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def _plain(value: Any) -> bool:
     """Whether every string of ``value`` is whole Unicode (no lone surrogate) and every
-    number short enough to write out (depth is bounded: checked before parsing)."""
+    number short enough to write out and to read back exactly: a JSON reader may read a
+    payload's number through a double (DuckDB's does), so a fraction of more than
+    :data:`_DOUBLE_DIGITS` digits or an integer past int64 stays in the body's text, which
+    the analyser reads digit for digit (depth is bounded: checked before parsing)."""
     if isinstance(value, str):
         return not _SURROGATE.search(value)
     if isinstance(value, Decimal):
-        return value.is_finite() and abs(value.adjusted()) <= EXPORT_MAX_NUMBER_DIGITS
+        return (
+            value.is_finite()
+            and abs(value.adjusted()) <= EXPORT_MAX_NUMBER_DIGITS
+            and len(value.as_tuple().digits) <= _DOUBLE_DIGITS
+        )
+    if isinstance(value, int) and not isinstance(value, bool):
+        return _INT64_MIN <= value <= _INT64_MAX
     if isinstance(value, dict):
         return all(_plain(k) and _plain(v) for k, v in value.items())
     if isinstance(value, list):

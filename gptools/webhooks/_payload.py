@@ -12,21 +12,25 @@ from typing import Any
 from pydantic import ValidationError
 
 from gptools import spec
-from gptools.models import GameEventNotification, loads_wire
+from gptools.models import GameEventNotification, event_refusal_reason, loads_wire
 
-#: The wire names of a notification's fields; a body with exactly these keys may take
-#: the fast check below, anything else (extra fields, snake_case names) goes to the model.
-_FIELDS = frozenset(
-    ("roundId", "gameId", "playerId", "timestamp", "bet", "currencyCode", "events", "actionId")
+#: The wire names of a notification's fields (``spec.GAME_EVENT_FIELDS``); a body with
+#: exactly these keys may take the fast check below, anything else (extra fields,
+#: snake_case names) goes to the model.
+_FIELDS = frozenset(spec.GAME_EVENT_FIELD)
+#: The declared string fields with a minimum length, and that length.
+_STRINGS = tuple(
+    (f.name, f.min_length or 0) for f in spec.GAME_EVENT_FIELDS if f.json_type == "string"
 )
-#: The one actionId rule (spec.ACTION_ID_PATTERN, as spec.canonical_action_id applies it).
-_CANONICAL_UUID = re.compile(spec.ACTION_ID_PATTERN)
-#: A bet the fast check vouches for: a plain non-negative number within the digits of
-#: spec.BET_MAX_INTEGER_DIGITS / BET_MAX_FRACTION_DIGITS (no sign, exponent or -0: those
-#: are the model's to judge).
+_ACTION_ID = spec.GAME_EVENT_FIELD["actionId"]
+_BET = spec.GAME_EVENT_FIELD["bet"]
+#: The one actionId rule (its declared pattern, as spec.canonical_action_id applies it).
+_CANONICAL_UUID = re.compile(_ACTION_ID.pattern or "")
+#: A bet the fast check vouches for: a plain non-negative number within the declared
+#: digits (no sign, exponent or -0: those are the model's to judge).
 _SANE_BET = re.compile(
-    rf"(0|[1-9][0-9]{{0,{spec.BET_MAX_INTEGER_DIGITS - 1}}})"
-    rf"(\.[0-9]{{1,{spec.BET_MAX_FRACTION_DIGITS}}})?"
+    rf"(0|[1-9][0-9]{{0,{(_BET.max_integer_digits or 1) - 1}}})"
+    rf"(\.[0-9]{{1,{_BET.max_fraction_digits}}})?"
 )
 
 
@@ -63,9 +67,9 @@ def fast_action_id(body: bytes) -> str | None:
     timestamp = data["timestamp"]
     bet = data["bet"]
     events = data["events"]
-    for name in ("roundId", "gameId", "playerId", "currencyCode"):
+    for name, min_length in _STRINGS:
         value = data[name]
-        if type(value) is not str or not value:
+        if type(value) is not str or len(value) < min_length:
             return None
     if (
         type(action_id) is not str
@@ -88,7 +92,11 @@ def fast_action_id(body: bytes) -> str | None:
 def parse(
     body: bytes,
 ) -> tuple[GameEventNotification | None, int, str, list[dict[str, str]] | None]:
-    """Validate a body: (event, 0, "", None) or (None, status, reason, field errors)."""
+    """Validate a body: (event, 0, "", None) or (None, status, reason, field errors).
+
+    A refused notification's reason ends with the declared reason of its first failing
+    check (``: out_of_range:bet``, :func:`gptools.models.event_refusal_reason`), the
+    analyser's reason for the same body."""
     try:
         # pydantic's own JSON parser first (for what fast_action_id left). It reads numbers
         # as floats, which is harmless here: the raw body is what gets stored, and the
@@ -119,16 +127,18 @@ def parse(
             for err in exc.errors(include_url=False, include_input=False)
         ]
         names = ", ".join(f["field"] for f in fields)
+        declared = event_refusal_reason(exc)
         if any(_is_bad_action_id(err) for err in exc.errors(include_url=False)):
             # The delivery's identity is unreadable (braces, urn:uuid:, no dashes, ...):
             # a bad request, like unreadable JSON, not merely a bad field.
             return (
                 None,
                 400,
-                (f"actionId must be a UUID in the canonical 8-4-4-4-12 hexadecimal form ({names})"),
+                "actionId must be a UUID in the canonical 8-4-4-4-12 hexadecimal form "
+                f"({names}): {declared}",
                 fields,
             )
-        return None, 422, f"not a valid game event notification ({names})", fields
+        return None, 422, f"not a valid game event notification ({names}): {declared}", fields
 
 
 def _is_bad_action_id(error: Any) -> bool:
