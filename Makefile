@@ -71,7 +71,7 @@ public-api: $(STAMP)
 MUTATION_FLOOR := 80
 MUTANTS ?=
 mutate: $(STAMP) services
-	$(VENV)/bin/mutmut run --max-children 2 $(MUTANTS)
+	$(VENV)/bin/mutmut run --max-children 2 $(if $(MUTANTS),'$(MUTANTS)')
 	$(PY) scripts/mutation-score $(MUTATION_FLOOR) '$(MUTANTS)'
 
 ## Re-resolve requirements.lock after changing pyproject.toml: the base, every extra and dev.
