@@ -68,7 +68,7 @@ public-api: $(STAMP)
 ## Mutation testing (not part of `make test`; docs/testing.md): mutmut over the modules that
 ## hold the rules ([tool.mutmut] in pyproject.toml), then the score, failing under the floor.
 ## MUTANTS=GLOB checks only those, e.g. make mutate MUTANTS='gptools.webhooks._refusals*'.
-MUTATION_FLOOR := 80
+MUTATION_FLOOR := 55
 MUTANTS ?=
 mutate: $(STAMP) services
 	$(VENV)/bin/mutmut run --max-children 2 $(if $(MUTANTS),'$(MUTANTS)')
