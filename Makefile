@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 UV_VERSION := $(shell sed -n 's/^uv==//p' requirements.lock)
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck unit notebooks docs docs-serve services lab bench lock clean public-api
+.PHONY: run test lint typecheck unit notebooks docs docs-serve services lab bench mutate lock clean public-api
 
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -64,6 +64,15 @@ bench: $(STAMP)
 ## Rewrite tests/public_api.txt after an intended change to the public surface (review its diff).
 public-api: $(STAMP)
 	$(PY) -m tests.public_surface --write
+
+## Mutation testing (not part of `make test`; docs/testing.md): mutmut over the modules that
+## hold the rules ([tool.mutmut] in pyproject.toml), then the score, failing under the floor.
+## MUTANTS=GLOB checks only those, e.g. make mutate MUTANTS='gptools.webhooks._refusals*'.
+MUTATION_FLOOR := 55
+MUTANTS ?=
+mutate: $(STAMP) services
+	$(VENV)/bin/mutmut run --max-children 2 $(if $(MUTANTS),'$(MUTANTS)')
+	$(PY) scripts/mutation-score $(MUTATION_FLOOR) '$(MUTANTS)'
 
 ## Re-resolve requirements.lock after changing pyproject.toml: the base, every extra and dev.
 lock:

@@ -38,11 +38,54 @@ def test_a_usage_error_with_json_is_one_error_document(path: tuple[str, ...]) ->
 
 
 def test_a_failure_with_json_names_the_exit_code(tmp_path: Path) -> None:
+    # A store that does not exist is bad input (the README's exit 2).
     store = f"sqlite:///{tmp_path / 'no-such-folder' / 'w.sqlite3'}"
     result = CliRunner().invoke(cli, ["webhooks", "dead-letters", "--store", store, "--json"])
-    assert result.exit_code in (1, 2)
+    assert result.exit_code == 2
     error = json.loads(result.stdout)["error"]
-    assert error["exit"] == result.exit_code and error["message"]
+    assert (error["code"], error["exit"]) == ("bad_input", 2)
+    assert error["message"].startswith(f"no store at {store} ")
+
+
+def test_an_io_failure_is_exit_1(tmp_path: Path) -> None:
+    # The README's exit 1: I/O failed (here a folder cannot be made under a regular file,
+    # whoever runs the test, root too), the file and the system's reason in one line.
+    store = f"sqlite:///{tmp_path / 'w.sqlite3'}"
+    assert CliRunner().invoke(cli, ["webhooks", "migrate", "--store", store]).exit_code == 0
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x", encoding="utf-8")
+    out = blocker / "out.jsonl"
+    args = ["webhooks", "export", "--store", store, "--format", "jsonl", str(out), "--json"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 1, result.output
+    error = json.loads(result.stdout)["error"]
+    assert (error["code"], error["exit"]) == ("failure", 1)
+    assert error["message"].startswith("export failed: ") and "Not a directory" in error["message"]
+
+
+def test_an_os_error_no_command_expected_is_an_io_failure(tmp_path: Path) -> None:
+    # Whatever command meets an OSError it does not handle itself: exit 1, code io_error,
+    # the file and the system's reason (the root group's rule, the same for every command).
+    from gptools.cli._main import _Root
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x", encoding="utf-8")
+
+    @click.group(cls=_Root)
+    def root() -> None:
+        """A root group under the CLI's contract."""
+
+    @root.command()
+    @click.option("--json", "as_json", is_flag=True)
+    def make(as_json: bool) -> None:
+        """Make a folder where none can be."""
+        (blocker / "folder").mkdir()
+
+    result = CliRunner().invoke(root, ["make", "--json"])
+    assert result.exit_code == 1
+    error = json.loads(result.stdout)["error"]
+    assert (error["code"], error["exit"]) == ("io_error", 1)
+    assert error["message"] == f"{blocker / 'folder'}: Not a directory"
 
 
 def test_a_bad_brand_with_json_is_one_document() -> None:

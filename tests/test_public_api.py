@@ -112,4 +112,4 @@ def test_the_listing_does_not_depend_on_the_hash_seed() -> None:
 def test_stable_repr_hides_addresses_and_orders_sets() -> None:
     assert public_surface.stable_repr(frozenset({"b", "a"})) == "frozenset({'a', 'b'})"
     assert public_surface.stable_repr(object()) == "<object>"
-    assert public_surface.stable_repr(Path("x")) in ("PosixPath('x')", "WindowsPath('x')")
+    assert public_surface.stable_repr(Path("x")) == f"{type(Path('x')).__name__}('x')"

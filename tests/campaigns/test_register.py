@@ -163,6 +163,23 @@ def test_ids_shared_between_servers(tmp_path: Path) -> None:
     assert shared_ids(reg.campaigns(server="s")) == {}
 
 
+def test_a_campaign_and_a_load_recorded_again_keep_their_first_recorded_at(
+    tmp_path: Path,
+) -> None:
+    plan = make_plan()
+    reg = CampaignRegister(tmp_path / "r.sqlite")
+    result = ApplyResult(plan.name, (AppliedCampaign("EUR", "req-1", "CMP-1"),))
+    first, later = datetime(2030, 1, 1, 9, tzinfo=UTC), datetime(2030, 1, 2, 17, tzinfo=UTC)
+    reg.record(plan, result, server="s", now=first)
+    (again,) = reg.record(plan, result, server="s", now=later)
+    assert (again.recorded_at, again.updated_at) == (first, later)
+    load = LoadRecord("s", "CMP-1", "load-a", 201, "players.csv", 2, 2, 0, 0, 0)
+    reg.record_load(load, ["p1", "p2"], now=first)
+    reg.record_load(load, ["p1", "p2"], now=later)
+    (kept,) = reg.loads(server="s", campaign_id="CMP-1")
+    assert (kept.recorded_at, kept.updated_at) == (first, later)
+
+
 _WRITER = """
 import sys
 from gptools.campaigns import AppliedCampaign, ApplyResult, CampaignRegister

@@ -214,13 +214,13 @@ def test_brand_outside_int32_is_refused_locally(make: MakeClient, sb: RunningSan
 
 
 @pytest.mark.parametrize(
-    ("account", "brand", "error"),
+    ("account", "brand", "error", "code"),
     [
-        ("partner", None, errors.BrandRequiredError),
-        ("third_party", None, errors.BrandRequiredError),
-        ("partner", 301, errors.BrandNotAllowedError),
-        ("third_party", 201, errors.BrandNotAllowedError),
-        ("individual", 201, errors.BrandNotAllowedError),
+        ("partner", None, errors.BrandRequiredError, spec.CODE_BRAND_REQUIRED),
+        ("third_party", None, errors.BrandRequiredError, spec.CODE_BRAND_REQUIRED),
+        ("partner", 301, errors.BrandNotAllowedError, spec.CODE_BRAND_NOT_ALLOWED),
+        ("third_party", 201, errors.BrandNotAllowedError, spec.CODE_BRAND_NOT_ALLOWED),
+        ("individual", 201, errors.BrandNotAllowedError, spec.CODE_BRAND_NOT_ALLOWED),
     ],
 )
 def test_brand_errors_raised_locally_before_sending(
@@ -229,6 +229,7 @@ def test_brand_errors_raised_locally_before_sending(
     account: str,
     brand: int | None,
     error: type[errors.ApiError],
+    code: str,
 ) -> None:
     c = make(account)
     c.self()
@@ -242,7 +243,7 @@ def test_brand_errors_raised_locally_before_sending(
         with pytest.raises(error) as caught:
             attempt()
         assert caught.value.sent is False and caught.value.status is None
-        assert caught.value.code in (spec.CODE_BRAND_REQUIRED, spec.CODE_BRAND_NOT_ALLOWED)
+        assert caught.value.code == code and type(caught.value) is error
         assert "allowed" in caught.value.message
     assert len(sb.state.requests) == before  # zero requests went out
     assert c.stats.requests == 1

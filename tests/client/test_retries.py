@@ -501,3 +501,38 @@ def test_a_request_that_reached_the_server_is_sent_on_every_transport(
     ):
         time.sleep(0.02)
     assert len([r for r in sb.state.requests if r.method == "POST"]) == 1
+
+
+# --------------------------------------------------------------------------------------
+# The call's deadline covers the wait a Retry-After asks for (issue 36 item 5)
+# --------------------------------------------------------------------------------------
+
+
+def test_a_retry_after_past_the_deadline_raises_at_once(
+    make: MakeClient, sb: RunningSandbox
+) -> None:
+    # 4 s is under the ceiling (30 s), but a retry after it could not end within the
+    # call's 2 s deadline: the 503 is raised at once rather than slept through.
+    c = make("partner", timeout=2)
+    c.self()
+    sb.faults.add(FaultRule("other", status=503, count=1, headers=(("Retry-After", "4"),)))
+    start = time.monotonic()
+    with pytest.raises(errors.ServerError) as caught:
+        c.game(GAME.game_id, brand=201)
+    took = time.monotonic() - start
+    assert (caught.value.status, caught.value.retry_after, caught.value.retries) == (503, 4.0, 0)
+    assert [r.status for r in sb.state.requests[1:]] == [503]
+    assert took < 2.0, f"{took:.1f} s for a 2 s deadline"
+
+
+def test_a_retry_after_within_the_deadline_is_waited_for(
+    make: MakeClient, sb: RunningSandbox
+) -> None:
+    c = make("partner", timeout=3)
+    c.self()
+    sb.faults.add(FaultRule("other", status=503, count=1, headers=(("Retry-After", "1"),)))
+    game = c.game(GAME.game_id, brand=201)
+    assert game.retries == 1
+    refused, served = sb.state.requests[1:]
+    assert (refused.status, served.status) == (503, 200)
+    assert (served.at - refused.at).total_seconds() >= 0.95

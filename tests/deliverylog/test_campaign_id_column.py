@@ -208,6 +208,21 @@ def test_an_unreported_campaign_id_is_unknown(foreign: tuple[ForeignLog, Path, P
         assert report.identity_holds
 
 
+def test_the_first_valid_delivery_names_the_campaign_not_a_later_one(tmp_path: Path) -> None:
+    # Two valid deliveries of one action that name different campaigns: the first one
+    # decides, whatever the later ones (retries, duplicates) say.
+    log = ForeignLog()
+    eur, ok = "CMP-000001", True
+    log.action(eur, [(200, eur, ok), (200, "42", ok)], player="p0")
+    log.action(eur, [(400, "42", False), (200, eur, ok), (200, "CMP-999", ok)], player="p1")
+    with campaign_results(log.write_jsonl(tmp_path / "log.jsonl"), _terms(),
+                          mapping=MAPPING) as results:  # fmt: skip
+        report = results.report
+        assert (report.actions, report.attributed, report.unknown_campaign_id) == (2, 2, 0)
+        rounds = {c["campaign_id"]: c["rounds_used"] for c in report.campaigns}
+        assert rounds == {"CMP-000001": 2, "42": 0}
+
+
 def test_without_the_column_the_rule_attributes(foreign: tuple[ForeignLog, Path, Path]) -> None:
     _, jsonl, _ = foreign
     rule = ColumnMapping(received_at="time", status="code", latency_ms="took_s",

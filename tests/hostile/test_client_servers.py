@@ -44,7 +44,9 @@ class HostileServer(RawServer):
     - ``drip-body``: headers at once, then a body one byte at a time;
     - ``huge-200``: status 200 and 1 GiB of body (no length, ends with the connection);
     - ``huge-500``: status 500 and 1 GiB of chunked body;
-    - ``deep-200``/``deep-500``: a small body nested 100,000 levels deep.
+    - ``deep-200``/``deep-500``: a small body nested 100,000 levels deep;
+    - ``self-length``/``self-close``: status 200 and :data:`SELF_JSON`, with its
+      ``Content-Length``, or without one (the body ends with the connection).
     """
 
     mode: str
@@ -75,6 +77,17 @@ class HostileServer(RawServer):
                 writer.write(bytes([byte]))
                 await writer.drain()
                 await asyncio.sleep(DRIP_EVERY_S)
+            return
+        if self.mode.startswith("self"):
+            length = b"Content-Length: %d\r\n" % len(SELF_JSON)
+            framing = length if self.mode == "self-length" else b"Connection: close\r\n"
+            writer.write(
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                + framing
+                + b"\r\n"
+                + SELF_JSON
+            )
+            await writer.drain()
             return
         if self.mode.startswith("deep"):
             status = b"200 OK" if self.mode == "deep-200" else b"500 Internal Server Error"
@@ -186,6 +199,18 @@ def test_a_huge_answer_is_refused_while_it_streams(kind: str, server: HostileSer
 def test_the_size_limit_is_configurable(kind: str, server: HostileServer) -> None:
     exc, _ = call_self(kind, server.url, timeout=30, max_response_bytes=100_000)
     assert isinstance(exc, errors.ResponseTooLargeError) and exc.limit == 100_000
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("server", ["self-length", "self-close"], indirect=True)
+def test_an_answer_of_exactly_the_size_limit_is_read(kind: str, server: HostileServer) -> None:
+    # The limit is the largest answer read: at it the answer is whole, one byte under it
+    # is refused, whether the size is declared or only found while reading.
+    exc, _ = call_self(kind, server.url, timeout=30, max_response_bytes=len(SELF_JSON))
+    assert exc is None
+    exc, _ = call_self(kind, server.url, timeout=30, max_response_bytes=len(SELF_JSON) - 1)
+    assert isinstance(exc, errors.ResponseTooLargeError), exc
+    assert (exc.status, exc.limit, exc.retries) == (200, len(SELF_JSON) - 1, 0)
 
 
 @pytest.mark.parametrize("kind", KINDS)

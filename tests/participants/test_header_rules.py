@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from gptools.cli import cli
 from gptools.participants import PlayerListError, load_participants
-from gptools.participants._sources import open_source
+from gptools.participants._sources import MAX_TITLE_ROWS, open_source
 from gptools.sandbox import RunningSandbox
 from tests.participants.conftest import BRAND, make_client, source_rows
 
@@ -81,6 +81,26 @@ def test_titles_above_a_header_are_still_skipped_and_a_mix_still_asks(tmp_path: 
     mixed.write_text("Export\n2026-03-01\nplayerId\np-1\np-2\n", "utf-8")
     with pytest.raises(PlayerListError, match="cannot tell whether"):
         open_source(mixed)
+
+
+TITLES = ("Player export 2026", "generated today", "by the back office", "spring campaign",
+          "all brands", "page one")  # fmt: skip
+
+
+def test_at_most_five_title_rows_stand_above_a_header(tmp_path: Path) -> None:
+    # Five title rows: the sixth row is the header, skipped with them.
+    five = tmp_path / "five.csv"
+    five.write_text("\n".join([*TITLES[:5], "playerId", "p-1", "p-2"]) + "\n", "utf-8")
+    assert MAX_TITLE_ROWS == 5
+    assert source_rows(five) == [(7, "p-1"), (8, "p-2")]
+    # Six: no header is looked for on the seventh row; every row is a row of the list
+    # (validation judges each one: none is skipped unseen).
+    six = tmp_path / "six.csv"
+    six.write_text("\n".join([*TITLES, "playerId", "p-1", "p-2"]) + "\n", "utf-8")
+    assert open_source(six).details["header"] == "no"
+    assert source_rows(six) == [(i + 1, t) for i, t in enumerate(TITLES)] + [
+        (7, "playerId"), (8, "p-1"), (9, "p-2"),
+    ]  # fmt: skip
 
 
 # -- an explicit choice wins --------------------------------------------------------------

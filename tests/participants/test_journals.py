@@ -18,7 +18,7 @@ from gptools.participants import (
     load_participants,
     prune_journals,
 )
-from gptools.participants._journal import Identity, Journal
+from gptools.participants._journal import Identity, Journal, JournalMismatchError
 from gptools.participants._sources import PlayerRow, open_source
 from gptools.participants._validate import check_player_id
 from gptools.sandbox import RunningSandbox
@@ -154,6 +154,24 @@ def _staged(path: Path, campaign: str, ids: list[str], loaded: int) -> None:
             book.record(seq, loaded=[seq])
     finally:
         book.close()
+
+
+def test_a_journal_of_another_server_and_campaign_is_refused_not_set_aside(
+    tmp_path: Path,
+) -> None:
+    # Only a journal that differs by its server alone is set aside; one that is also of
+    # another campaign is another load, refused as such, and left where it is.
+    path = tmp_path / "j.sqlite"
+    Journal.open(path, _ident("CMP-1")).close()
+    other = Identity("sandbox:1111111111111111", "CMP-2", BRAND, "f")
+    with pytest.raises(JournalMismatchError, match=r"server='sandbox:0+', campaign_id='CMP-1'"):
+        Journal.open(path, other)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".sqlite") == ["j.sqlite"]
+    kept = Journal.open(path, _ident("CMP-1"))
+    try:
+        assert kept.set_aside is None and Identity.of_meta(kept.meta()) == _ident("CMP-1")
+    finally:
+        kept.close()
 
 
 def test_journal_summaries_and_prune(tmp_path: Path) -> None:

@@ -55,6 +55,34 @@ def test_a_summary_that_could_not_be_written_is_counted_again() -> None:
     assert json.loads(again.body)["suppressed"] == 5
 
 
+def test_a_summary_spans_its_first_suppressed_refusal_to_its_last() -> None:
+    budget = RefusalBudget(rate=1, every=timedelta(seconds=10))
+    moments = [AT + timedelta(seconds=i) for i in range(4)]
+    # The first refusal of the second gets its row; the next three are counted.
+    assert [budget.admit("not_found", 404, 50.0, at) for at in moments] == [
+        True, False, False, False,
+    ]  # fmt: skip
+    (row,) = budget.summaries(60.0, AT + timedelta(minutes=1))
+    summary = json.loads(row.body)
+    assert (summary["suppressed"], summary["since"], summary["until"]) == (
+        3, "2026-03-02T10:00:01.000000Z", "2026-03-02T10:00:03.000000Z",
+    )  # fmt: skip
+    assert row.error == (
+        "suppressed: 3 not_found refusals (404) answered without a row of their own, "
+        "2026-03-02T10:00:01.000000Z to 2026-03-02T10:00:03.000000Z"
+    )
+    # Its write failed, and one more refusal was counted meanwhile: the summary counted
+    # again keeps its own start, the earlier one.
+    assert not budget.admit("not_found", 404, 50.5, AT + timedelta(seconds=5))
+    budget.restore(row)
+    assert not budget.admit("not_found", 404, 50.5, AT + timedelta(seconds=9))
+    (again,) = budget.summaries(120.0, AT + timedelta(minutes=2))
+    assert json.loads(again.body) == {
+        "suppressed": 5, "reason": "not_found", "status": 404,
+        "since": "2026-03-02T10:00:01.000000Z", "until": "2026-03-02T10:00:09.000000Z",
+    }  # fmt: skip
+
+
 def test_rate_zero_keeps_no_row_and_bad_settings_are_refused() -> None:
     assert not RefusalBudget(rate=0).admit("unauthorized", 401, 0.0, AT)
     with pytest.raises(ValueError, match="0 or more"):
