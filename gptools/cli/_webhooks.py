@@ -304,9 +304,12 @@ def serve(
             auth=auth_kind, credentials_file=credentials_file, limits=limits, **chosen
         )
     except SettingError as exc:
-        raise click.BadParameter(
-            str(exc), param=_option_of(click.get_current_context(), exc.setting)
-        ) from None
+        # One line naming the option, as every other bad value of a store URL or setting
+        # is refused (no usage block: the option is named, the rest of the line is right).
+        ctx = click.get_current_context()
+        option = _option_of(ctx, exc.setting)
+        named = f"Invalid value for {option.get_error_hint(ctx)}: " if option else ""
+        fail(f"{named}{exc}", bad_input=True)
     try:
         serve(
             host=host,
