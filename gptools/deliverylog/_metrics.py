@@ -60,7 +60,16 @@ import ibis.expr.datatypes as dt
 import ibis.expr.types as ir
 
 from gptools import spec
-from gptools.deliverylog._readers import CAMPAIGN_ID, MALFORMED, PAYLOAD_FIELDS, RAW_COLUMNS
+from gptools.deliverylog._contract import (
+    BET_DECIMAL,
+    CAMPAIGN_ID,
+    KNOWN_COLUMNS,
+    KNOWN_VALID,
+    MALFORMED,
+    PAYLOAD_FIELDS,
+    RAW_COLUMNS,
+    TIMESTAMP_PATTERN,
+)
 
 #: Percentiles reported for latencies, gaps and lags.
 PERCENTILES: tuple[float, ...] = (0.5, 0.9, 0.99)
@@ -68,8 +77,6 @@ PERCENTILES: tuple[float, ...] = (0.5, 0.9, 0.99)
 #: The column naming an action's currency: bets are only ever added within one.
 CURRENCY = "currency_code"
 
-#: Exact decimal type used to add bets up (digits beyond 9 decimals are not expected).
-BET_DECIMAL = dt.Decimal(38, 9)
 #: The type a bet is checked in (spec.BET_MAX_INTEGER_DIGITS and BET_MAX_FRACTION_DIGITS,
 #: with room to see a value past either).
 _BET_CHECK_DECIMAL = dt.Decimal(38, 18)
@@ -108,14 +115,7 @@ _STRING_ARRAY_RE = r'^\[("([^"\\]|\\.)*"(,"([^"\\]|\\.)*")*)?\]$'
 # how a finite one does.
 _NUMBER_START_RE = r"^[-0-9NI]"
 _FINITE_START_RE = r"^-?[0-9]"
-#: The layout of the payload's ``timestamp`` string: naive UTC with fractional seconds, as
-#: the document says; checked field by field so a value like hour 24 or month 13 fails
-#: here, as it fails in the pydantic model (DuckDB's cast would take 24:00:00 as the next
-#: midnight). Also read by the Spark reader's typed pass (:mod:`._readers_spark`).
-TIMESTAMP_PATTERN = (
-    r"^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])"
-    r"T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,9})?$"
-)
+# The payload's timestamp (:data:`._contract.TIMESTAMP_PATTERN`) as the JSON text of a string.
 _TIMESTAMP_TEXT_RE = '^"' + TIMESTAMP_PATTERN.removeprefix("^").removesuffix("$") + '"$'
 _ZONE_SUFFIX_RE = r"(Z|z|[+-][0-9]{2}(:?[0-9]{2})?)$"
 
@@ -161,7 +161,8 @@ def _unwrap(x: Dialect, raw: ir.Table) -> ir.Table:
     compute."""
     return raw.select(
         *RAW_COLUMNS,
-        *(c for c in raw.columns if c.startswith("known_") or c == CAMPAIGN_ID),
+        *KNOWN_COLUMNS,
+        *([CAMPAIGN_ID] if CAMPAIGN_ID in raw.columns else []),
         action_uuid=_uuid(x, raw.actionId),
         ts_parsed=_naive_time(x, raw.timestamp),
         bet_finite=_sane_bet(x, raw),
@@ -292,13 +293,12 @@ def validate(x: Dialect, raw: ir.Table) -> ir.Table:
         # The canonical JSON text of the events array (campaign results look in it).
         "events": ibis.ifelse(p.events_ok, x.json_text(p.events), ibis.null("string")),
     }
-    if KNOWN_VALID in raw.columns:
-        # Rows the reader already proved valid carry their values; the checks above only
-        # decide the others (the reader left these rows' JSON fields NULL, so the checks
-        # cost them next to nothing).
-        known = p[KNOWN_VALID].fill_null(False)
-        reason = ibis.ifelse(known, ibis.null("string"), reason)
-        values = {k: ibis.ifelse(known, p[f"known_{k}"], v) for k, v in values.items()}
+    # Rows a reader's typed reading proved valid carry their values; the checks above only
+    # decide the others (the reader left these rows' JSON fields NULL, so the checks cost
+    # them next to nothing). A reader without one proves no row: the same columns, false.
+    known = p[KNOWN_VALID]
+    reason = ibis.ifelse(known, ibis.null("string"), reason)
+    values = {k: ibis.ifelse(known, p[f"known_{k}"], v) for k, v in values.items()}
     count = x.json_text(p.suppressed).try_cast("int64")
     return p.select(
         "received_at",
@@ -310,13 +310,6 @@ def validate(x: Dialect, raw: ir.Table) -> ir.Table:
         reason=reason,
         **values,
     )
-
-
-#: A column a reader may add to the normalised relation (:data:`RAW_COLUMNS`): true for a
-#: row its own typed reading proved to be a valid game event notification, whose values it
-#: then gives as ``known_action_id``, ``known_round_id``, ... (each column of
-#: :func:`validate`'s output after ``reason``). The Spark reader does (:mod:`._readers_spark`).
-KNOWN_VALID = "known_valid"
 
 
 # --------------------------------------------------------------------------------------
