@@ -430,7 +430,7 @@ _ELSEWHERE: dict[str, str] = {
     "ListenError": "gptools.webhooks._serve",
     "ReloadError": "gptools.webhooks._reload",
     "OutputRefusedError": "gptools._private_files",
-    "DeliveryLogError": "gptools.deliverylog._readers",
+    "DeliveryLogError": "gptools.deliverylog._contract",
     "SandboxStateError": "gptools.sandbox._persist",
     "CampaignNotPlayableError": "gptools.sandbox._players",
     "Refusal": "gptools.sandbox._refusal",

@@ -139,7 +139,7 @@ def test_no_exception_class_hides_where_the_walk_cannot_see_it() -> None:
         "gptools.campaigns._validate.PlanInvalidError",
         "gptools.costs._money.UnknownCurrencyError",
         "gptools.costs._tables.StoredTableError",
-        "gptools.deliverylog._readers.DeliveryLogError",
+        "gptools.deliverylog._contract.DeliveryLogError",
     ],
 )
 def test_what_was_a_value_error_still_is_one(name: str) -> None:

@@ -11,7 +11,7 @@ import click
 from gptools.cli._common import parse_now
 from gptools.cli._main import cli_text, emit, fail, say, webhooks
 from gptools.cli._outputs import check_output_option, write_csv_output
-from gptools.cli._params import column_mapping_options, mapping_fields
+from gptools.cli._params import column_mapping_options, mapping_fields, max_line_bytes_option
 from gptools.errors import MissingExtraError
 
 #: What a replay request to the provider needs of each lost action.
@@ -95,14 +95,7 @@ def _lost_records(analysis: Any) -> list[dict[str, Any]]:
     "(refused by default: it does not look like a delivery log), and overwrite an existing "
     "--lost-out file (never through a symbolic link).",
 )
-@click.option(
-    "--max-line-bytes",
-    type=click.IntRange(min=1),
-    default=None,
-    # The default is the analyser's (DEFAULT_MAX_LINE_BYTES), not repeated here.
-    help="A JSONL line longer than this many bytes is counted as malformed_line, never "
-    "parsed [default: 16 MiB].",
-)
+@max_line_bytes_option
 @click.option(
     "--lost-out",
     type=click.Path(dir_okay=False, path_type=Path),

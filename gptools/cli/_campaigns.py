@@ -18,8 +18,13 @@ from gptools.cli._common import (
     resolve_brand,
 )
 from gptools.cli._main import EXIT_BAD_INPUT, NotRecorded, campaigns, cli_text, emit, fail, say
-from gptools.cli._outputs import check_output_option, force_option, write_csv_output
-from gptools.cli._params import BRAND_ID, column_mapping_options, mapping_fields
+from gptools.cli._outputs import check_output_option, write_csv_output
+from gptools.cli._params import (
+    BRAND_ID,
+    column_mapping_options,
+    mapping_fields,
+    max_line_bytes_option,
+)
 from gptools.errors import MissingExtraError
 
 
@@ -379,15 +384,22 @@ def show_command(
     help="Write the players never reached (campaign_id, player_id) to this CSV file (a "
     "new one: an existing file only with --force).",
 )
-@force_option("--unreached-out")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Read a JSONL log even when its first 1,000 lines are mostly not JSON objects "
+    "(refused by default: it does not look like a delivery log), and overwrite an existing "
+    "--unreached-out file (never through a symbolic link).",
+)
+@max_line_bytes_option
 @column_mapping_options
 @server_options
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def results_command(
     source: str, campaign_ids: tuple[str, ...], fmt: str, table: str, engine: str,
     spark_master: str | None, unreached_out: Path | None, force: bool,
-    columns: tuple[tuple[str, str], ...], latency_unit: str, server: str | None,
-    all_servers: bool, as_json: bool,
+    max_line_bytes: int | None, columns: tuple[tuple[str, str], ...], latency_unit: str,
+    server: str | None, all_servers: bool, as_json: bool,
 ) -> None:  # fmt: skip
     """How the recorded campaigns did, from a webhook delivery log SOURCE (any log
     `webhooks analyze` reads): players reached and completed, rounds and exposure used
@@ -417,11 +429,17 @@ def results_command(
             fail(f"{_nothing_here(register, chosen)}: nothing to report", bad_input=True)
         _one_server_per_id(records)
     try:
-        from gptools.deliverylog import ColumnMapping, DeliveryLogError, campaign_results
+        from gptools.deliverylog import (
+            DEFAULT_MAX_LINE_BYTES,
+            ColumnMapping,
+            DeliveryLogError,
+            campaign_results,
+        )
 
         with campaign_results(
             source, records, format=fmt, table=table,  # type: ignore[arg-type]
-            engine=engine, spark_master=spark_master,
+            engine=engine, spark_master=spark_master, force=force,
+            max_line_bytes=DEFAULT_MAX_LINE_BYTES if max_line_bytes is None else max_line_bytes,
             mapping=ColumnMapping(**fields),  # type: ignore[arg-type]
         ) as results:  # fmt: skip
             report = results.report

@@ -225,6 +225,18 @@ def column_mapping_options(command: Any) -> Any:
     )(command)
 
 
+def max_line_bytes_option(command: Any) -> Any:
+    """Add ``--max-line-bytes`` to a command that reads a delivery log (``None`` when not
+    given: the analyser's own default, ``DEFAULT_MAX_LINE_BYTES``, is not repeated here)."""
+    return click.option(
+        "--max-line-bytes",
+        type=click.IntRange(min=1),
+        default=None,
+        help="A JSONL line longer than this many bytes is counted as malformed_line, never "
+        "parsed [default: 16 MiB].",
+    )(command)
+
+
 def mapping_fields(columns: tuple[tuple[str, str], ...], latency_unit: str) -> dict[str, str]:
     """The keyword arguments of ``ColumnMapping`` for ``--column`` and ``--latency-unit``;
     a field given twice is a usage error."""

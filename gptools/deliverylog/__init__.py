@@ -19,7 +19,6 @@ _require_extra("analysis", "The delivery-log analyser")
 
 from gptools.deliverylog._analysis import (  # noqa: E402
     DEFAULT_SILENCE_THRESHOLD,
-    ENGINES,
     DeliveryAnalysis,
     analyze,
 )
@@ -30,15 +29,15 @@ from gptools.deliverylog._charts import (  # noqa: E402
     plot_retry_gaps,
     plot_status_mix,
 )
-from gptools.deliverylog._files import DEFAULT_MAX_LINE_BYTES  # noqa: E402
-from gptools.deliverylog._readers import (  # noqa: E402
+from gptools.deliverylog._contract import (  # noqa: E402
     LOG_FORMATS,
     ColumnMapping,
-    DeliveryLog,
     DeliveryLogError,
     LogFormat,
-    read_delivery_log,
 )
+from gptools.deliverylog._engines import ENGINES  # noqa: E402
+from gptools.deliverylog._files import DEFAULT_MAX_LINE_BYTES  # noqa: E402
+from gptools.deliverylog._readers import DeliveryLog, read_delivery_log  # noqa: E402
 from gptools.deliverylog._report import DeliveryReport  # noqa: E402
 from gptools.deliverylog._results import (  # noqa: E402
     CampaignReport,

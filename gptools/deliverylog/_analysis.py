@@ -18,26 +18,24 @@ import pandas as pd
 
 from gptools import spec
 from gptools.deliverylog import _metrics as m
-from gptools.deliverylog._files import DEFAULT_MAX_LINE_BYTES
-from gptools.deliverylog._owner import LogOwner
-from gptools.deliverylog._readers import (
+from gptools.deliverylog._contract import (
     DEFAULT_MAPPING,
-    DEFAULT_MEMORY_LIMIT,
     MALFORMED,
+    BaseDeliveryLog,
     ColumnMapping,
-    DeliveryLog,
     DeliveryLogError,
     LogFormat,
-    read_delivery_log,
 )
+from gptools.deliverylog._engines import LogOptions, open_log
+from gptools.deliverylog._files import DEFAULT_MAX_LINE_BYTES
+from gptools.deliverylog._owner import LogOwner
+from gptools.deliverylog._readers import DEFAULT_MEMORY_LIMIT
 from gptools.deliverylog._report import DeliveryReport
 
 #: A gap between consecutive deliveries longer than this is a silent period by default.
 DEFAULT_SILENCE_THRESHOLD = timedelta(minutes=5)
 #: How many silent periods the summary lists (all of them: :meth:`DeliveryAnalysis.silent_periods`).
 SUMMARY_SILENT_PERIODS = 20
-#: The engines :func:`analyze` runs on.
-ENGINES = ("duckdb", "spark")
 
 
 class DeliveryAnalysis(LogOwner):
@@ -60,7 +58,7 @@ class DeliveryAnalysis(LogOwner):
 
     def __init__(
         self,
-        log: DeliveryLog,
+        log: BaseDeliveryLog,
         *,
         now: datetime | None = None,
         silence_threshold: timedelta = DEFAULT_SILENCE_THRESHOLD,
@@ -320,7 +318,7 @@ class DeliveryAnalysis(LogOwner):
 
 
 def analyze(
-    source: str | Path | DeliveryLog,
+    source: str | Path | BaseDeliveryLog,
     *,
     format: LogFormat = "auto",
     mapping: ColumnMapping = DEFAULT_MAPPING,
@@ -338,7 +336,7 @@ def analyze(
     force: bool = False,
 ) -> DeliveryAnalysis:
     """Open and analyse a delivery log (a path, a glob, a directory, a store URL or a
-    :class:`DeliveryLog`).
+    log already open on either engine).
 
     ``engine="duckdb"`` (default) runs on this machine, out of core: ``memory_limit``,
     ``threads`` and ``temp_directory`` (where it spills) bound it. ``engine="spark"`` runs
@@ -351,23 +349,12 @@ def analyze(
     >>> with analyze("data/sample_delivery_log.jsonl") as analysis:  # doctest: +SKIP
     ...     print(analysis.report.lost_actions)
     """
-    if engine not in ENGINES:
-        raise DeliveryLogError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
-    if isinstance(source, DeliveryLog):
-        log = source
-    elif engine == "spark":
-        from gptools.deliverylog._readers_spark import read_delivery_log_spark
-
-        log = read_delivery_log_spark(
-            source, format=format, mapping=mapping, spark=spark, master=spark_master,
-            max_line_bytes=max_line_bytes, force=force, temp_directory=temp_directory,
-        )  # fmt: skip
-    else:
-        log = read_delivery_log(
-            source, format=format, mapping=mapping, table=table, memory_limit=memory_limit,
-            threads=threads, temp_directory=temp_directory, max_line_bytes=max_line_bytes,
-            force=force,
-        )  # fmt: skip
+    options = LogOptions(
+        format=format, mapping=mapping, table=table, spark=spark, spark_master=spark_master,
+        memory_limit=memory_limit, threads=threads, temp_directory=temp_directory,
+        max_line_bytes=max_line_bytes, force=force,
+    )  # fmt: skip
+    log = open_log(source, engine, options)
     try:
         return DeliveryAnalysis(log, now=now, silence_threshold=silence_threshold, strict=strict)
     except BaseException:
@@ -409,7 +396,7 @@ def _backoff(fit_frame: pd.DataFrame, by_retry: pd.DataFrame) -> dict[str, Any]:
 
 
 def _together(
-    log: DeliveryLog, parts: dict[str, tuple[ir.Table, list[str]]]
+    log: BaseDeliveryLog, parts: dict[str, tuple[ir.Table, list[str]]]
 ) -> dict[str, pd.DataFrame]:
     """Several small results computed by one query and split again: each part's columns
     side by side in one wide union (NULL in the other parts' rows), so an engine runs one

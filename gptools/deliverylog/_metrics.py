@@ -61,7 +61,14 @@ import ibis.expr.datatypes as dt
 import ibis.expr.types as ir
 
 from gptools import spec
-from gptools.deliverylog._readers import CAMPAIGN_ID, MALFORMED, RAW_COLUMNS
+from gptools.deliverylog._contract import (
+    BET_DECIMAL,
+    CAMPAIGN_ID,
+    KNOWN_COLUMNS,
+    KNOWN_VALID,
+    MALFORMED,
+    RAW_COLUMNS,
+)
 
 #: Percentiles reported for latencies, gaps and lags.
 PERCENTILES: tuple[float, ...] = (0.5, 0.9, 0.99)
@@ -69,9 +76,6 @@ PERCENTILES: tuple[float, ...] = (0.5, 0.9, 0.99)
 #: The column naming an action's currency: bets are only ever added within one.
 CURRENCY = "currency_code"
 
-#: Exact decimal type a bet is read in and added up in: it holds every bet the rule
-#: admits (``spec.GAME_EVENT_FIELD["bet"]``: 18 integer digits, 8 decimals) exactly.
-BET_DECIMAL = dt.Decimal(38, 9)
 
 _UTC = dt.Timestamp(timezone="UTC")
 #: One of the twin dialect modules (:mod:`._dialect_duckdb`, :mod:`._dialect_spark`).
@@ -173,7 +177,8 @@ def _unwrap(x: Dialect, raw: ir.Table) -> ir.Table:
     compute."""
     return raw.select(
         *RAW_COLUMNS,
-        *(c for c in raw.columns if c.startswith("known_") or c == CAMPAIGN_ID),
+        *KNOWN_COLUMNS,
+        *([CAMPAIGN_ID] if CAMPAIGN_ID in raw.columns else []),
         action_uuid=_uuid(x, raw.actionId),
         ts_parsed=_naive_time(x, raw.timestamp),
         bet_finite=_sane_bet(x, raw),
@@ -310,13 +315,12 @@ def validate(x: Dialect, raw: ir.Table) -> ir.Table:
         # The canonical JSON text of the events array (campaign results look in it).
         "events": ibis.ifelse(p.events_ok, x.json_text(p.events), ibis.null("string")),
     }
-    if KNOWN_VALID in raw.columns:
-        # Rows the reader already proved valid carry their values; the checks above only
-        # decide the others (the reader left these rows' JSON fields NULL, so the checks
-        # cost them next to nothing).
-        known = p[KNOWN_VALID].fill_null(False)
-        reason = ibis.ifelse(known, ibis.null("string"), reason)
-        values = {k: ibis.ifelse(known, p[f"known_{k}"], v) for k, v in values.items()}
+    # Rows a reader's typed reading proved valid carry their values; the checks above only
+    # decide the others (the reader left these rows' JSON fields NULL, so the checks cost
+    # them next to nothing). A reader without one proves no row: the same columns, false.
+    known = p[KNOWN_VALID]
+    reason = ibis.ifelse(known, ibis.null("string"), reason)
+    values = {k: ibis.ifelse(known, p[f"known_{k}"], v) for k, v in values.items()}
     count = x.json_text(p.suppressed).try_cast("int64")
     return p.select(
         "received_at",
@@ -328,13 +332,6 @@ def validate(x: Dialect, raw: ir.Table) -> ir.Table:
         reason=reason,
         **values,
     )
-
-
-#: A column a reader may add to the normalised relation (:data:`RAW_COLUMNS`): true for a
-#: row its own typed reading proved to be a valid game event notification, whose values it
-#: then gives as ``known_action_id``, ``known_round_id``, ... (each column of
-#: :func:`validate`'s output after ``reason``). The Spark reader does (:mod:`._readers_spark`).
-KNOWN_VALID = "known_valid"
 
 
 # --------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""What an analysis that owns a :class:`DeliveryLog` does with it: closes it once, as a
+"""What an analysis that owns a delivery log (either engine's) does with it: closes it once, as a
 context manager, and runs its expressions to frames."""
 
 from __future__ import annotations
@@ -8,14 +8,14 @@ from typing import Any, Self
 import ibis.expr.types as ir
 import pandas as pd
 
-from gptools.deliverylog._readers import DeliveryLog
+from gptools.deliverylog._contract import BaseDeliveryLog
 
 
 class LogOwner:
     """Base of :class:`DeliveryAnalysis` and :class:`CampaignResults`: both hold the engine
     behind ``self.log`` and a ``report`` that renders in a notebook."""
 
-    log: DeliveryLog
+    log: BaseDeliveryLog
     report: Any
 
     def close(self) -> None:

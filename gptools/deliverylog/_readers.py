@@ -1,13 +1,9 @@
-"""Readers: every delivery-log format becomes one normalised Ibis table on an engine.
-
-The normalised table (:data:`RAW_COLUMNS`) has one row per delivery and no other meaning
-attached yet: ``received_at`` (UTC timestamp), ``status``, ``latency_ms``, ``shape`` (what
-the body was: ``object``, ``not_json``, ``not_object``, ``no_body``, or
-``malformed_line`` for a JSONL line that is not a JSON object at all) and one JSON column
-per field of the game event notification (SQL NULL when the field is absent or null).
-Validation and every metric are defined on that table in :mod:`._metrics`, so all formats
-and both engines share them. This module holds DuckDB's readers; Spark's are in
-:mod:`._readers_spark`.
+"""DuckDB's readers: every delivery-log format becomes the normalised Ibis table of
+:mod:`._contract` (:data:`._contract.RAW_COLUMNS`: one row per delivery, no meaning
+attached yet) on a DuckDB connection. Validation and every metric are defined on that
+table in :mod:`._metrics`, so all formats and both engines share them. Spark's readers
+(:mod:`._readers_spark`) are this module's sibling: neither imports the other, what both
+need is in :mod:`._contract`.
 
 Sources (``format="auto"`` picks by a file's first bytes, else by name):
 
@@ -33,7 +29,6 @@ with shape ``malformed_line``; :meth:`DeliveryLog.malformed_lines` names its fil
 from __future__ import annotations
 
 import contextlib
-import glob
 import re
 import sqlite3
 import tempfile
@@ -41,56 +36,42 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any
 
 import duckdb
 import ibis
 import ibis.expr.datatypes as dt
 import ibis.expr.types as ir
-import pandas as pd
 import pyarrow as pa
 
 from gptools import spec
 from gptools._private_files import sqlite_read_uri
-from gptools._secrets import redact_url, scrub
+from gptools._secrets import scrub
 from gptools._store_url import StoreAddress, parse_store_url
 from gptools.deliverylog import _dialect_duckdb, _files
-from gptools.deliverylog._files import DEFAULT_MAX_LINE_BYTES
-from gptools.errors import GptoolsError, import_extra
-
-LogFormat = Literal["auto", "jsonl", "parquet", "sqlite", "postgres"]
-LOG_FORMATS: tuple[str, ...] = get_args(LogFormat)
-
-#: The fields of the game event notification, in the order their checks run.
-PAYLOAD_FIELDS: tuple[str, ...] = (
-    "actionId",
-    "roundId",
-    "gameId",
-    "playerId",
-    "timestamp",
-    "bet",
-    "currencyCode",
-    "events",
+from gptools.deliverylog._contract import (
+    BODY_FIELDS,
+    CAMPAIGN_ID,
+    DEFAULT_MAPPING,
+    LOG_FORMATS,
+    MALFORMED,
+    BaseDeliveryLog,
+    ColumnMapping,
+    DeliveryLogError,
+    LogFormat,
+    Where,
+    campaign_text,
+    detect_format,
+    latency_scale,
+    nothing_known,
+    readable_jsonl,
+    readable_literal,
+    refuse_absent_fields,
+    resolve_files,
+    unplaced,
 )
-
-#: The field of a summary row's body (``status`` ``spec.WEBHOOK_SUMMARY_STATUS``) that
-#: holds how many refusals it stands for (docs/design.md, "The delivery-log fields").
-SUMMARY_FIELD = "suppressed"
-#: The body fields every reader extracts: the notification's and the summary's count.
-BODY_FIELDS: tuple[str, ...] = (*PAYLOAD_FIELDS, SUMMARY_FIELD)
-
-#: The columns every reader produces (``bet_negative_zero``: the body's text has a ``bet``
-#: of ``-0``, a sign no JSON parser keeps; spec.BET_NEGATIVE_ZERO_PATTERN).
-RAW_COLUMNS: tuple[str, ...] = (
-    "received_at", "status", "latency_ms", "shape", *BODY_FIELDS, "bet_negative_zero",
-)  # fmt: skip
-
-#: The optional column of the normalised relation that holds a delivery's campaign id,
-#: present when the log's :class:`ColumnMapping` names one (text, NULL when empty).
-CAMPAIGN_ID = "campaign_id"
-
-#: The shape (and invalid reason) of a JSONL line that is not a JSON object.
-MALFORMED = "malformed_line"
+from gptools.deliverylog._files import DEFAULT_MAX_LINE_BYTES
+from gptools.errors import import_extra
 
 #: DuckDB's memory limit by default; beyond it, DuckDB spills to its temporary directory.
 #: Set deliberately: DuckDB's own default (80 % of RAM) would let one analysis take the
@@ -99,79 +80,18 @@ DEFAULT_MEMORY_LIMIT = "1GB"
 
 _UTC = dt.Timestamp(timezone="UTC")
 _BATCH_ROWS = 50_000
-_LATENCY_SCALE = {"ms": 1.0, "s": 1000.0, "us": 0.001}
-_FILE_FORMATS = {
-    ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".jsonl.gz": "jsonl",
-    ".jsonl.zst": "jsonl", ".ndjson.gz": "jsonl", ".ndjson.zst": "jsonl",
-    ".parquet": "parquet",
-}  # fmt: skip
-
-
-class DeliveryLogError(GptoolsError, ValueError):
-    """The log itself cannot be read: a missing file, a record without a usable
-    ``received_at`` or ``status``, a malformed line under ``strict=True``. The message
-    names the source and the place."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ColumnMapping:
-    """Where the four contract fields live in a log written by another system.
-
-    Each attribute names the source column (JSONL: top-level key) holding that field;
-    ``payload`` is a JSON object column, ``body`` a raw-text column, either may be absent
-    from a record. ``latency_unit`` says what unit the latency column is in (``ms``, ``s``
-    or ``us``); it is converted to milliseconds.
-
-    ``campaign_id`` (optional, no default) names a column holding the campaign each
-    delivery belongs to, for a log whose writer knows it: the campaign results then
-    attribute each action by it instead of by the assumed rule
-    (:data:`gptools.spec.CAMPAIGN_ATTRIBUTION`). The readers add it to the normalised
-    relation as the text column :data:`CAMPAIGN_ID` (a number is taken as its text,
-    surrounding whitespace is dropped, an empty or absent value is NULL); the delivery
-    analysis ignores it.
-
-    >>> ColumnMapping(received_at="time", status="upstream_status", latency_ms="request_time",
-    ...               body="request_body", latency_unit="s",
-    ...               campaign_id="promo_id")  # doctest: +ELLIPSIS
-    ColumnMapping(...)
-    """
-
-    received_at: str = "received_at"
-    status: str = "status"
-    latency_ms: str = "latency_ms"
-    payload: str = "payload"
-    body: str = "body"
-    latency_unit: Literal["ms", "s", "us"] = "ms"
-    campaign_id: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.latency_unit not in _LATENCY_SCALE:
-            raise ValueError(
-                f"latency_unit must be one of {sorted(_LATENCY_SCALE)}, got {self.latency_unit!r}"
-            )
-        if self.campaign_id is not None and not self.campaign_id:
-            raise ValueError("campaign_id must name a column (or be None)")
-
-    def source_columns(self) -> list[str]:
-        """The source columns this mapping reads, in the readers' order: the five
-        contract columns, then the campaign id column when it names one."""
-        out = [self.received_at, self.status, self.latency_ms, self.payload, self.body]
-        return out + ([self.campaign_id] if self.campaign_id is not None else [])
-
-
-DEFAULT_MAPPING = ColumnMapping()
 
 
 @dataclass(slots=True)
-class DeliveryLog:
-    """A delivery log opened on an engine, not read yet (DuckDB here; Spark:
-    :class:`._readers_spark.SparkDeliveryLog`).
+class DeliveryLog(BaseDeliveryLog):
+    """A delivery log opened on DuckDB, not read yet (:class:`._contract.BaseDeliveryLog`;
+    its Spark sibling is :class:`._readers_spark.SparkDeliveryLog`).
 
     ``source`` names where it came from (a path, a glob, or a URL without password);
     ``files`` the files it resolved to; ``readable`` what the engine reads for them (and
     the way back to their names). :meth:`load` materialises a table built from the
-    normalised relation (:data:`RAW_COLUMNS`). Close the log (or use it as a context
-    manager) to drop the connection and its spill directory.
+    normalised relation (:data:`._contract.RAW_COLUMNS`). Close the log (or use it as a
+    context manager) to drop the connection and its spill directory.
     """
 
     con: Any
@@ -187,14 +107,8 @@ class DeliveryLog:
     readable: _files.ReadableFiles = field(default_factory=_files.ReadableFiles)
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
 
-    #: The engine's name and its dialect module (:mod:`._dialect_duckdb`).
     engine = "duckdb"
     dialect = _dialect_duckdb
-
-    @property
-    def raw(self) -> ir.Table:
-        """The normalised relation (lazy: reading it scans the source)."""
-        return self.candidates[0]
 
     def execute(self, expr: ir.Expr) -> Any:
         """Run an expression on the engine: a pandas DataFrame (or a scalar)."""
@@ -237,21 +151,6 @@ class DeliveryLog:
 
     def _refuse_unplaced(self, table: ir.Table) -> None:
         self._refuse_unplaced_count(int(self.execute(table.filter(unplaced(table)).count())))
-
-    def _refuse_unplaced_count(self, n_bad: int) -> None:
-        if n_bad:
-            first = self.places(_unplaced, limit=1)
-            raise DeliveryLogError(
-                f"{self.source}: {n_bad} record(s) without a usable received_at (ISO 8601 "
-                f"time) or integer status; the first is {first[0]}"
-            )
-
-    def malformed_lines(self, limit: int | None = None) -> pd.DataFrame:
-        """The lines that are not JSON objects: ``file`` and ``line`` (true, 1-based, blank
-        lines counted), in file order. Scans the files again (only those that have such
-        lines are numbered)."""
-        places = self._numbered(lambda t: t.shape == MALFORMED, limit)
-        return pd.DataFrame(places, columns=["file", "line"])
 
     def places(self, where: Where, *, limit: int | None = None) -> list[str]:
         """Where the raw rows matching ``where(raw)`` are: ``FILE line N`` for JSONL,
@@ -297,31 +196,6 @@ class DeliveryLog:
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
-
-    def __enter__(self) -> DeliveryLog:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-#: A condition on a normalised relation, given the relation.
-Where = Callable[[ir.Table], ir.Value]
-
-
-def unplaced(table: ir.Table) -> ir.Value:
-    """A loaded row (:meth:`DeliveryLog.load`) without a usable ``received_at`` or
-    ``status``: the load refuses the log (a malformed line apart, which is counted)."""
-    result: ir.Value = (table.received_at.isnull() | table.status.isnull()) & (
-        table.reason.isnull() | (table.reason != MALFORMED)
-    )
-    return result
-
-
-def _unplaced(t: ir.Table) -> ir.Value:
-    """A record that cannot be placed in time or classified (a malformed line apart)."""
-    result: ir.Value = (t.received_at.isnull() | t.status.isnull()) & (t.shape != MALFORMED)
-    return result
 
 
 def _true_lines(path: str, rows: list[int]) -> list[int]:
@@ -378,132 +252,6 @@ def create_temp_table(con: Any, name: str, expr: ir.Table) -> ir.Table:
     con.raw_sql(f'DROP TABLE IF EXISTS "{name}"')
     table: ir.Table = con.create_table(name, expr, temp=True)
     return table
-
-
-def detect_format(source: str | Path) -> str:
-    """The format implied by a path, glob, directory or URL; a :class:`DeliveryLogError`
-    says how to name it."""
-    text = str(source)
-    if text.startswith(("postgresql://", "postgres://")):
-        return "postgres"
-    if text.startswith("sqlite:///"):
-        return "sqlite"
-    if Path(text).is_file():
-        # The first bytes win over the name: an export renamed, a log compressed.
-        kind = _files.magic(text)
-        if kind is not None:
-            return "parquet" if kind == "parquet" else "jsonl"
-    name = Path(text).name.lower()
-    stores = ((".sqlite", "sqlite"), (".sqlite3", "sqlite"), (".db", "sqlite"))
-    for suffix, fmt in (*_FILE_FORMATS.items(), *stores):
-        if name.endswith(suffix):
-            return fmt
-    if Path(text).is_dir():
-        found = {fmt for f in _log_files(Path(text)) for fmt in [_file_format(f)] if fmt}
-        if len(found) == 1:
-            return found.pop()
-        if found:
-            raise DeliveryLogError(
-                f"{text}: holds both JSONL and Parquet logs; pass format= or a glob"
-            )
-        raise DeliveryLogError(f"{text}: no JSONL or Parquet log in this directory")
-    raise DeliveryLogError(
-        f"{redact_url(text)}: cannot tell the log format from the name; pass format= one of "
-        f"{', '.join(f for f in LOG_FORMATS if f != 'auto')}"
-    )
-
-
-def _file_format(path: Path) -> str | None:
-    name = path.name.lower()
-    return next((fmt for suffix, fmt in _FILE_FORMATS.items() if name.endswith(suffix)), None)
-
-
-def _log_files(directory: Path) -> list[Path]:
-    # Hidden and underscore files are a writer's bookkeeping (_SUCCESS, .crc), not logs.
-    return sorted(
-        p for p in directory.rglob("*")
-        if p.is_file() and not any(part.startswith((".", "_"))
-                                   for part in p.relative_to(directory).parts)
-    )  # fmt: skip
-
-
-def resolve_files(source: str | Path, fmt: str) -> list[str]:
-    """The files a file source names: the file itself (a path that exists is literal,
-    glob characters and all), the matches of a glob (``**`` recurses), or every file of
-    the format under a directory (partitions such as ``date=2026-03-01/`` included),
-    sorted. A name that matches nothing is an error."""
-    text = str(source)
-    path = Path(text)
-    if path.is_dir():
-        files = [p for p in _log_files(path) if _file_format(p) == fmt]
-    elif path.is_file():
-        files = [path]
-    elif glob.has_magic(text):
-        files = sorted(Path(p) for p in glob.glob(text, recursive=True) if Path(p).is_file())
-    else:
-        raise DeliveryLogError(f"{text}: no such file")
-    if not files:
-        raise DeliveryLogError(f"{text}: no {fmt} file matches")
-    return [str(p) for p in files]
-
-
-def readable_jsonl(
-    files: list[str],
-    *,
-    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
-    force: bool = False,
-    decompress_zstd: bool = False,
-    temp_directory: str | Path | None = None,
-) -> _files.ReadableFiles:
-    """What an engine reads for local JSONL files (:func:`._files.readable`), after the
-    checks both engines share: a Parquet file is not JSONL; a file whose first
-    :data:`._files.SNIFF_LINES` non-blank lines are mostly not JSON objects (a CSV, a
-    binary file) is refused unless ``force``; lines over ``max_line_bytes`` are found."""
-    if max_line_bytes < 1:
-        raise DeliveryLogError(f"max_line_bytes must be at least 1, got {max_line_bytes}")
-    out = _files.ReadableFiles()
-    try:
-        for path in files:
-            kind = _files.magic(path)
-            if kind == "parquet":
-                raise DeliveryLogError(
-                    f"{path}: is a Parquet file, not JSONL; read it with format='parquet' / "
-                    "--format parquet, or leave the format to auto"
-                )
-            if not force:
-                lines = _files.first_lines(path)
-                objects = sum(map(_files.is_json_object, lines))
-                if 2 * objects < len(lines):
-                    raise DeliveryLogError(
-                        f"{path}: does not look like a JSONL delivery log ({len(lines) - objects} "
-                        f"of its first {len(lines)} lines are not JSON objects); force=True / "
-                        "--force analyses it anyway"
-                    )
-            _files.readable(
-                path, out, compression=kind, max_line_bytes=max_line_bytes,
-                long_lines=_files.count_long_lines(path, max_line_bytes),
-                decompress_zstd=decompress_zstd, temp_directory=temp_directory,
-            )  # fmt: skip
-    except OSError as exc:
-        out.cleanup()
-        raise DeliveryLogError(f"{exc.filename or files[0]}: {exc.strerror or exc}") from None
-    except BaseException:
-        out.cleanup()
-        raise
-    return out
-
-
-def readable_literal(files: list[str], temp_directory: str | Path | None) -> _files.ReadableFiles:
-    """The files behind links with plain names where a name holds glob characters: both
-    engines expand a pattern in a name they are given, and a path that exists is
-    literal."""
-    out = _files.ReadableFiles()
-    for path in files:
-        _files.readable(
-            path, out, compression=None, long_lines=0, max_line_bytes=1, decompress_zstd=False,
-            temp_directory=temp_directory,
-        )  # fmt: skip
-    return out
 
 
 def read_delivery_log(
@@ -586,8 +334,9 @@ def _normalise(
     source_file: ir.Value | None = None,
     campaign_id: ir.Value | None = None,
 ) -> ir.Table:
-    """Map one source relation onto :data:`RAW_COLUMNS` (and ``source_file``, and
-    :data:`CAMPAIGN_ID` when ``campaign_id`` is given).
+    """Map one source relation onto the normalised relation of :mod:`._contract`
+    (:data:`RAW_COLUMNS <._contract.RAW_COLUMNS>`, the typed reading's columns with
+    nothing known, ``source_file``, and :data:`CAMPAIGN_ID` when ``campaign_id`` is given).
 
     ``payload`` is a struct of JSON fields (the fast JSONL reading) or any JSON value;
     ``body`` is raw text. A payload wins over a body when a record has both. ``malformed``
@@ -628,21 +377,15 @@ def _normalise(
     return t.select(
         received_at=received_at,
         status=t[mapping.status].cast("int64"),
-        latency_ms=t[mapping.latency_ms].cast("float64") * _LATENCY_SCALE[mapping.latency_unit],
+        latency_ms=t[mapping.latency_ms].cast("float64") * latency_scale(mapping),
         shape=ibis.cases(*cases, else_="no_body") if cases else ibis.literal("no_body"),
         **fields,
         bet_negative_zero=negative_zero,
+        # DuckDB has no typed reading: nothing proved, every row checked by the metrics.
+        **nothing_known(_dialect_duckdb.ACTION_ID_TYPE),
         source_file=source_file if source_file is not None else ibis.null("string"),
         **({CAMPAIGN_ID: campaign_text(campaign_id)} if campaign_id is not None else {}),
     )
-
-
-def campaign_text(value: ir.Value) -> ir.Value:
-    """A campaign id as the results compare it: text without surrounding whitespace,
-    NULL when empty (:class:`ColumnMapping`'s ``campaign_id``). Both engines' readers
-    apply it, so their ids are equal."""
-    result: ir.Value = value.cast("string").strip().nullif("")
-    return result
 
 
 #: A member of the body's structure no body holds, read as a DECIMAL: asking for one
@@ -683,11 +426,6 @@ def _body_fields(body: ir.Value) -> ir.Value:
     return ibis.cases(
         (_json_valid(body), udf(body, ibis.literal(_BODY_STRUCTURE))), else_=ibis.null(_BODY_STRUCT)
     )
-
-
-def _latency_scale(mapping: ColumnMapping) -> float:
-    """The factor that turns the mapping's latency unit into milliseconds."""
-    return _LATENCY_SCALE[mapping.latency_unit]
 
 
 def _timestamp(col: ir.Value) -> ir.Value:
@@ -829,18 +567,6 @@ def _from_table(
         body=body, source_file=source_file,
         campaign_id=src[mapping.campaign_id] if mapping.campaign_id is not None else None,
     )  # fmt: skip
-
-
-def refuse_absent_fields(name: str, column: str, present: Any) -> None:
-    """Refuse a payload struct column without every field of the notification: no record
-    of such a file could be valid, so it is foreign, not a log of invalid deliveries."""
-    absent = [f for f in PAYLOAD_FIELDS if f not in set(present)]
-    if absent:
-        raise DeliveryLogError(
-            f"{name}: the {column!r} column has no field {', '.join(absent)} (a game event "
-            f"notification has {', '.join(PAYLOAD_FIELDS)}); pass a ColumnMapping naming "
-            "the request body, or export the log with gptools webhooks export"
-        )
 
 
 # --------------------------------------------------------------------------------------

@@ -1,5 +1,7 @@
-"""Spark's readers: JSONL and Parquet files (one, a glob, a directory) become the same
-normalised table as DuckDB's (:data:`._readers.RAW_COLUMNS`), on a Spark session.
+"""Spark's readers: JSONL and Parquet files (one, a glob, a directory) become the
+normalised table of :mod:`._contract` (the same as DuckDB's readers make), on a Spark
+session. DuckDB's readers (:mod:`._readers`) are this module's sibling: neither imports
+the other.
 
 Spark has no JSON type; each line (or Parquet ``body``) is parsed once into a ``VARIANT``
 (``try_parse_json``) and every payload field is kept as its canonical, minified JSON text
@@ -7,7 +9,7 @@ Spark has no JSON type; each line (or Parquet ``body``) is parsed once into a ``
 checks its JSON values. A line that does not parse to a JSON object is ``malformed_line``;
 its true line number comes from numbering the lines of its file (``zipWithIndex``), only
 when asked. Local JSONL files pass the checks DuckDB's reader makes
-(:func:`._readers.readable_jsonl`); Spark reads a stand-in where Hadoop needs one: a
+(:func:`._contract.readable_jsonl`); Spark reads a stand-in where Hadoop needs one: a
 link named for its codec (Hadoop picks gzip by name), a decompressed copy of a zstd file
 (Hadoop's zstd codec needs native libraries), a copy without lines over the limit. Needs
 the ``[spark]`` extra (PySpark) and Java 17 or newer.
@@ -18,7 +20,8 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
-from collections.abc import Iterator
+import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,27 +32,28 @@ import ibis.expr.types as ir
 
 from gptools import spec
 from gptools._private_files import private_opener
-from gptools.deliverylog import _dialect_spark
-from gptools.deliverylog._files import DEFAULT_MAX_LINE_BYTES
-from gptools.deliverylog._readers import (
+from gptools.deliverylog import _dialect_spark, _files
+from gptools.deliverylog._contract import (
     BODY_FIELDS,
     CAMPAIGN_ID,
     DEFAULT_MAPPING,
+    KNOWN_COLUMNS,
     MALFORMED,
+    BaseDeliveryLog,
     ColumnMapping,
-    DeliveryLog,
     DeliveryLogError,
     LogFormat,
     Where,
-    _latency_scale,
     campaign_text,
     detect_format,
+    latency_scale,
     readable_jsonl,
     readable_literal,
     refuse_absent_fields,
     resolve_files,
     unplaced,
 )
+from gptools.deliverylog._files import DEFAULT_MAX_LINE_BYTES
 from gptools.errors import import_extra
 
 #: The Spark master when neither ``spark_master=`` nor ``GP_SPARK_MASTER`` names one.
@@ -134,11 +138,21 @@ def spark_session(master: str | None = None) -> Any:
 
 
 @dataclass(slots=True)
-class SparkDeliveryLog(DeliveryLog):
-    """A delivery log on Spark: the same interface as :class:`DeliveryLog`. Its tables are
-    checkpointed temporary views of a session of its own (``newSession()``: the caller's
-    session keeps its settings and views), dropped on :meth:`close`."""
+class SparkDeliveryLog(BaseDeliveryLog):
+    """A delivery log on Spark: the interface of :class:`._contract.BaseDeliveryLog`, as
+    DuckDB's :class:`._readers.DeliveryLog`. Its tables are checkpointed temporary views of
+    a session of its own (``newSession()``: the caller's session keeps its settings and
+    views), dropped on :meth:`close`."""
 
+    con: Any
+    source: str
+    format: str
+    candidates: list[ir.Table]
+    files: list[str] = field(default_factory=list)
+    mapping: ColumnMapping = field(default_factory=lambda: DEFAULT_MAPPING)
+    #: Makes this log's view names its own (several logs may share a Spark session).
+    tag: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
+    readable: _files.ReadableFiles = field(default_factory=_files.ReadableFiles)
     session: Any = None
     _views: list[str] = field(default_factory=list)
     _frames: list[Any] = field(default_factory=list)
@@ -197,7 +211,7 @@ class SparkDeliveryLog(DeliveryLog):
         table: ir.Table = self.con.table(view)
         return table, int(observed.get["n"]) if observed is not None else 0
 
-    def load(self, name: str, build: Any) -> ir.Table:
+    def load(self, name: str, build: Callable[[ir.Table], ir.Table]) -> ir.Table:
         """Scan the source once into the cached view ``name`` holding ``build(raw)``;
         records without a usable ``received_at`` or ``status`` are refused, as on DuckDB
         (counted while the rows are computed: no query of its own)."""
@@ -240,9 +254,6 @@ class SparkDeliveryLog(DeliveryLog):
         self._views.clear()
         self._frames.clear()
         self.readable.cleanup()
-
-    def __enter__(self) -> SparkDeliveryLog:
-        return self
 
 
 def read_delivery_log_spark(
@@ -509,11 +520,9 @@ def _known(
 ) -> tuple[Any, dict[str, Any]]:
     """The typed pass over the rows of ``df``: ``known_valid`` (the row is a valid game event
     notification, proved from typed values and the few text checks that tell a string
-    from another JSON value) and the validated values (:data:`._metrics.KNOWN_VALID`).
+    from another JSON value) and the validated values (:data:`._contract.KNOWN_COLUMNS`).
     Anything it cannot prove is left to the general path, which gives the reason."""
     from pyspark.sql import functions as F
-
-    from gptools import spec
 
     action_id = p["actionId"]
     ts = p["timestamp"]
@@ -671,21 +680,14 @@ def _parquet_source(df: Any, mapping: ColumnMapping, name: str) -> Any:
     return df.select("*", *(c.alias(k) for k, c in known.items()))
 
 
-#: The typed pass's columns, passed on to :func:`._metrics.validate`.
-_KNOWN = (
-    "known_valid", "known_action_id", "known_round_id", "known_game_id", "known_player_id",
-    "known_currency_code", "known_event_ts", "known_bet", "known_events",
-)  # fmt: skip
-
-
 def _normalise(log: SparkDeliveryLog, src: Any, keep: list[str]) -> ir.Table:
-    """The source columns onto :data:`RAW_COLUMNS`, with the shape rules of DuckDB's
+    """The source columns onto :data:`._contract.RAW_COLUMNS`, with the shape rules of DuckDB's
     reader: a payload (not JSON null) wins over a body; a body is ``no_body``,
     ``not_json``, ``not_object`` or an ``object``; each field is its canonical JSON text,
     from the payload, else from the body. Rows the typed pass proved valid keep their
     values in the ``known_`` columns and get NULL fields here: nothing of this runs for
     them."""
-    scale = _latency_scale(log.mapping)
+    scale = latency_scale(log.mapping)
     fields = []
     for f in BODY_FIELDS:
         p = _field_text(f"try_variant_get(payload, '$.{f}')", number=f == "bet")
@@ -723,7 +725,7 @@ def _normalise(log: SparkDeliveryLog, src: Any, keep: list[str]) -> ir.Table:
                  ELSE 'object' END AS shape""",
             *fields,
             "bet_negative_zero",
-            *_KNOWN,
+            *KNOWN_COLUMNS,
             *([CAMPAIGN_ID] if log.mapping.campaign_id is not None else []),
         )
     )

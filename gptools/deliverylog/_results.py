@@ -41,22 +41,23 @@ import pyarrow as pa
 
 from gptools import spec
 from gptools.deliverylog import _metrics as m
-from gptools.deliverylog._analysis import ENGINES, _at_exponent
-from gptools.deliverylog._owner import LogOwner
-from gptools.deliverylog._readers import (
+from gptools.deliverylog._analysis import _at_exponent
+from gptools.deliverylog._contract import (
+    BET_DECIMAL,
     CAMPAIGN_ID,
     DEFAULT_MAPPING,
-    DEFAULT_MEMORY_LIMIT,
+    BaseDeliveryLog,
     ColumnMapping,
-    DeliveryLog,
-    DeliveryLogError,
     LogFormat,
-    read_delivery_log,
 )
+from gptools.deliverylog._engines import LogOptions, open_log
+from gptools.deliverylog._files import DEFAULT_MAX_LINE_BYTES
+from gptools.deliverylog._owner import LogOwner
+from gptools.deliverylog._readers import DEFAULT_MEMORY_LIMIT
 from gptools.display import html_table
 
 _DAY_US = 86_400_000_000
-_BET = pa.decimal128(m.BET_DECIMAL.precision or 38, m.BET_DECIMAL.scale or 9)
+_BET = pa.decimal128(BET_DECIMAL.precision or 38, BET_DECIMAL.scale or 9)
 
 
 @dataclass(frozen=True, slots=True)
@@ -430,7 +431,7 @@ class CampaignResults(LogOwner):
 
     def __init__(
         self,
-        log: DeliveryLog,
+        log: BaseDeliveryLog,
         campaigns: Sequence[CampaignTerms],
         *,
         feature_event: str | None = spec.FEATURE_EVENT,
@@ -618,7 +619,7 @@ class CampaignResults(LogOwner):
 
 
 def campaign_results(
-    source: str | Path | DeliveryLog,
+    source: str | Path | BaseDeliveryLog,
     campaigns: Iterable[Any],
     *,
     players: Mapping[str, Sequence[str]] | None = None,
@@ -632,31 +633,24 @@ def campaign_results(
     memory_limit: str = DEFAULT_MEMORY_LIMIT,
     threads: int | None = None,
     temp_directory: str | Path | None = None,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    force: bool = False,
 ) -> CampaignResults:
     """The results of ``campaigns`` (:class:`CampaignTerms`, register records or alike)
     in a delivery log (any source :func:`analyze <._analysis.analyze>` reads, on either
-    engine, with the same options).
+    engine, with the same options: the log is opened by the same code).
 
     ``players`` adds players per campaign id (for example those a participant load
     acknowledged). ``feature_event`` is the event an awarded feature's use carries
     (``None``: the events are not looked at; assumption ``spec.CAMPAIGN_ATTRIBUTION``).
     """
-    if engine not in ENGINES:
-        raise DeliveryLogError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+    options = LogOptions(
+        format=format, mapping=mapping, table=table, spark=spark, spark_master=spark_master,
+        memory_limit=memory_limit, threads=threads, temp_directory=temp_directory,
+        max_line_bytes=max_line_bytes, force=force,
+    )  # fmt: skip
     terms = [CampaignTerms.of(c, (players or {}).get(str(c.campaign_id))) for c in campaigns]
-    if isinstance(source, DeliveryLog):
-        log = source
-    elif engine == "spark":
-        from gptools.deliverylog._readers_spark import read_delivery_log_spark
-
-        log = read_delivery_log_spark(
-            source, format=format, mapping=mapping, spark=spark, master=spark_master
-        )
-    else:
-        log = read_delivery_log(
-            source, format=format, mapping=mapping, table=table, memory_limit=memory_limit,
-            threads=threads, temp_directory=temp_directory,
-        )  # fmt: skip
+    log = open_log(source, engine, options)
     try:
         return CampaignResults(log, terms, feature_event=feature_event)
     except BaseException:
