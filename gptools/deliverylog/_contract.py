@@ -34,6 +34,7 @@ import ibis.expr.datatypes as dt
 import ibis.expr.types as ir
 import pandas as pd
 
+from gptools import spec
 from gptools._secrets import redact_url
 from gptools.deliverylog import _files
 from gptools.deliverylog._files import DEFAULT_MAX_LINE_BYTES
@@ -42,17 +43,9 @@ from gptools.errors import GptoolsError
 LogFormat = Literal["auto", "jsonl", "parquet", "sqlite", "postgres"]
 LOG_FORMATS: tuple[str, ...] = get_args(LogFormat)
 
-#: The fields of the game event notification, in the order their checks run.
-PAYLOAD_FIELDS: tuple[str, ...] = (
-    "actionId",
-    "roundId",
-    "gameId",
-    "playerId",
-    "timestamp",
-    "bet",
-    "currencyCode",
-    "events",
-)
+#: The fields of the game event notification, in the order their checks run: those of
+#: its declaration (``spec.GAME_EVENT_FIELDS``), never written again here.
+PAYLOAD_FIELDS: tuple[str, ...] = tuple(f.name for f in spec.GAME_EVENT_FIELDS)
 
 #: The field of a summary row's body (``status`` ``spec.WEBHOOK_SUMMARY_STATUS``) that
 #: holds how many refusals it stands for (docs/design.md, "The delivery-log fields").
