@@ -306,6 +306,9 @@ class CredentialUse:
 
     def __init__(self) -> None:
         self._counts: dict[str, int] = {}
+        # Made now, not at the first flush: a scrape (and the dashboard's panel) shows the
+        # family from the start, and /metrics does not depend on what an earlier request did.
+        _CREDENTIAL_DELIVERIES.made()
 
     def count(self, credential_id: str) -> None:
         """Count one delivery the credential ``credential_id`` was accepted for (``""``,
