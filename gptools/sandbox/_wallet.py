@@ -23,7 +23,7 @@ import random
 import uuid
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -172,11 +172,12 @@ def wallet_side(
         if full:
             p = full[0]
             own = next(e for e in events if e.player_id == p)
-            extra = replace(
-                own,
-                round_id=f"R-{rng.getrandbits(48):012x}",
-                action_id=uuid.UUID(int=rng.getrandbits(128), version=4),
-                timestamp=own.timestamp + timedelta(microseconds=1),
+            extra = own.model_copy(
+                update={
+                    "round_id": f"R-{rng.getrandbits(48):012x}",
+                    "action_id": uuid.UUID(int=rng.getrandbits(128), version=4),
+                    "timestamp": own.timestamp + timedelta(microseconds=1),
+                }
             )
             row(extra, "debit", bet)
             row(extra, "credit", bet, delay=900)
