@@ -42,8 +42,8 @@ from gptools.sandbox._players import (
     play_campaign,
 )
 from gptools.sandbox._refusal import error_body
-from gptools.sandbox._wallet import WalletModel, wallet_side
 from gptools.sandbox._state import SandboxState, masked, masked_body
+from gptools.sandbox._wallet import WalletModel, wallet_side
 
 
 class InspectedSandbox(Protocol):

@@ -338,7 +338,7 @@ def normalise(raw: ir.Table, mapping: LedgerMapping) -> ir.Table:
 
     t_type = schema["timestamp"]
     if t_type.is_timestamp():
-        zoned = ibis.literal(t_type.timezone is not None)  # type: ignore[attr-defined]
+        zoned = ibis.literal(t_type.timezone is not None)
         moment = raw.timestamp.cast(_UTC)
         ts_text = raw.timestamp.cast("string")
     else:

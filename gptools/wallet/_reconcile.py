@@ -298,10 +298,11 @@ class Reconciliation(LogOwner):
         currency = self._currencies(df)
         for col in ("debited", "credited", "bet", "campaign_bet"):
             if col in df.columns:
-                df[col] = [
+                shown: list[Any] = [
                     None if pd.isna(v) else money(Decimal(v), c)
                     for v, c in zip(df[col], currency, strict=True)
                 ]
+                df[col] = pd.Series(shown, index=df.index, dtype=object)
         return df.reset_index(drop=True)
 
     def _currencies(self, df: pd.DataFrame) -> list[str]:

@@ -139,8 +139,9 @@ def write_ledger(path: Path, shape: GeneratedLog, rows: int) -> None:
               'r' || (m % {shape.regular_players})::VARCHAR AS player,
               'game-' || (m % 12)::VARCHAR AS game, 'EUR' AS currency,
               ((m % 50) / 10.0 + 0.1)::DECIMAL(18, 2) AS bet,
-              (TIMESTAMP '{start}' + to_microseconds(((hash(m) >> 1)::BIGINT % ({DAYS} * 86400000000))::BIGINT))
-                ::TIMESTAMPTZ AS ts, (hash(m) >> 1)::BIGINT AS h
+              (TIMESTAMP '{start}' + to_microseconds(
+                ((hash(m) >> 1)::BIGINT % ({DAYS} * 86400000000))::BIGINT))::TIMESTAMPTZ AS ts,
+              (hash(m) >> 1)::BIGINT AS h
             FROM range({paid}) t(m)
           ),
           rounds AS (SELECT * FROM play UNION ALL SELECT * FROM paid)
