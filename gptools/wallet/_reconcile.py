@@ -218,13 +218,17 @@ class Reconciliation(LogOwner):
         per = {str(r["campaign_id"]): r for r in self._df(q.per_campaign(ra)).to_dict("records")}
         results = {c["campaign_id"]: c for c in self.results.report.campaigns}
         exc_frames = {k: self.exceptions(k) for k in q.EXCEPTION_KINDS}
+        own_counts = {
+            k: f["campaign_id"].dropna().astype(str).value_counts().to_dict()
+            for k, f in exc_frames.items()
+        }
         entries = []
         for cid, t in self.results.campaigns.items():
             row, res = per.get(cid, {}), results[cid]
             cur = t.currency
             winnings = money(_dec(row.get("winnings")), cur)
             exposure = res["exposure_used"]
-            own = {k: int((f["campaign_id"] == cid).sum()) for k, f in exc_frames.items()}
+            own = {k: int(own_counts[k].get(cid, 0)) for k in exc_frames}
             entries.append(
                 {
                     "campaign_id": cid,
