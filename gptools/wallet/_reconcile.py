@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from decimal import Decimal
 from functools import cached_property
 from html import escape
@@ -217,18 +217,22 @@ class Reconciliation(LogOwner):
         }
         per = {str(r["campaign_id"]): r for r in self._df(q.per_campaign(ra)).to_dict("records")}
         results = {c["campaign_id"]: c for c in self.results.report.campaigns}
-        exc_frames = {k: self.exceptions(k) for k in q.EXCEPTION_KINDS}
-        own_counts = {
-            k: f["campaign_id"].dropna().astype(str).value_counts().to_dict()
-            for k, f in exc_frames.items()
-        }
+        counts_df = self._df(q.exception_counts(ra, self._events, self._r, self._terms))
+        own_counts: dict[str, dict[str, int]] = {k: {} for k in q.EXCEPTION_KINDS}
+        totals = dict.fromkeys(q.EXCEPTION_KINDS, 0)
+        for kind, cid, n in zip(
+            counts_df["kind"], counts_df["campaign_id"], counts_df["n"], strict=True
+        ):
+            totals[kind] += int(n)
+            if isinstance(cid, str):
+                own_counts[kind][cid] = int(n)
         entries = []
         for cid, t in self.results.campaigns.items():
             row, res = per.get(cid, {}), results[cid]
             cur = t.currency
             winnings = money(_dec(row.get("winnings")), cur)
             exposure = res["exposure_used"]
-            own = {k: int(own_counts[k].get(cid, 0)) for k in exc_frames}
+            own = {k: own_counts[k].get(cid, 0) for k in q.EXCEPTION_KINDS}
             entries.append(
                 {
                     "campaign_id": cid,
@@ -266,7 +270,7 @@ class Reconciliation(LogOwner):
             attributed_by_rule=by_n.get("rule", 0),
             unattributed_rounds=by_n.get(None, 0),
             campaigns=tuple(entries),
-            exceptions={k: len(f) for k, f in exc_frames.items()},
+            exceptions=totals,
         )
 
     def rounds(self) -> pd.DataFrame:
@@ -291,19 +295,17 @@ class Reconciliation(LogOwner):
             df = self._df(q.amount_mismatch(self._ra, self._terms).order_by("round_id"))
         else:
             df = self._df(q.exception_rounds(self._ra, kind).order_by("round_id"))
-            df["first_at"] = [
-                datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=int(v))
-                for v in df["first_us"]
-            ]
+            df["first_at"] = pd.to_datetime(df["first_us"], unit="us", utc=True)
             kind = "round"
         return self._money(df[_EXCEPTION_COLUMNS.get(kind, _EXCEPTION_COLUMNS["round"])])
 
     def _money(self, df: pd.DataFrame) -> pd.DataFrame:
         currency = self._currencies(df)
+        places = {c: spec.currency_decimals(c) or 0 for c in set(currency)}
         for col in ("debited", "credited", "bet", "campaign_bet"):
             if col in df.columns:
                 shown: list[Any] = [
-                    None if pd.isna(v) else money(Decimal(v), c)
+                    None if v is None or pd.isna(v) else _shown(Decimal(v), places[c])
                     for v, c in zip(df[col], currency, strict=True)
                 ]
                 df[col] = pd.Series(shown, index=df.index, dtype=object)
@@ -314,6 +316,14 @@ class Reconciliation(LogOwner):
             return [str(c) for c in df["currency_code"]]
         terms = self.results.campaigns
         return [terms[c].currency if c in terms else "" for c in df.get("campaign_id", [])]
+
+
+def _shown(amount: Decimal, places: int) -> Decimal:
+    # The analyser's rule for showing money (``money``), with the currency's places looked
+    # up once per frame: the currency's exponent, never rounding a digit away.
+    exponent = amount.normalize().as_tuple().exponent
+    needed = -exponent if isinstance(exponent, int) else 0
+    return amount.quantize(Decimal(1).scaleb(-max(places, needed)))
 
 
 def _dec(v: Any) -> Decimal:

@@ -140,3 +140,31 @@ def amount_mismatch(ra: ir.Table, terms: ir.Table) -> ir.Table:
     a = ra.filter(ra.campaign_id.notnull() & counted(ra))
     j = a.inner_join(terms.select("campaign_id", campaign_bet=terms.bet), "campaign_id")
     return j.filter(j.debited != j.campaign_bet)
+
+
+def exception_counts(ra: ir.Table, events: ir.Table, r: ir.Table, terms: ir.Table) -> ir.Table:
+    """Per exception kind and campaign (NULL: none): how many, every kind in one relation
+    (the report counts on the engine; the lists are read only when asked for)."""
+    parts = []
+    for k in EXCEPTION_KINDS[:5]:
+        e = exception_rounds(ra, k)
+        parts.append(e.group_by("campaign_id").aggregate(n=e.count()).mutate(kind=ibis.literal(k)))
+    ew = events_without_round(events, r)
+    parts.append(
+        ew.group_by("campaign_id")
+        .aggregate(n=ew.count())
+        .mutate(kind=ibis.literal("events_without_wallet_round"))
+    )
+    po = players_over(ra, terms)
+    parts.append(
+        po.group_by("campaign_id")
+        .aggregate(n=po.count())
+        .mutate(kind=ibis.literal("players_over_bet_number"))
+    )
+    am = amount_mismatch(ra, terms)
+    parts.append(
+        am.group_by("campaign_id")
+        .aggregate(n=am.count())
+        .mutate(kind=ibis.literal("debit_amount_mismatch"))
+    )
+    return ibis.union(*[p.select("kind", "campaign_id", "n") for p in parts])
