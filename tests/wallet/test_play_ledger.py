@@ -21,8 +21,8 @@ from tests.webhooks.conftest import ThreadServer
 
 def test_play_keeps_the_wallet_and_reconcile_finds_its_truth(
     cli_runner: CliRunner,
-    receiver: tuple[ThreadServer, str],
-    tmp_path: Path,  # noqa: F811
+    receiver: tuple[ThreadServer, str],  # noqa: F811
+    tmp_path: Path,
 ) -> None:
     server, store = receiver
     _applied_and_loaded(cli_runner)
