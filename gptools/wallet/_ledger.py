@@ -203,12 +203,21 @@ def _read_files(log: BaseDeliveryLog, paths: list[str], fmt: str, mapping: Ledge
     con = log.con
     columns = list(dict.fromkeys(mapping.columns().values()))
     try:
+        if log.engine == "spark":
+            # The session's own readers (Ibis' Spark read_parquet takes one path only),
+            # every CSV and JSON value as its text.
+            session = con._session
+            if fmt == "parquet":
+                df = session.read.parquet(*paths)
+            elif fmt == "csv":
+                df = session.read.csv(paths, header=True, inferSchema=False)
+            else:
+                df = session.read.json(paths, primitivesAsString=True)
+            view = f"gp_ledger_{log.tag}"
+            df.createOrReplaceTempView(view)
+            return con.table(view)
         if fmt == "parquet":
             return con.read_parquet(paths)
-        if log.engine == "spark":
-            if fmt == "csv":
-                return con.read_csv(paths, header=True, inferSchema=False)
-            return con.read_json(paths, primitivesAsString=True)
         if fmt == "csv":
             return con.read_csv(paths, all_varchar=True, header=True)
         return con.read_json(
