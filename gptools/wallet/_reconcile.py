@@ -31,9 +31,16 @@ from gptools.deliverylog._engines import LogOptions, open_log
 from gptools.deliverylog._owner import LogOwner
 from gptools.deliverylog._results import CampaignResults, CampaignTerms, money
 from gptools.display import html_table
+from gptools.errors import GptoolsError
 from gptools.wallet import _rounds as q
 from gptools.wallet._layout import DEFAULT_LEDGER_MAPPING, LedgerMapping
-from gptools.wallet._ledger import LedgerFormat, LedgerSource, normalise, open_ledger
+from gptools.wallet._ledger import (
+    LedgerError,
+    LedgerFormat,
+    LedgerSource,
+    normalise,
+    open_ledger,
+)
 
 _EXCEPTION_COLUMNS = {
     "round": ["round_id", "campaign_id", "player_id", "game_id", "currency_code", "debits",
@@ -179,7 +186,16 @@ class Reconciliation(LogOwner):
         self.ledger = ledger
         x = results.x
         self._rows = normalise(ledger.raw, mapping)
-        self._r = self.log.materialise("gp_wallet_rounds", q.rounds(x, self._rows))
+        try:
+            # The first full scan of the ledger: a file the engine cannot read past its
+            # sniffed start (a line with other columns, a broken compression) fails here.
+            self._r = self.log.materialise("gp_wallet_rounds", q.rounds(x, self._rows))
+        except GptoolsError:
+            raise
+        except Exception as exc:  # the engines' own errors: one line naming the ledger
+            text = str(exc).strip()
+            first = text.splitlines()[0] if text else type(exc).__name__
+            raise LedgerError(f"{ledger.source}: cannot be read: {first}") from None
         self._events = self.log.materialise("gp_wallet_events", results.event_rounds())
         ev = self.log.materialise("gp_wallet_event_rounds", q.event_rounds(self._events))
         r = self._r

@@ -105,3 +105,14 @@ def test_refusals_name_the_problem(tmp_path: Path) -> None:
         reconcile(f"sqlite:///{tmp_path}/none.sqlite", log, [TERMS])
     with pytest.raises(ValueError, match="each value must be one of"):
         LedgerMapping(types={"bet": "wager"})
+
+
+def test_a_broken_line_past_the_sniffed_start_is_refused_in_one_line(tmp_path: Path) -> None:
+    # DuckDB sniffs the first 20,480 rows: a line with other columns after them is found
+    # only when the whole file is read, and named then, never a traceback of the engine.
+    path = tmp_path / "ledger.csv"
+    good = csv_text(GOOD)
+    body = "".join(good.splitlines(keepends=True)[1:])
+    path.write_text(good + body * 3000 + "a,b,c,d,e,f,g,h,i,j,k,l\n")
+    with pytest.raises(LedgerError, match=r"ledger\.csv: cannot be read: "):
+        reconcile(path, write_log(tmp_path / "log.jsonl"), [TERMS])
