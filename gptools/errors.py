@@ -49,6 +49,7 @@ name, drawn once, here.
     ├── ReloadError                     webhooks: no running receiver answered a reload
     ├── OutputRefusedError              an output path refused: a link, a folder (an OSError)
     ├── DeliveryLogError                delivery-log analyser: an unreadable log (a ValueError)
+    ├── LedgerError                     wallet: an unreadable wallet ledger (a ValueError)
     ├── SandboxStateError               sandbox: an unreadable state file (a ValueError)
     ├── CampaignNotPlayableError        sandbox: a campaign it cannot play (a ValueError)
     ├── Refusal                         sandbox: a documented error answer (stays inside)
@@ -431,6 +432,7 @@ _ELSEWHERE: dict[str, str] = {
     "ReloadError": "gptools.webhooks._reload",
     "OutputRefusedError": "gptools._private_files",
     "DeliveryLogError": "gptools.deliverylog._contract",
+    "LedgerError": "gptools.wallet._ledger",
     "SandboxStateError": "gptools.sandbox._persist",
     "CampaignNotPlayableError": "gptools.sandbox._players",
     "Refusal": "gptools.sandbox._refusal",

@@ -529,6 +529,22 @@ CAMPAIGN_ATTRIBUTION: Final = (
 )
 #: The event name an awarded feature's use carries in ``events``.
 FEATURE_EVENT: Final = "FEATURE"
+# issue 37
+#: The operator wallet's ledger as gptools reads it by default (the wallet interface "is
+#: described elsewhere"): one row per wallet transaction, these columns in this order.
+WALLET_LEDGER_COLUMNS: Final = (
+    "transaction_id", "round_id", "player_id", "game_id", "currency", "amount", "type",
+    "free_round", "timestamp",
+)  # fmt: skip
+#: The ``type`` values of the ledger's transactions: a debit (the bet taken), a credit (the
+#: winnings paid), a rollback (the debit given back); compared without regard to case.
+WALLET_LEDGER_TYPES: Final = ("debit", "credit", "rollback")
+#: How the ledger writes the free-round flag (``freeRounds=true`` on the wallet request),
+#: without regard to case; the flag is on every transaction of a free round.
+WALLET_FREE_ROUND_VALUES: Final = MappingProxyType(
+    {"true": True, "1": True, "t": True, "yes": True, "false": False, "0": False, "f": False,
+     "no": False}
+)  # fmt: skip
 
 # ======================================================================================
 # The game event notification's validity (spec: "Game event notification (webhook
@@ -984,6 +1000,16 @@ ASSUMPTIONS: Final[tuple[Assumption, ...]] = (
         "campaign_results(feature_event=None) drops the events term; CampaignTerms set the "
         "rest; a log with a campaign id column replaces the rule (ColumnMapping(campaign_id=...))",
     ),
+    # issue 37
+    Assumption(
+        "WALLET_LEDGER_COLUMNS / WALLET_LEDGER_TYPES / WALLET_FREE_ROUND_VALUES",
+        "transaction_id, round_id, player_id, game_id, currency, amount, type "
+        "(debit|credit|rollback), free_round, timestamp (with a zone)",
+        "the wallet interface is 'described elsewhere'; these are the fields every wallet "
+        "request names, and a round's wallet round id is taken to be the event's roundId",
+        "reconcile(mapping=LedgerMapping(...)) / --column FIELD=NAME names other columns and "
+        "type values",
+    ),
 )
 
 
@@ -1138,6 +1164,9 @@ __all__ = [
     "VALIDATION_ERROR_CODE",
     "VALIDATION_ERROR_STATUS",
     "WALLET_CREDENTIALS",
+    "WALLET_FREE_ROUND_VALUES",
+    "WALLET_LEDGER_COLUMNS",
+    "WALLET_LEDGER_TYPES",
     "WEBHOOK_ACKNOWLEDGED_STATUSES",
     "WEBHOOK_ACK_STATUS_MAX",
     "WEBHOOK_ACK_STATUS_MIN",

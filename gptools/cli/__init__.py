@@ -12,6 +12,7 @@ from gptools.cli import (  # noqa: F401  (importing registers the commands)
     _costs,
     _notebooks,
     _participants,
+    _reconcile,
     _sandbox,
     _webhooks,
 )

@@ -253,7 +253,18 @@ def deliver(
     help="Write what the players had played by the clock's time (per campaign: reached, "
     "completed, rounds per player) to this JSON file, to compare results with.",
 )
-@click.option("--force", is_flag=True, help="Replace an existing --truth file.")
+@click.option(
+    "--ledger",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Keep the operator wallet's side too: write its ledger (CSV, the assumed layout "
+    "spec.WALLET_LEDGER_COLUMNS) to this file, and deliver what the wallet model says "
+    "(some rounds' events never arrive; one player gets a round over betNumber).",
+)
+@click.option(
+    "--wallet-seed", type=int, default=0, show_default=True, help="Seed of the wallet model."
+)
+@click.option("--force", is_flag=True, help="Replace an existing --truth or --ledger file.")
 @CONCURRENCY_OPTION
 @CA_BUNDLE_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
@@ -267,6 +278,8 @@ def play(
     accept_share: float | None,
     finish_share: float | None,
     truth: Path | None,
+    ledger: Path | None,
+    wallet_seed: int,
     force: bool,
     concurrency: int,
     ca_bundle: str | None,
@@ -291,8 +304,9 @@ def play(
     )
 
     target = delivery_target(url, auth_kind, ca_bundle)
-    if truth is not None and not force and (truth.exists() or truth.is_symlink()):
-        fail(f"--truth {truth} exists; --force replaces it", bad_input=True)
+    for option, path in (("--truth", truth), ("--ledger", ledger)):
+        if path is not None and not force and (path.exists() or path.is_symlink()):
+            fail(f"{option} {path} exists; --force replaces it", bad_input=True)
     now = parse_now(now_text) or datetime.now(UTC)
     since, until = (now, now + timedelta(days=days)) if days is not None else (None, now)
     model = PlayerModel(
@@ -314,8 +328,10 @@ def play(
             ]
         except CampaignNotPlayableError as exc:
             fail(str(exc), bad_input=True)
+    wallets = _wallets(played, stored, wallet_seed) if ledger is not None else None
+    sent = [w.delivered for w in wallets] if wallets is not None else [p.events for p in played]
     events = sorted(
-        (e for p in played for e in p.events if since is None or e.timestamp >= since),
+        (e for plays in sent for e in plays if since is None or e.timestamp >= since),
         key=lambda e: (e.timestamp, str(e.action_id)),
     )
     if len(events) > DELIVER_MAX_EVENTS:
@@ -332,6 +348,13 @@ def play(
             events, VirtualClock(events[0].timestamp), target, concurrency, ca_bundle
         )
     truths = [p.summary() for p in played]
+    if ledger is not None and wallets is not None:
+        from gptools.sandbox import write_ledger
+
+        try:
+            write_ledger(ledger, wallets)
+        except OSError as exc:
+            fail(f"--ledger {ledger}: cannot write: {exc.strerror or exc}")
     if truth is not None:
         try:
             write_truth(truth, played, seed=seed, until=until)
@@ -341,9 +364,9 @@ def play(
         {
             **{k: t[k] for k in ("campaignId", "participants", "reached", "completed")},
             "roundsUsed": t["roundsUsed"],
-            "delivered": sum(1 for e in p.events if since is None or e.timestamp >= since),
+            "delivered": sum(1 for e in plays if since is None or e.timestamp >= since),
         }
-        for t, p in zip(truths, played, strict=True)
+        for t, plays in zip(truths, sent, strict=True)
     ]
     document = {
         "url": url,
@@ -354,6 +377,8 @@ def play(
         "events": len(events),
         **(report.to_dict() if report is not None else {}),
         "truth": str(truth) if truth is not None else None,
+        "ledger": str(ledger) if ledger is not None else None,
+        "wallet": [w.truth() for w in wallets] if wallets is not None else None,
     }
 
     def human() -> str:
@@ -378,6 +403,14 @@ def play(
     emit(document, as_json=as_json, human=human)
     if report is not None:
         check_delivered(report, first_error, url, len(events))
+
+
+def _wallets(played: list[Any], stored: Any, seed: int) -> list[Any]:
+    """The wallet side of each campaign's play (the sandbox's wallet model, ``seed``)."""
+    from gptools.sandbox import WalletModel, wallet_side
+
+    model = WalletModel(seed=seed)
+    return [wallet_side(p, stored[p.campaign_id].body, model) for p in played]
 
 
 def _played_sandbox() -> Any:

@@ -148,17 +148,21 @@ def has_event(x: m.Dialect, events: ir.Value, name: str) -> ir.Value:
     return (events.contains("[" + quoted) | events.contains("," + quoted)).fill_null(False)
 
 
-def plays(x: m.Dialect, raw: ir.Table, feature_event: str | None) -> ir.Table:
+def plays(
+    x: m.Dialect, raw: ir.Table, feature_event: str | None, *, round_ids: bool = False
+) -> ir.Table:
     """Per delivery (a narrow table to materialise): what the summary of attempts needs
     (``received_at``, ``status``, ``reason``, ``action_id``, the :func:`order key
     <._metrics.order_key>`) and what attribution reads (player, game, currency, bet, event
     time in epoch microseconds, whether the feature event is among the events), and the
-    log's own campaign id when its mapping names one."""
+    log's own campaign id when its mapping names one; the ``round_id`` too when
+    ``round_ids`` (the wallet's reconciliation joins on it)."""
     v = m.validate(x, raw)
     feature = has_event(x, v.events, feature_event) if feature_event is not None else True
     return v.select(
         "received_at", "status", "reason", "action_id", "player_id", "game_id",
         "currency_code", "bet", *([CAMPAIGN_ID] if CAMPAIGN_ID in v.columns else []),
+        *(["round_id"] if round_ids else []),
         key=m.order_key(x, v),
         ts_us=x.epoch_us(v.event_ts),
         feature=feature,
@@ -435,6 +439,7 @@ class CampaignResults(LogOwner):
         campaigns: Sequence[CampaignTerms],
         *,
         feature_event: str | None = spec.FEATURE_EVENT,
+        round_ids: bool = False,
     ) -> None:
         ids = [c.campaign_id for c in campaigns]
         repeated = sorted({i for i in ids if ids.count(i) > 1})
@@ -443,9 +448,11 @@ class CampaignResults(LogOwner):
         self.log = log
         self.campaigns = {c.campaign_id: c for c in campaigns}
         x = self.x = log.dialect
-        self._plays = log.load("gp_campaign_plays", lambda raw: plays(x, raw, feature_event))
+        self._plays = log.load(
+            "gp_campaign_plays", lambda raw: plays(x, raw, feature_event, round_ids=round_ids)
+        )
         c, g, pl, keys = self._terms_tables()
-        self._c, self._pl = c, pl
+        self._c, self._g, self._pl, self._keys = c, g, pl, keys
         self._a = log.materialise("gp_campaign_actions", actions(self._plays))
         #: The log's campaign id column, when attribution is by it instead of the rule.
         self.campaign_id_column = log.mapping.campaign_id
@@ -505,6 +512,36 @@ class CampaignResults(LogOwner):
         # One row per campaign and player with the campaign's terms (see matches()).
         keys = self.log.materialise("gp_campaign_keys", players.inner_join(terms, "campaign_id"))
         return terms, self._upload("gp_campaign_games", g), players, keys
+
+    # ---------------------------------------------------------------- for the wallet
+
+    def event_rounds(self) -> ir.Table:
+        """Per action with a valid delivery: ``action_id``, ``round_id``, ``bet`` (its first
+        valid delivery's) and ``campaign_id``, the campaign it is attributed to (NULL when
+        none, or ambiguous). Needs ``round_ids=True`` at opening (the wallet's
+        reconciliation joins on the round id)."""
+        p, a = self._plays, self._a
+        valid = p.filter(p.reason.isnull() & p.action_id.notnull())
+        first = a.filter(a.valid).select("action_id", "first_key")
+        j = valid.inner_join(
+            first, [valid.action_id == first.action_id, valid.key == first.first_key]
+        ).select("action_id", "round_id", "bet")
+        attr = self._attr.filter(self._attr.campaigns == 1).select("action_id", "campaign_id")
+        return j.left_join(attr, "action_id").select("action_id", "round_id", "bet", "campaign_id")
+
+    def rule_fits(self, rows: ir.Table) -> ir.Table:
+        """Per ``round_id`` of ``rows`` (columns ``round_id``, ``player_id``, ``game_id``,
+        ``currency_code``, ``bet``, ``ts_us``, on this log's engine) that fits at least one
+        campaign by the assumed rule (:data:`gptools.spec.CAMPAIGN_ATTRIBUTION`, without the
+        events term: a wallet row has none): ``campaigns`` (how many) and ``campaign_id``
+        (the one, when exactly one)."""
+        keys = self._keys
+        j = rows.inner_join(keys, ["player_id", "currency_code", "bet"])
+        j = j.filter((j.ts_us >= j.start_us) & (j.ts_us < j.end_us))
+        j = j.inner_join(self._g, ["campaign_id", "game_id"])
+        return j.group_by("round_id").aggregate(
+            campaigns=j.campaign_id.nunique(), campaign_id=j.campaign_id.min()
+        )
 
     # ---------------------------------------------------------------- summary
 

@@ -57,6 +57,7 @@ from gptools.sandbox._server import RunningSandbox, run_sandbox, serve_forever
 from gptools.sandbox._state import (
     RecordedRequest,
 )
+from gptools.sandbox._wallet import CampaignWallet, WalletModel, wallet_side, write_ledger
 
 __all__ = [
     "CATALOGUE",
@@ -66,6 +67,7 @@ __all__ = [
     "CampaignNotPlayableError",
     "CampaignPlay",
     "CampaignPlayed",
+    "CampaignWallet",
     "CatalogueBuyFeature",
     "CatalogueGame",
     "DeliveryTarget",
@@ -82,6 +84,7 @@ __all__ = [
     "SimClock",
     "VirtualClock",
     "WalletCredentials",
+    "WalletModel",
     "WebhookDispatcher",
     "attach_dispatcher",
     "default_state_dir",
@@ -90,5 +93,7 @@ __all__ = [
     "reset_state",
     "run_sandbox",
     "serve_forever",
+    "wallet_side",
+    "write_ledger",
     "write_truth",
 ]

@@ -9,6 +9,10 @@
 ``GET /_sandbox/campaigns/{id}/play``             how its participants play it (the player
                                                   model, ``?seed=&accept=&finish=``): the
                                                   truth per player and the events
+``GET /_sandbox/campaigns/{id}/wallet``          what the operator's wallet records of that
+                                                  play (``?seed=&accept=&finish=&wallet_seed=``):
+                                                  the ledger's rows, the events delivered, the
+                                                  truth the reconciliation must find
 ``GET /_sandbox/subscriptions``                   webhook subscriptions per brand, secrets masked
 ``GET|POST|DELETE /_sandbox/faults``              list, add (a FaultRule as JSON), clear
 ``POST /_sandbox/reset``                          forget everything (as ``RunningSandbox.reset``)
@@ -39,6 +43,7 @@ from gptools.sandbox._players import (
 )
 from gptools.sandbox._refusal import error_body
 from gptools.sandbox._state import SandboxState, masked, masked_body
+from gptools.sandbox._wallet import WalletModel, wallet_side
 
 
 class InspectedSandbox(Protocol):
@@ -161,6 +166,20 @@ def build_inspection_app(app: InspectedSandbox, extra: Sequence[BaseRoute]) -> S
             played = play_campaign(campaign_id, stored.body, state.participants(campaign_id), model)
         except (ValueError, CampaignNotPlayableError) as exc:
             return _refuse(request, str(exc))
+        if request.url.path.endswith("/wallet"):
+            try:
+                wallet = wallet_side(
+                    played, stored.body, WalletModel(seed=int(q.get("wallet_seed", "0")))
+                )
+            except ValueError as exc:
+                return _refuse(request, str(exc))
+            return _answer(
+                {
+                    "truth": wallet.truth(),
+                    "rows": list(wallet.rows),
+                    "delivered": [loads_wire(e.to_wire()) for e in wallet.delivered],
+                }
+            )
         return _answer(played.to_json())
 
     async def subscriptions(request: Request) -> Response:
@@ -189,6 +208,7 @@ def build_inspection_app(app: InspectedSandbox, extra: Sequence[BaseRoute]) -> S
         Route(f"{PREFIX}/campaigns", campaigns),
         Route(f"{PREFIX}/campaigns/{{campaign_id}}/participants", participants),
         Route(f"{PREFIX}/campaigns/{{campaign_id}}/play", play),
+        Route(f"{PREFIX}/campaigns/{{campaign_id}}/wallet", play),
         Route(f"{PREFIX}/subscriptions", subscriptions),
         Route(f"{PREFIX}/faults", faults, methods=["GET", "POST", "DELETE"]),
         Route(f"{PREFIX}/reset", reset, methods=["POST"]),
