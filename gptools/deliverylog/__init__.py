@@ -50,6 +50,12 @@ from gptools.deliverylog._results_charts import (  # noqa: E402
     plot_funnel,
     plot_uptake,
 )
+from gptools.deliverylog._uplift import (  # noqa: E402
+    CampaignUplift,
+    MetricUplift,
+    UpliftReport,
+    holdout_uplift,
+)
 
 __all__ = [
     "DEFAULT_MAX_LINE_BYTES",
@@ -59,14 +65,18 @@ __all__ = [
     "CampaignReport",
     "CampaignResults",
     "CampaignTerms",
+    "CampaignUplift",
     "ColumnMapping",
     "DeliveryAnalysis",
     "DeliveryLog",
     "DeliveryLogError",
     "DeliveryReport",
     "LogFormat",
+    "MetricUplift",
+    "UpliftReport",
     "analyze",
     "campaign_results",
+    "holdout_uplift",
     "plot_attempts_per_action",
     "plot_budget_used",
     "plot_duplicates_and_retries",
