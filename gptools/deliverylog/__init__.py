@@ -56,6 +56,7 @@ from gptools.deliverylog._uplift import (  # noqa: E402
     UpliftReport,
     holdout_uplift,
 )
+from gptools.deliverylog._uplift_charts import plot_roi, plot_uplift  # noqa: E402
 
 __all__ = [
     "DEFAULT_MAX_LINE_BYTES",
@@ -83,7 +84,9 @@ __all__ = [
     "plot_funnel",
     "plot_latency",
     "plot_retry_gaps",
+    "plot_roi",
     "plot_status_mix",
+    "plot_uplift",
     "plot_uptake",
     "read_delivery_log",
 ]

@@ -295,10 +295,12 @@ class UpliftReport:
         return pd.DataFrame(rows, columns=list(FRAME_COLUMNS))
 
     def roi_frame(self) -> pd.DataFrame:
-        """One row per campaign: incremental revenue (and interval), cost, its basis, ROI."""
+        """One row per campaign: incremental revenue (and interval), cost, its basis, ROI
+        (a ratio, to 3 decimals; :meth:`to_dict` keeps every digit)."""
         rows = []
         for c in self.campaigns:
-            rev, roi = c.incremental_revenue, c.roi
+            rev = c.incremental_revenue
+            roi = None if c.roi is None else tuple(round(v, 3) for v in c.roi)
             rows.append(
                 (c.campaign_id, c.currency, *(rev or (None, None, None)), c.cost, c.cost_basis,
                  *(roi or (None, None, None)), c.refused)
@@ -399,18 +401,22 @@ def ledger_ngr(
         )
         rejected = con.execute(
             f"SELECT count(*) FROM gp_ledger WHERE kind IS NULL OR kind NOT IN {L.KINDS}"
-        ).fetchone()
-        df = con.execute(
-            "SELECT g.campaign_id, g.player_id, "
-            f"sum(CASE WHEN kind = '{L.DEBIT}' THEN amount ELSE 0 END) AS debits, "
-            f"sum(CASE WHEN kind = '{L.CREDIT}' THEN amount ELSE 0 END) AS credits, "
-            f"sum(CASE WHEN kind = '{L.ROLLBACK}' THEN amount ELSE 0 END) AS rollbacks "
-            "FROM gp_ledger l JOIN gp_groups g "
-            "ON l.player_id = g.player_id AND l.currency_code = g.currency_code "
-            "WHERE NOT l.free_round AND l.ts_us >= g.since_us "
-            "AND (g.until_us IS NULL OR l.ts_us < g.until_us) "
-            f"AND l.kind IN {L.KINDS} GROUP BY ALL ORDER BY ALL"
-        ).df()
+        ).fetchall()[0]
+        df: pd.DataFrame = (
+            con.sql(
+                "SELECT g.campaign_id, g.player_id, "
+                f"sum(CASE WHEN kind = '{L.DEBIT}' THEN amount ELSE 0 END) AS debits, "
+                f"sum(CASE WHEN kind = '{L.CREDIT}' THEN amount ELSE 0 END) AS credits, "
+                f"sum(CASE WHEN kind = '{L.ROLLBACK}' THEN amount ELSE 0 END) AS rollbacks "
+                "FROM gp_ledger l JOIN gp_groups g "
+                "ON l.player_id = g.player_id AND l.currency_code = g.currency_code "
+                "WHERE NOT l.free_round AND l.ts_us >= g.since_us "
+                "AND (g.until_us IS NULL OR l.ts_us < g.until_us) "
+                f"AND l.kind IN {L.KINDS} GROUP BY ALL ORDER BY ALL"
+            )
+            .to_arrow_table()
+            .to_pandas()
+        )  # Decimals (.df() makes floats)
     finally:
         con.close()
     for column in ("debits", "credits", "rollbacks"):
