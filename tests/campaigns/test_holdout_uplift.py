@@ -161,3 +161,46 @@ def test_the_t_quantile_and_a_degenerate_difference() -> None:
     assert (same.difference, same.low, same.high) == (0, 0, 0)
     d = welch_difference([Decimal(v) for v in (1, 2, 3, 4)], [Decimal(v) for v in (1, 2)])
     assert d.difference == 1 and abs(d.df - 48 / 13) < 1e-12 and d.low < 0 < d.high
+
+
+def test_the_ledger_reader_nets_paid_rows_only(tmp_path: Path) -> None:
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from gptools.deliverylog._uplift import ledger_ngr
+
+    rows = [  # player, currency, amount, kind, free_round, timestamp
+        ("a", "EUR", "5.00", "debit", "false", "2030-03-01T10:00:00Z"),
+        ("a", "EUR", "1.25", "credit", "false", "2030-03-01T10:00:01Z"),
+        ("a", "EUR", "2.00", "debit", "false", "2030-03-02T00:00:00+02:00"),
+        ("a", "EUR", "2.00", "rollback", "false", "2030-03-02T00:00:01+02:00"),
+        ("a", "EUR", "0.20", "debit", "true", "2030-03-02T10:00:00Z"),  # a free round
+        ("a", "EUR", "9.00", "debit", "false", "2030-03-01T09:59:59Z"),  # before the start
+        ("a", "JPY", "100", "debit", "false", "2030-03-03T10:00:00Z"),  # another currency
+        ("b", "EUR", "0.10", "debit", "false", "2030-03-03T10:00:00Z"),
+        ("b", "EUR", "7.00", "bonus", "false", "2030-03-03T10:00:00Z"),  # no known kind
+    ]
+    columns = ["player_id", "currency", "amount", "kind", "free_round", "timestamp"]
+    csv_file = tmp_path / "ledger.csv"
+    csv_file.write_text("\n".join([",".join(columns), *(",".join(r) for r in rows)]) + "\n")
+    parquet = tmp_path / "ledger.parquet"
+    pq.write_table(pa.table({c: [r[i] for r in rows] for i, c in enumerate(columns)}), parquet)
+    start = int(datetime(2030, 3, 1, 10, tzinfo=UTC).timestamp() * 1_000_000)
+    groups = pd.DataFrame(
+        {"campaign_id": ["C", "C"], "player_id": ["a", "b"], "currency_code": ["EUR", "EUR"],
+         "since_us": [start, start], "until_us": pd.array([None, None], dtype="Int64")}
+    )  # fmt: skip
+    for source in (csv_file, parquet):
+        got = ledger_ngr(source, groups)
+        assert got.attrs["rejected"] == 1
+        assert list(got.player_id) == ["a", "b"]
+        assert list(got.ngr) == [Decimal("3.75"), Decimal("0.10")], source
+        assert all(isinstance(v, Decimal) for v in got.ngr)
+    with pytest.raises(ValueError, match="expected a .csv"):
+        ledger_ngr(_touch(tmp_path / "l.xlsx"), groups)
+
+
+def _touch(path: Path) -> Path:
+    path.write_text("")
+    return path
