@@ -197,7 +197,7 @@ def test_the_ledger_reader_nets_paid_rows_only(tmp_path: Path) -> None:
         assert list(got.player_id) == ["a", "b"]
         assert list(got.ngr) == [Decimal("3.75"), Decimal("0.10")], source
         assert all(isinstance(v, Decimal) for v in got.ngr)
-    with pytest.raises(ValueError, match="expected a .csv"):
+    with pytest.raises(ValueError, match=r"expected a \.csv"):
         ledger_ngr(_touch(tmp_path / "l.xlsx"), groups)
 
 
