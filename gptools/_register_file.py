@@ -11,7 +11,10 @@ Layout: version 1 (``PRAGMA user_version`` 0) held the ``campaigns`` table alone
 players of a campaign were the plan's ``player_ids`` when apply had sent them
 (``players_sent``), the rest lived only in the loader's journals. Version 2 adds ``loads``
 (one row per participant load: its counts) and ``players`` (who was loaded into each
-campaign, once each), so that the register alone answers who is in a campaign. The first
+campaign, once each), so that the register alone answers who is in a campaign. Version 3
+adds ``holdouts`` (per campaign of a plan with a holdout share: the split's seed, share,
+method and each group's size and digest) and ``holdout_players`` (both groups, player by
+player). The first
 write migrates a version-1 file (:func:`migrate`: apply's players copied over); a register
 that cannot be written is read as it is (:func:`has_loads`).
 
@@ -42,7 +45,7 @@ ENV_REGISTER: Final = "GPTOOLS_REGISTER"
 #: How long a write waits for another process's write to finish.
 BUSY_TIMEOUT_S: Final = 30.0
 #: The version of the register's layout this code writes.
-VERSION: Final = 2
+VERSION: Final = 3
 #: The load key of the players ``apply_plan(add_participants=True)`` sent itself (not
 #: through the loader, which names each load by its journal's identity).
 APPLY_LOAD: Final = "apply"
@@ -114,6 +117,32 @@ CREATE TABLE IF NOT EXISTS players (
 ) WITHOUT ROWID
 """
 
+HOLDOUTS: Final = """
+CREATE TABLE IF NOT EXISTS holdouts (
+    server TEXT NOT NULL,
+    campaign_id TEXT NOT NULL,
+    share TEXT NOT NULL,
+    seed TEXT NOT NULL,
+    method TEXT NOT NULL,
+    treatment INTEGER NOT NULL,
+    holdout INTEGER NOT NULL,
+    treatment_digest TEXT NOT NULL,
+    holdout_digest TEXT NOT NULL,
+    recorded_at TEXT NOT NULL,
+    PRIMARY KEY (server, campaign_id)
+)
+"""
+
+HOLDOUT_PLAYERS: Final = """
+CREATE TABLE IF NOT EXISTS holdout_players (
+    server TEXT NOT NULL,
+    campaign_id TEXT NOT NULL,
+    player_id TEXT NOT NULL,
+    arm TEXT NOT NULL CHECK (arm IN ('treatment', 'holdout')),
+    PRIMARY KEY (server, campaign_id, player_id)
+) WITHOUT ROWID
+"""
+
 #: Columns of ``loads``, in order (for inserts).
 LOAD_COLUMNS: Final = (
     "server", "campaign_id", "load_key", "brand", "source", "rows", "loaded", "rejected",
@@ -156,10 +185,17 @@ def migrate(db: sqlite3.Connection) -> None:
     """Bring the register open in ``db`` (inside the caller's write transaction) to
     :data:`VERSION`: create what is missing, and copy the players apply sent in a
     version-1 register into ``players``, as the load :data:`APPLY_LOAD`."""
-    if version(db) >= VERSION:
+    was = version(db)
+    if was >= VERSION:
         return
-    for statement in (CAMPAIGNS, LOADS, PLAYERS):
+    for statement in (CAMPAIGNS, LOADS, PLAYERS, HOLDOUTS, HOLDOUT_PLAYERS):
         db.execute(statement)
+    if was < 2:
+        _copy_apply_players(db)
+    db.execute(f"PRAGMA user_version = {VERSION}")
+
+
+def _copy_apply_players(db: sqlite3.Connection) -> None:
     rows = db.execute(
         "SELECT server, campaign_id, brand, plan_json, currency, players_sent, recorded_at, "
         "updated_at FROM campaigns WHERE players_sent > 0"
@@ -173,7 +209,6 @@ def migrate(db: sqlite3.Connection) -> None:
             (server, campaign_id, APPLY_LOAD, brand, "the plan's player_ids", len(ids),
              len(ids), 0, 0, 0, "{}", recorded, updated),
         )  # fmt: skip
-    db.execute(f"PRAGMA user_version = {VERSION}")
 
 
 def _moment(text: str | None) -> datetime | None:

@@ -20,6 +20,7 @@ from gptools.campaigns._budget import (
     Budget,
     budget,
 )
+from gptools.campaigns._holdout import MIN_GROUP, HoldoutSplit, split_players
 from gptools.campaigns._plan import (
     AWARDED_FEATURE,
     CAMPAIGN_TYPES,
@@ -33,6 +34,7 @@ from gptools.campaigns._plan import (
 from gptools.campaigns._register import (
     CampaignRecord,
     CampaignRegister,
+    HoldoutGroups,
     NotRecordedError,
     ParticipantCounts,
     server_identity,
@@ -54,6 +56,7 @@ __all__ = [
     "AWARDED_FEATURE",
     "CAMPAIGN_TYPES",
     "FREE_ROUNDS",
+    "MIN_GROUP",
     "AppliedCampaign",
     "ApplyResult",
     "Budget",
@@ -61,6 +64,8 @@ __all__ = [
     "CampaignRecord",
     "CampaignRegister",
     "CurrencyLine",
+    "HoldoutGroups",
+    "HoldoutSplit",
     "LoadRecord",
     "NotRecordedError",
     "ParticipantCounts",
@@ -83,5 +88,6 @@ __all__ = [
     "review",
     "server_identity",
     "shared_ids",
+    "split_players",
     "validate_plan",
 ]

@@ -166,11 +166,11 @@ def apply_plan(
     for currency, request in requests.items():
         created = client.create_campaign(request, brand=plan.brand)
         sent = 0
-        if add_participants and plan.currencies[currency].player_ids:
+        if add_participants and plan.treatment_ids(currency):
             sent = add_players(
                 client,
                 created.campaign_id,
-                plan.currencies[currency].player_ids,
+                plan.treatment_ids(currency),
                 endpoint=endpoint,
                 brand=plan.brand,
             )

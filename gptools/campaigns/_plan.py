@@ -15,6 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from gptools import spec
+from gptools.campaigns._holdout import HoldoutSplit, default_seed, parse_share, split_players
 from gptools.costs import format_money
 from gptools.display import html_table
 from gptools.errors import GptoolsError
@@ -59,6 +60,12 @@ class Plan(BaseModel):
     document's defaults unless the operator switched one). ``reporting_currency`` and
     ``exchange_rates`` (units of the reporting currency per unit of each currency) give
     the budget in one currency.
+
+    ``holdout`` reserves a share of each currency's ``player_ids`` as a holdout group
+    (``"10%"`` or ``0.10``; at most 50 %): those players are not given the campaign, and
+    campaign results compare the two groups' paid play (:mod:`gptools.campaigns._holdout`
+    holds the split's method). ``holdout_seed`` seeds the split (default: one derived from
+    ``name``).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -78,6 +85,10 @@ class Plan(BaseModel):
     free_rounds_type: str = spec.FREE_ROUNDS_CAMPAIGN_TYPE
     reporting_currency: str | None = None
     exchange_rates: dict[str, Decimal] = Field(default_factory=dict)
+    holdout: Decimal | None = None
+    holdout_seed: int | None = None
+
+    _holdout_share = field_validator("holdout", mode="before")(parse_share)
 
     @field_validator("exchange_rates", mode="before")
     @classmethod
@@ -91,6 +102,24 @@ class Plan(BaseModel):
         """Whether a review checks the bets against the available feature costs: an
         AWARDED_FEATURE plan with currencies (its ``bet`` is a feature cost)."""
         return self.campaign_type == AWARDED_FEATURE and bool(self.currencies)
+
+    @property
+    def split_seed(self) -> int:
+        """The seed of the holdout split: ``holdout_seed``, else one derived from the name."""
+        return self.holdout_seed if self.holdout_seed is not None else default_seed(self.name)
+
+    def holdout_split(self, currency: str) -> HoldoutSplit | None:
+        """The split of ``currency``'s ``player_ids`` into treatment and holdout, or
+        ``None`` when the plan holds no one out."""
+        if self.holdout is None:
+            return None
+        return split_players(self.currencies[currency].player_ids, self.holdout, self.split_seed)
+
+    def treatment_ids(self, currency: str) -> tuple[str, ...]:
+        """The ``player_ids`` of ``currency`` the campaign is given to: all of them, less
+        the holdout group when the plan has one."""
+        split = self.holdout_split(currency)
+        return self.currencies[currency].player_ids if split is None else split.treatment
 
     @property
     def wire_type(self) -> str:
@@ -149,6 +178,12 @@ def plan_html(plan: Plan) -> str:
         ("rules URL", plan.rules_url or ""),
         ("external campaign id", plan.external_campaign_id or ""),
         ("brand", "" if plan.brand is None else str(plan.brand)),
+        (
+            "holdout",
+            ""
+            if plan.holdout is None
+            else f"{plan.holdout * 100:g} % of the player ids (seed {plan.split_seed})",
+        ),
     ]
     rows = "".join(
         f"<tr><th style='text-align:left'>{html.escape(k)}</th><td style='text-align:left'>"

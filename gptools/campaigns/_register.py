@@ -56,6 +56,7 @@ from gptools._register_file import (
     write_load,
     writing,
 )
+from gptools.campaigns._holdout import HoldoutSplit, group_digest
 from gptools.campaigns._plan import Plan
 from gptools.display import html_table
 
@@ -105,7 +106,10 @@ def plan_hash(plan: Plan) -> str:
 
 
 def _plan_json(plan: Plan) -> str:
-    return json.dumps(plan.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    # A plan without a holdout is written as before holdouts existed: its hash is unchanged.
+    unset = {f for f in ("holdout", "holdout_seed") if getattr(plan, f) is None}
+    data = plan.model_dump(mode="json", exclude=unset)
+    return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,7 +305,7 @@ class CampaignRegister:
             )
             for c in result.campaigns:
                 if c.participants_sent:
-                    sent = plan.currencies[c.currency].player_ids[: c.participants_sent]
+                    sent = plan.treatment_ids(c.currency)[: c.participants_sent]
                     write_load(
                         db,
                         LoadRecord(server, c.campaign_id, APPLY_LOAD, plan.brand,
@@ -309,6 +313,9 @@ class CampaignRegister:
                         sent,
                         moment,
                     )  # fmt: skip
+                split = plan.holdout_split(c.currency)
+                if split is not None:
+                    _write_split(db, server, c.campaign_id, split, moment)
         created = {c.campaign_id for c in result.campaigns}
         return [r for r in self.campaigns(server=server) if r.campaign_id in created]
 
@@ -355,6 +362,35 @@ class CampaignRegister:
                 mine = _plan_players(row)
             out.append(_record(row, mine))
         return out
+
+    def holdout_groups(self, record: CampaignRecord) -> HoldoutGroups | None:
+        """The holdout split recorded for a campaign (``None``: its plan held no one out,
+        or the register predates holdouts)."""
+        with reading(self.path) as db:
+            if db is None or "holdouts" not in tables(db):
+                return None
+            key = (record.server, record.campaign_id)
+            row = db.execute(
+                "SELECT * FROM holdouts WHERE server = ? AND campaign_id = ?", key
+            ).fetchone()
+            if row is None:
+                return None
+            arms: dict[str, list[str]] = {"treatment": [], "holdout": []}
+            for pid, arm in db.execute(
+                "SELECT player_id, arm FROM holdout_players WHERE server = ? AND campaign_id = ? "
+                "ORDER BY player_id",
+                key,
+            ):
+                arms[arm].append(pid)
+        return HoldoutGroups(
+            campaign_id=record.campaign_id,
+            share=Decimal(row["share"]),
+            seed=int(row["seed"]),
+            method=row["method"],
+            treatment=tuple(arms["treatment"]),
+            holdout=tuple(arms["holdout"]),
+            digests={"treatment": row["treatment_digest"], "holdout": row["holdout_digest"]},
+        )
 
     def servers(self) -> dict[str, int]:
         """Server -> how many campaigns the register holds for it."""
@@ -489,6 +525,63 @@ class CampaignRegister:
         return f"<p><b>Campaign register</b> {html.escape(str(self.path))}</p>" + html_table(
             self.frame()
         )
+
+
+@dataclass(frozen=True, slots=True)
+class HoldoutGroups:
+    """A campaign's holdout split as the register keeps it: the ``share`` asked for, the
+    ``seed`` and ``method`` (:mod:`gptools.campaigns._holdout`), and both groups (sorted),
+    with the digests recorded when the plan was applied (:meth:`verified` checks them)."""
+
+    campaign_id: str
+    share: Decimal
+    seed: int
+    method: str
+    treatment: tuple[str, ...] = field(repr=False)
+    holdout: tuple[str, ...] = field(repr=False)
+    digests: Mapping[str, str] = field(default_factory=dict, repr=False)
+
+    @property
+    def verified(self) -> bool:
+        """Whether both groups still have the digests recorded with them."""
+        return self.digests == {
+            "treatment": group_digest(self.treatment),
+            "holdout": group_digest(self.holdout),
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: share, seed, method, group sizes and digests (not the ids)."""
+        return {
+            "campaignId": self.campaign_id,
+            "share": str(self.share),
+            "seed": self.seed,
+            "method": self.method,
+            "treatment": len(self.treatment),
+            "holdout": len(self.holdout),
+            "digests": dict(self.digests),
+        }
+
+
+def _write_split(
+    db: sqlite3.Connection, server: str, campaign_id: str, split: HoldoutSplit, moment: str
+) -> None:
+    """Record a campaign's split (replacing one recorded before: applying the same plan
+    again gives the same split)."""
+    digests = split.digests()
+    db.execute(
+        "INSERT OR REPLACE INTO holdouts VALUES (?,?,?,?,?,?,?,?,?,?)",
+        (server, campaign_id, str(split.share), str(split.seed), split.method,
+         len(split.treatment), len(split.holdout), digests["treatment"], digests["holdout"],
+         moment),
+    )  # fmt: skip
+    db.execute(
+        "DELETE FROM holdout_players WHERE server = ? AND campaign_id = ?", (server, campaign_id)
+    )
+    db.executemany(
+        "INSERT INTO holdout_players VALUES (?,?,?,?)",
+        [(server, campaign_id, p, "treatment") for p in split.treatment]
+        + [(server, campaign_id, p, "holdout") for p in split.holdout],
+    )
 
 
 def shared_ids(records: Iterable[CampaignRecord]) -> dict[str, list[str]]:

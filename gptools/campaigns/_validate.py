@@ -12,6 +12,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import pandas as pd
 
 from gptools import spec
+from gptools.campaigns._holdout import MAX_SHARE, MIN_GROUP
 from gptools.campaigns._plan import AWARDED_FEATURE, CAMPAIGN_TYPES, Plan
 from gptools.costs import UnknownCurrencyError, available_costs, currency_exponent
 from gptools.display import html_table
@@ -159,6 +160,7 @@ def validate_plan(
         *_currencies(plan, costs, unknown_games),
         *_dates(plan, now),
         *_rates(plan),
+        *_holdout(plan),
     ]
     return Validation(tuple(problems))
 
@@ -392,3 +394,39 @@ def _rates(plan: Plan) -> Iterator[Problem]:
             )
         elif not rate.is_finite() or rate <= 0:
             yield Problem(f"exchange_rates.{currency}", rate, "> 0", "a rate must be positive")
+
+
+def _holdout(plan: Plan) -> Iterator[Problem]:
+    share = plan.holdout
+    if share is None:
+        return
+    if not 0 < share <= MAX_SHARE:
+        yield Problem(
+            "holdout",
+            f"{share * 100:g} %",
+            f"more than 0 % and at most {MAX_SHARE * 100:g} %",
+            "the holdout share is out of range",
+        )
+        return
+    for currency, line in plan.currencies.items():
+        where = f"currencies.{currency}.player_ids"
+        if not line.player_ids:
+            yield Problem(
+                where,
+                [],
+                "the players to split",
+                "a holdout splits the plan's player_ids: list them, or drop holdout",
+            )
+            continue
+        split = plan.holdout_split(currency)
+        assert split is not None
+        small = min(len(split.treatment), len(split.holdout))
+        if small < MIN_GROUP:
+            yield Problem(
+                where,
+                f"{len(split.treatment)} treatment, {len(split.holdout)} holdout",
+                f"at least {MIN_GROUP} players in each group",
+                "too few players to measure an uplift: results will say so rather than "
+                "print a number",
+                "warning",
+            )

@@ -21,6 +21,7 @@ from gptools.cli._main import EXIT_BAD_INPUT, NotRecorded, campaigns, cli_text, 
 from gptools.cli._outputs import check_output_option, write_csv_output
 from gptools.cli._params import (
     BRAND_ID,
+    FilePath,
     column_mapping_options,
     mapping_fields,
     max_line_bytes_option,
@@ -391,13 +392,21 @@ def show_command(
     "(refused by default: it does not look like a delivery log), and overwrite an existing "
     "--unreached-out file (never through a symbolic link).",
 )
+@click.option(
+    "--ledger",
+    type=FilePath(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="The operator's wallet ledger (CSV or Parquet: player_id, currency, amount, kind "
+    "debit/credit/rollback, free_round, timestamp): adds net gaming revenue to the holdout "
+    "uplift, and the incremental revenue and ROI.",
+)
 @max_line_bytes_option
 @column_mapping_options
 @server_options
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def results_command(
     source: str, campaign_ids: tuple[str, ...], fmt: str, table: str, engine: str,
-    spark_master: str | None, unreached_out: Path | None, force: bool,
+    spark_master: str | None, unreached_out: Path | None, force: bool, ledger: Path | None,
     max_line_bytes: int | None, columns: tuple[tuple[str, str], ...], latency_unit: str,
     server: str | None, all_servers: bool, as_json: bool,
 ) -> None:  # fmt: skip
@@ -406,7 +415,12 @@ def results_command(
     against the budget, time to first play, and the players never reached.
 
     Events are attributed by the assumed rule spec.CAMPAIGN_ATTRIBUTION, unless a foreign
-    log carries the campaign id: --column campaign_id=NAME attributes each action by it."""
+    log carries the campaign id: --column campaign_id=NAME attributes each action by it.
+
+    A campaign planned with a holdout share is compared with its holdout group on paid play
+    from its start: turnover and active days per player from the log, net gaming revenue
+    from --ledger, each with a 95 % Welch interval; with --ledger, the incremental revenue
+    and ROI against the exposure (an upper bound of the cost)."""
     fields = mapping_fields(columns, latency_unit)
     check_output_option("--unreached-out", unreached_out, force=force)
     from gptools.campaigns import CampaignRegister, RegisterError
@@ -428,6 +442,13 @@ def results_command(
         if not records:
             fail(f"{_nothing_here(register, chosen)}: nothing to report", bad_input=True)
         _one_server_per_id(records)
+        groups = {r.campaign_id: g for r in records if (g := register.holdout_groups(r))}
+    if ledger is not None and not groups:
+        fail(
+            f"--ledger {ledger}: no campaign reported has a holdout group (plan field "
+            "holdout), and the ledger serves the holdout uplift only",
+            bad_input=True,
+        )
     try:
         from gptools.deliverylog import (
             DEFAULT_MAX_LINE_BYTES,
@@ -445,9 +466,10 @@ def results_command(
             report = results.report
             unreached = results.unreached()
             apart = None if report.attributed else _apart_in_time(results, records)
+            uplift = _uplift(results, groups, ledger)
     except MissingExtraError as exc:
         fail(str(exc))
-    except (DeliveryLogError, ImportError, ValueError) as exc:
+    except (DeliveryLogError, ImportError, ValueError, OSError) as exc:
         fail(str(exc), bad_input=True)
     if unreached_out is not None:
         rows = zip(unreached.campaign_id, unreached.player_id, strict=True)
@@ -458,6 +480,7 @@ def results_command(
     document["unreached"] = len(unreached)
     document["server"] = chosen
     document["apart_in_time"] = apart
+    document["uplift"] = None if uplift is None else uplift.to_dict()
 
     def human() -> str:
         if apart is not None:
@@ -476,11 +499,55 @@ def results_command(
                 + (f", median wait to first play {wait / 3600:.1f} h" if wait is not None else "")
             )
         lines.append(f"{len(unreached):,} player(s) never reached")
+        if uplift is not None:
+            lines += _uplift_lines(uplift)
         if unreached_out is not None:
             lines.append(f"Wrote them to {unreached_out}")
         return "\n".join(lines)
 
     emit(document, as_json=as_json, human=human)
+
+
+def _uplift(results: Any, groups: dict[str, Any], ledger: Path | None) -> Any:
+    """The holdout uplift of the campaigns with a holdout group (``None``: none has one);
+    a ledger the minimal reader cannot read is bad input, named."""
+    if not groups:
+        return None
+    import duckdb
+
+    from gptools.deliverylog import holdout_uplift
+
+    try:
+        return holdout_uplift(results, groups, ledger=ledger)
+    except duckdb.Error as exc:
+        raise ValueError(f"--ledger {ledger}: cannot read it: {exc}") from None
+
+
+def _uplift_lines(uplift: Any) -> list[str]:
+    """The uplift in a few lines: per campaign, each metric's difference per player with
+    its interval, the incremental revenue and ROI, or why no number is given."""
+    lines = [f"Holdout uplift: {uplift.method}"]
+    for c in uplift.campaigns:
+        if c.refused:
+            lines.append(f"{c.campaign_id} {c.currency}: {c.refused}")
+            continue
+        for m in c.metrics:
+            r = m.row()
+            lines.append(
+                f"{c.campaign_id} {m.metric}: {r['difference']:+} {m.unit} per player "
+                f"[{r['low']}, {r['high']}] ({m.treatment_players} treatment, "
+                f"{m.holdout_players} holdout)"
+            )
+        rev, roi = c.incremental_revenue, c.roi
+        if rev is not None and roi is not None:
+            lines.append(
+                f"{c.campaign_id}: incremental revenue {rev[0]} {c.currency} [{rev[1]}, "
+                f"{rev[2]}], cost {c.cost} ({c.cost_basis}), ROI {roi[0]:.2f} "
+                f"[{roi[1]:.2f}, {roi[2]:.2f}]"
+            )
+        else:
+            lines.append(f"{c.campaign_id}: no ROI without net gaming revenue (--ledger)")
+    return lines
 
 
 def _one_server_per_id(records: list[Any]) -> None:

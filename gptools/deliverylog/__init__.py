@@ -50,6 +50,13 @@ from gptools.deliverylog._results_charts import (  # noqa: E402
     plot_funnel,
     plot_uptake,
 )
+from gptools.deliverylog._uplift import (  # noqa: E402
+    CampaignUplift,
+    MetricUplift,
+    UpliftReport,
+    holdout_uplift,
+)
+from gptools.deliverylog._uplift_charts import plot_roi, plot_uplift  # noqa: E402
 
 __all__ = [
     "DEFAULT_MAX_LINE_BYTES",
@@ -59,21 +66,27 @@ __all__ = [
     "CampaignReport",
     "CampaignResults",
     "CampaignTerms",
+    "CampaignUplift",
     "ColumnMapping",
     "DeliveryAnalysis",
     "DeliveryLog",
     "DeliveryLogError",
     "DeliveryReport",
     "LogFormat",
+    "MetricUplift",
+    "UpliftReport",
     "analyze",
     "campaign_results",
+    "holdout_uplift",
     "plot_attempts_per_action",
     "plot_budget_used",
     "plot_duplicates_and_retries",
     "plot_funnel",
     "plot_latency",
     "plot_retry_gaps",
+    "plot_roi",
     "plot_status_mix",
+    "plot_uplift",
     "plot_uptake",
     "read_delivery_log",
 ]

@@ -28,7 +28,8 @@ def load_plan_players(
 ) -> dict[str, LoadSummary]:
     """Load each currency's ``player_ids`` of ``plan`` into its campaign of ``applied``
     (what :func:`~gptools.campaigns.apply_plan` returned) with :func:`load_participants`,
-    on the plan's brand; returns currency -> summary, for the currencies that list players.
+    on the plan's brand (its treatment group only, when the plan has a ``holdout``);
+    returns currency -> summary, for the currencies that list players.
 
     Each load has its own journal (the default one), so running it again after an
     interruption sends only what was not acknowledged, and after a complete load sends
@@ -36,13 +37,14 @@ def load_plan_players(
     """
     ids = applied.campaign_ids
     summaries: dict[str, LoadSummary] = {}
-    for currency, line in plan.currencies.items():
-        if not line.player_ids or currency not in ids:
+    for currency in plan.currencies:
+        treatment = plan.treatment_ids(currency)
+        if not treatment or currency not in ids:
             continue
         summaries[currency] = load_participants(
             client,
             ids[currency],
-            list(line.player_ids),
+            list(treatment),
             brand=plan.brand,
             endpoint=endpoint,
             register=register,

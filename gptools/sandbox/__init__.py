@@ -39,6 +39,7 @@ from gptools.sandbox._dispatcher import (
 )
 from gptools.sandbox._events import CampaignPlay, EventGenerator, events_before
 from gptools.sandbox._faults import FaultRule
+from gptools.sandbox._paid_play import PaidPlayed, PaidPlayModel, play_paid, write_paid_ledger
 from gptools.sandbox._persist import (
     STATE_FILE,
     SandboxStateError,
@@ -73,6 +74,8 @@ __all__ = [
     "DeliveryTarget",
     "EventGenerator",
     "FaultRule",
+    "PaidPlayModel",
+    "PaidPlayed",
     "PlayerModel",
     "RecordedRequest",
     "RemoteSandbox",
@@ -90,10 +93,12 @@ __all__ = [
     "default_state_dir",
     "events_before",
     "play_campaign",
+    "play_paid",
     "reset_state",
     "run_sandbox",
     "serve_forever",
     "wallet_side",
     "write_ledger",
+    "write_paid_ledger",
     "write_truth",
 ]

@@ -13,6 +13,11 @@
                                                   play (``?seed=&accept=&finish=&wallet_seed=``):
                                                   the ledger's rows, the events delivered, the
                                                   truth the reconciliation must find
+``POST /_sandbox/campaigns/{id}/paid-play``      its participants' and a holdout group's paid
+                                                  play (``{"holdout": [...], "seed",
+                                                  "effect", "activeShare", "roundsMean"}``):
+                                                  the true effect, each player's truth, the
+                                                  events and the wallet rows
 ``GET /_sandbox/subscriptions``                   webhook subscriptions per brand, secrets masked
 ``GET|POST|DELETE /_sandbox/faults``              list, add (a FaultRule as JSON), clear
 ``POST /_sandbox/reset``                          forget everything (as ``RunningSandbox.reset``)
@@ -34,6 +39,7 @@ from gptools import spec
 from gptools.models import dumps_wire, loads_wire
 from gptools.sandbox._config import SandboxConfig
 from gptools.sandbox._faults import FaultRule, Faults
+from gptools.sandbox._paid_play import MAX_PLAYERS, PaidPlayModel, play_paid
 from gptools.sandbox._players import (
     DEFAULT_ACCEPT_SHARE,
     DEFAULT_FINISH_SHARE,
@@ -182,6 +188,39 @@ def build_inspection_app(app: InspectedSandbox, extra: Sequence[BaseRoute]) -> S
             )
         return _answer(played.to_json())
 
+    async def paid_play(request: Request) -> Response:
+        campaign_id = request.path_params["campaign_id"]
+        with state.lock:
+            stored = state.campaigns.get(campaign_id)
+        if stored is None:
+            return Response(
+                error_body(spec.NOT_FOUND_CODE, f"no campaign {campaign_id!r}", request.url.path),
+                404,
+                media_type="application/json",
+            )
+        try:
+            ask = loads_wire(await request.body() or b"{}")
+            if not isinstance(ask, dict):
+                raise ValueError("the body must be a JSON object")
+            holdout = ask.get("holdout", [])
+            if not isinstance(holdout, list) or not all(isinstance(p, str) for p in holdout):
+                raise ValueError("holdout must be a list of player ids")
+            if len(holdout) > MAX_PLAYERS:
+                raise ValueError(f"holdout lists {len(holdout):,} players, at most {MAX_PLAYERS:,}")
+            base = PaidPlayModel()
+            model = PaidPlayModel(
+                seed=int(ask.get("seed", base.seed)),
+                active_share=float(ask.get("activeShare", base.active_share)),
+                rounds_mean=float(ask.get("roundsMean", base.rounds_mean)),
+                effect=float(ask.get("effect", base.effect)),
+            )
+            played = play_paid(
+                campaign_id, stored.body, state.participants(campaign_id), holdout, model
+            )
+        except (ValueError, TypeError, CampaignNotPlayableError) as exc:
+            return _refuse(request, str(exc))
+        return _answer(played.to_json())
+
     async def subscriptions(request: Request) -> Response:
         with state.lock:
             return _answer({str(b): masked(s) for b, s in state.subscriptions.items()})
@@ -209,6 +248,7 @@ def build_inspection_app(app: InspectedSandbox, extra: Sequence[BaseRoute]) -> S
         Route(f"{PREFIX}/campaigns/{{campaign_id}}/participants", participants),
         Route(f"{PREFIX}/campaigns/{{campaign_id}}/play", play),
         Route(f"{PREFIX}/campaigns/{{campaign_id}}/wallet", play),
+        Route(f"{PREFIX}/campaigns/{{campaign_id}}/paid-play", paid_play, methods=["POST"]),
         Route(f"{PREFIX}/subscriptions", subscriptions),
         Route(f"{PREFIX}/faults", faults, methods=["GET", "POST", "DELETE"]),
         Route(f"{PREFIX}/reset", reset, methods=["POST"]),

@@ -136,7 +136,7 @@ def test_a_register_from_before_loads_were_recorded_is_read_then_migrated(
     (pruned,) = prune_journals(journals, register=register)
     assert not pruned.path.exists()
     with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 3  # version 3: holdout groups
     db.close()
     assert register.get("CMP-000001", server=server).players == ("p1", "p2")
     assert register.participant_counts()[(server, campaign)] == ParticipantCounts(2)
