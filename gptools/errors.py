@@ -109,6 +109,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "excel": ("openpyxl",),
     "notebooks": ("matplotlib", "ipywidgets", "nbformat", "nbclient", "nbconvert"),
     "spark": ("pyspark",),
+    "forward": ("pika", "nats"),
 }
 
 
