@@ -19,7 +19,8 @@ _CAPABILITY = "forwarding to NATS JetStream"
 
 
 class NatsPublisher:
-    """One destination's connection (opened on first use, again after a failure)."""
+    """One destination's connection, opened on first use; :meth:`close` ends it and the
+    publisher's event loop (the forwarding stage makes a new publisher after a failure)."""
 
     def __init__(self, destination: Destination, timeout: timedelta) -> None:
         self.nats: Any = import_extra("nats", "forward", _CAPABILITY)
@@ -38,7 +39,10 @@ class NatsPublisher:
 
     async def _open(self) -> Any:
         if self._js is None:
-            self._client = await self.nats.connect(
+            # Kept before connecting: a connect that fails half-way (the broker went away
+            # between TCP and INFO) leaves a transport that close() must end.
+            self._client = self.nats.NATS()
+            await self._client.connect(
                 self._server,
                 connect_timeout=self.timeout,
                 allow_reconnect=False,
@@ -67,12 +71,23 @@ class NatsPublisher:
         )
 
     def close(self) -> None:
-        """Close the connection (never raises); the loop stays for the next one."""
+        """End the connection, whatever state it is in, and the event loop (never
+        raises; the publisher is not used again)."""
         client, self._client, self._js = self._client, None, None
+        loop = self._loop
+        if loop.is_closed():
+            return
         if client is not None:
             with contextlib.suppress(Exception):
-                self._loop.run_until_complete(asyncio.wait_for(client.close(), self.timeout))
-
-    def __del__(self) -> None:
-        if not self._loop.is_closed() and not self._loop.is_running():
-            self._loop.close()
+                loop.run_until_complete(asyncio.wait_for(client.close(), self.timeout))
+            transport = getattr(client, "_transport", None)
+            if transport is not None:
+                with contextlib.suppress(Exception):
+                    transport.close()
+        with contextlib.suppress(Exception):
+            tasks = asyncio.all_tasks(loop)
+            for task in tasks:
+                task.cancel()
+            loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+            loop.run_until_complete(asyncio.sleep(0))  # let closed transports finish
+        loop.close()
