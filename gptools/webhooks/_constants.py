@@ -195,3 +195,5 @@ DEFAULT_FORWARD_LEASE: Final = timedelta(minutes=2)
 DEFAULT_FORWARD_TIMEOUT: Final = timedelta(seconds=10)
 #: Rows of one destination one round of the forwarding loop leases at most.
 FORWARD_BATCH: Final = 64
+#: How often the forwarding loop purges the done rows past the log's retention.
+FORWARD_PURGE_EVERY: Final = timedelta(hours=1)

@@ -24,6 +24,9 @@ How it holds:
   costs one attempt per backoff, not one per row.
 - **Replayable.** :meth:`~gptools.webhooks._forward_store.ForwardOperations.requeue_forwards`
   sets rows pending again (a replay, a retry of dead letters).
+- **Bounded.** Done rows are purged once an hour past the log's retention
+  (``Store(log_retention=...)``, 90 days by default), so a replay finds what the log
+  still holds.
 - **Measured per destination:** ``gptools_webhook_forwarded_total{destination,outcome}``
   (forwarded, failed, dead_lettered).
 """
@@ -47,6 +50,7 @@ from gptools.webhooks._constants import (
     DEFAULT_FORWARD_TIMEOUT,
     DEFAULT_IDLE_WAIT,
     FORWARD_BATCH,
+    FORWARD_PURGE_EVERY,
     QUEUE_LINK_MAX_BACKOFF,
     QUEUE_STORE_BACKOFF_CAP,
 )
@@ -165,6 +169,7 @@ class Forwarder:
         self.link = StoreLink(store, max_backoff=QUEUE_LINK_MAX_BACKOFF)
         self._wake = threading.Event()
         self._store_failures = 0
+        self._next_purge = 0.0  # monotonic seconds: the first round purges
         self._counters = _COUNTERS.made()
         for name in self.names:
             for outcome in OUTCOMES:
@@ -196,9 +201,19 @@ class Forwarder:
             publisher.close()
         self._publishers.clear()
 
+    def _purge(self, conn: StoreConnection) -> None:
+        """Once every ``FORWARD_PURGE_EVERY``: the done forwards past the log's retention
+        (the table stays as long as the log, not longer)."""
+        if time.monotonic() < self._next_purge:
+            return
+        conn.purge_forwards(self.clock() - self.store.log_retention, step=conn.purge_step)
+        self._next_purge = time.monotonic() + FORWARD_PURGE_EVERY.total_seconds()
+
     def _step(self) -> bool:
         try:
-            ran = self.run_due(self.link.get())
+            conn = self.link.get()
+            self._purge(conn)
+            ran = self.run_due(conn)
         except StoreError as exc:
             self.link.failed(exc)
             self._store_failures += 1

@@ -191,6 +191,23 @@ class ForwardOperations(ConnectionCore):
                 count += int(cur.rowcount)
         return count
 
+    def purge_forwards(self, before: datetime, *, step: int) -> int:
+        """Delete the done forwards confirmed before ``before`` (the log's retention: a
+        replay can re-enqueue what the log still holds), ``step`` rows per transaction
+        over the partial index of done rows; returns how many."""
+        sql = (
+            "DELETE FROM webhook_forwards WHERE (action_id, destination) IN ("
+            "SELECT action_id, destination FROM webhook_forwards"
+            " WHERE state = 'done' AND forwarded_at < ? LIMIT ?)"
+        )
+        total = 0
+        while True:
+            with self._errors("purge forwards"), self._transaction():
+                deleted = int(self._execute(sql, (self._ts(before), step)).rowcount)
+            total += deleted
+            if deleted < step:
+                return total
+
     def forward_counts(self) -> dict[str, dict[str, int]]:
         """How many rows each destination has in each state (reads every row: for tools
         and tests)."""

@@ -26,6 +26,9 @@ _FORWARD_INDEXES = (
     " (next_attempt_at) WHERE state = 'pending'",
     "CREATE INDEX IF NOT EXISTS webhook_forwards_dead ON webhook_forwards"
     " (first_received_at) WHERE state = 'dead'",
+    # The forwarding loop's purge finds the done rows past the log's retention by this.
+    "CREATE INDEX IF NOT EXISTS webhook_forwards_done ON webhook_forwards"
+    " (forwarded_at) WHERE state = 'done'",
 )
 
 SQLITE_V3_DDL = (

@@ -301,3 +301,32 @@ def test_a_destination_that_cannot_work_is_refused_by_name(forward: str, message
     assert refused.value.setting == "forward"
     assert message in str(refused.value)
     assert "pw-7" not in str(refused.value)
+
+
+def test_done_forwards_are_purged_past_the_logs_retention(store_url: str) -> None:
+    from gptools.webhooks._forward_store import ClaimedForward
+
+    store = open_store(store_url)
+    conn = store.connect()
+    try:
+        old, recent, waiting = _ids(3)
+        for a in (old, recent, waiting):
+            conn.enqueue_forwards(a, "{}", ["dwh"], T0)
+        claimed = {
+            c.action_id: c
+            for c in conn.claim_forwards(
+                "dwh", T0, lease=timedelta(minutes=1), max_attempts=3, limit=10
+            )
+        }
+        assert conn.finish_forward(claimed[old], "done", now=T0)
+        assert conn.finish_forward(claimed[recent], "done", now=T0 + timedelta(days=2))
+        conn.release_forwards([claimed[waiting]], T0)
+        # Two rows a step: the purge goes on until a step deletes fewer.
+        assert conn.purge_forwards(T0 + timedelta(days=1), step=1) == 1
+        assert [(r.action_id, r.state) for r in conn.forwards()] == [
+            (recent, "done"),
+            (waiting, "pending"),
+        ]
+        assert isinstance(claimed[waiting], ClaimedForward)
+    finally:
+        conn.close()
