@@ -224,3 +224,58 @@ def test_the_refuse_setting_names_kinds(refuse: str, message: str | None) -> Non
 def test_the_cap_must_be_positive() -> None:
     with pytest.raises(SettingError, match="first_seen_max_values must be at least 1, got 0"):
         ReceiverConfig(first_seen_max_values=0)
+
+
+def test_the_first_seen_command_lists_and_accepts(tmp_path: Path) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from gptools.cli import cli
+
+    store_url = f"sqlite:///{tmp_path / 's.db'}"
+    conn = open_store(store_url).connect()
+    try:
+        conn.record_first_seen(
+            [
+                Sighting("event_type", "JACKPOT", T0, A1, refused=True),
+                Sighting("currency", "XBT", T0, A2),
+            ],
+            cap=10,
+        )
+    finally:
+        conn.close()
+    runner = CliRunner()
+    listed = runner.invoke(cli, ["webhooks", "first-seen", "--store", store_url, "--json"])
+    assert listed.exit_code == 0, listed.output
+    assert json.loads(listed.stdout) == {
+        "first_seen": [
+            {
+                "kind": "currency",
+                "value": "XBT",
+                "first_seen_at": "2026-03-02T00:00:00+00:00",
+                "first_action_id": A2,
+                "refused": False,
+            },
+            {
+                "kind": "event_type",
+                "value": "JACKPOT",
+                "first_seen_at": "2026-03-02T00:00:00+00:00",
+                "first_action_id": A1,
+                "refused": True,
+            },
+        ]
+    }
+    accepted = runner.invoke(
+        cli,
+        ["webhooks", "first-seen", "--store", store_url, "--kind", "event_type",
+         "--accept", "event_type=JACKPOT"],
+    )  # fmt: skip
+    assert accepted.exit_code == 0, accepted.output
+    assert accepted.stdout.splitlines() == [
+        f"event_type  JACKPOT  2026-03-02T00:00:00+00:00  {A1}",
+        "1 value first seen",
+        "event_type=JACKPOT: accepted",
+    ]
+    bad = runner.invoke(cli, ["webhooks", "first-seen", "--store", store_url, "--accept", "x"])
+    assert bad.exit_code == 2
