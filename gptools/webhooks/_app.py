@@ -806,7 +806,8 @@ def _invalid_payload(body: bytes, entry: LogEntry) -> tuple[_Refusal | None, Any
         if event is None:
             return _Refusal(status, "invalid_payload", reason, fields=fields), None
         entry.action_id = str(event.action_id)
-        # A body the model alone vouched for (rare): its keys as they came.
+        # A body the model alone vouched for (rare): its keys as they came (``parse``
+        # read it with Python's json, so this reads it too).
         return None, json.loads(body)
     entry.action_id, data = checked
     return None, data
