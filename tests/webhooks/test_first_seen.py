@@ -279,3 +279,13 @@ def test_the_first_seen_command_lists_and_accepts(tmp_path: Path) -> None:
     ]
     bad = runner.invoke(cli, ["webhooks", "first-seen", "--store", store_url, "--accept", "x"])
     assert bad.exit_code == 2
+
+
+def test_an_extra_field_with_a_long_number_is_recorded(tmp_path: Path) -> None:
+    store_url = f"sqlite:///{tmp_path / 's.db'}"
+    with serve_in_thread(_receiver(store_url)) as srv:
+        for digits, status in ((4300, 200), (4301, 400)):
+            body = wire(event(A1))[:-1] + b', "huge": ' + b"9" * digits + b"}"
+            assert httpx.post(srv.url, content=body, headers=JSON).status_code == status
+        _until("recorded", lambda: len(_rows(store_url)) == 3)
+    assert [s.value for s in _rows(store_url) if s.kind == "field"] == ["huge"]
