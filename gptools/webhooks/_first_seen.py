@@ -32,6 +32,9 @@ from gptools.webhooks._store import Store, StoreConnection
 
 logger = logging.getLogger("gptools.webhooks")
 
+#: The kinds whose new values mean the payload changed (the alert's, a warning line).
+ALERTED_KINDS = frozenset({"event_type", "field"})
+
 _COUNTERS = Families(
     first_seen=counter(
         "gptools_webhook_first_seen_total",
@@ -201,7 +204,11 @@ class FirstSeenWatch:
                 made.dropped.labels(kind=sighting.kind).inc()
             elif what == "new":
                 made.first_seen.labels(kind=sighting.kind).inc()
-                logger.warning(
+                # A new event type or field is the payload changing (a warning, like its
+                # alert); a new currency or game is everyday news.
+                level = logging.WARNING if sighting.kind in ALERTED_KINDS else logging.INFO
+                logger.log(
+                    level,
                     "first seen: %s %r%s",
                     sighting.kind,
                     sighting.value,

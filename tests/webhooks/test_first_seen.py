@@ -58,7 +58,7 @@ def _receiver(store_url: str, **settings: Any) -> WebhookReceiver:
 def test_a_new_event_type_is_recorded_counted_and_logged_once(
     store_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="gptools.webhooks")
+    caplog.set_level(logging.INFO, logger="gptools.webhooks")
     with serve_in_thread(_receiver(store_url)) as srv:
         before = _counted(srv.base_url)
         for action_id in (A1, A2):
@@ -87,10 +87,10 @@ def test_a_new_event_type_is_recorded_counted_and_logged_once(
         "game": 1,
     }
     lines = [r for r in caplog.records if getattr(r, "event", None) == "first_seen"]
-    assert sorted((r.kind, r.value, r.actionId) for r in lines) == [  # type: ignore[attr-defined]
-        ("currency", "EUR", A1),
-        ("event_type", "BONUS_WHEEL", A1),
-        ("game", "golden-pharaoh", A1),
+    assert sorted((r.kind, r.value, r.actionId, r.levelname) for r in lines) == [  # type: ignore[attr-defined]
+        ("currency", "EUR", A1, "INFO"),
+        ("event_type", "BONUS_WHEEL", A1, "WARNING"),
+        ("game", "golden-pharaoh", A1, "INFO"),
     ]
 
 
