@@ -41,6 +41,7 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from gptools._backoff import backoff_delay
+from gptools.errors import import_extra
 from gptools.webhooks._constants import (
     DEFAULT_FACTOR,
     DEFAULT_FORWARD_FIRST_DELAY,
@@ -118,6 +119,23 @@ class HttpPublisher:
         """Nothing to drop (httpx's pool reconnects by itself)."""
 
 
+#: The client module each broker's destinations need (extra ``forward``), and what for.
+_CLIENTS = {
+    "rabbitmq": ("pika", "forwarding to RabbitMQ"),
+    "nats": ("nats", "forwarding to NATS JetStream"),
+}
+
+
+def require_clients(destinations: tuple[Destination, ...]) -> None:
+    """MissingExtraError (one line naming the extra) unless the client of every broker
+    among ``destinations`` imports: said when the receiver starts, not at the first
+    publication."""
+    for destination in destinations:
+        if destination.kind in _CLIENTS:
+            module, capability = _CLIENTS[destination.kind]
+            import_extra(module, "forward", capability)
+
+
 def open_publisher(destination: Destination, timeout: timedelta) -> Publisher:
     """The publisher of ``destination``'s kind (MissingExtraError, one line, when the
     broker's client is not installed: extra ``forward``)."""
@@ -151,6 +169,7 @@ class Forwarder:
         clock: Clock = utc_now,
         publishers: Callable[[Destination, timedelta], Publisher] = open_publisher,
     ) -> None:
+        require_clients(destinations)
         self.store = store
         self.destinations = destinations
         self.names = tuple(d.name for d in destinations)

@@ -276,12 +276,21 @@ def test_a_missing_broker_client_names_the_extra(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setitem(sys.modules, "pika", None)
     monkeypatch.setitem(sys.modules, "nats", None)
     for destination, name, what in ((rabbit, "pika", "RabbitMQ"), (nats, "nats", "NATS")):
-        with pytest.raises(MissingExtraError) as missing:
-            open_publisher(destination, timedelta(seconds=1))
-        assert str(missing.value) == (
+        expected = (
             f"forwarding to {what}{' JetStream' if what == 'NATS' else ''} needs the optional "
             f"extra [forward] ({name} is not installed): pip install 'gptools[forward]'"
         )
+        with pytest.raises(MissingExtraError) as missing:
+            open_publisher(destination, timedelta(seconds=1))
+        assert str(missing.value) == expected
+        # A receiver says so when it starts, not at its first publication.
+        with pytest.raises(MissingExtraError) as missing:
+            WebhookReceiver(
+                "sqlite:///unused.db",
+                auth=ReceiverAuth.none(),
+                forward=f"{destination.name}={destination.url}",
+            )
+        assert str(missing.value) == expected
 
 
 @pytest.mark.parametrize(
