@@ -110,6 +110,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "excel": ("openpyxl",),
     "notebooks": ("matplotlib", "ipywidgets", "nbformat", "nbclient", "nbconvert"),
     "spark": ("pyspark",),
+    "forward": ("pika", "nats"),
 }
 
 

@@ -655,6 +655,26 @@ GAME_EVENT_FIELD: Final = MappingProxyType({f.name: f for f in GAME_EVENT_FIELDS
 #: Every reason a game event notification is refused for, in the order checks run.
 GAME_EVENT_REASONS: Final = tuple(f.reason(c) for f in GAME_EVENT_FIELDS for c in f.checks)
 
+#: ours: the kinds of value whose set the document leaves open ("values seen", "the full
+#: list is not shown"), which the receiver's contract watcher and the analyser's "new in
+#: this log" section look for values not seen before in: the event types, the top-level
+#: field names, the currencies and the game ids.
+OPEN_VALUE_KINDS: Final = ("event_type", "field", "currency", "game")
+#: The wire field that holds each kind's values (``field``: the body's own keys).
+OPEN_VALUE_FIELDS: Final = MappingProxyType(
+    {"event_type": "events", "currency": "currencyCode", "game": "gameId"}
+)
+#: spec: what the document shows of each kind (the event types seen, the eight fields; it
+#: names no currency or game), the values that are never news.
+KNOWN_OPEN_VALUES: Final[MappingProxyType[str, frozenset[str]]] = MappingProxyType(
+    {
+        "event_type": KNOWN_EVENT_TYPES,
+        "field": frozenset(GAME_EVENT_FIELD),
+        "currency": frozenset(),
+        "game": frozenset(),
+    }
+)
+
 ASSUMPTIONS: Final[tuple[Assumption, ...]] = (
     Assumption(
         "IMPLICIT_ALLOWED_PRINCIPALS",
@@ -1116,6 +1136,7 @@ __all__ = [
     "IMPLICIT_ALLOWED_PRINCIPALS",
     "JSON_MAX_DEPTH",
     "KNOWN_EVENT_TYPES",
+    "KNOWN_OPEN_VALUES",
     "KNOWN_PRINCIPAL_TYPES",
     "LEGACY_CAMPAIGN_TYPES",
     "METHOD_NOT_ALLOWED_CODE",
@@ -1124,6 +1145,8 @@ __all__ = [
     "NAME_MIN_LENGTH",
     "NOT_FOUND_CODE",
     "NOT_FOUND_STATUS",
+    "OPEN_VALUE_FIELDS",
+    "OPEN_VALUE_KINDS",
     "PARTICIPANT_ADDITION_IDEMPOTENT",
     "PARTICIPANT_CHUNK_SIZES",
     "PARTICIPANT_ENDPOINTS",

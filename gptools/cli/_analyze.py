@@ -103,11 +103,21 @@ def _lost_records(analysis: Any) -> list[dict[str, Any]]:
     help="Write the lost actions (what a replay request needs) to this CSV file (a new "
     "one: an existing file only with --force).",
 )
+@click.option(
+    "--known",
+    "known",
+    multiple=True,
+    metavar="KIND=VALUE[,VALUE...]",
+    help="Values of the payload's open fields that are no news (repeat per kind: "
+    "event_type, currency, game); the report's 'new in this log' lists the others. "
+    "Default per kind: the document's (event types COIN and FEATURE; no currency, no game).",
+)
 @column_mapping_options
 def analyze_command(
     log: str, as_json: bool, fmt: str, now: str | None, table: str, engine: str,
     spark_master: str | None, strict: bool, force: bool, max_line_bytes: int | None,
-    lost_out: Path | None, columns: tuple[tuple[str, str], ...], latency_unit: str,
+    lost_out: Path | None, known: tuple[str, ...], columns: tuple[tuple[str, str], ...],
+    latency_unit: str,
 ) -> None:  # fmt: skip
     """Analyse a webhook delivery log: duplicates, retries, backoff, lost and pending
     actions, latency, silent periods. Lists the lost actions to ask the provider to replay.
@@ -118,6 +128,7 @@ def analyze_command(
     A log written by another system is read through --column FIELD=NAME.
     """
     moment = parse_now(now)
+    known_values = _known_values(known)
     fields = mapping_fields(columns, latency_unit)
     check_output_option("--lost-out", lost_out, force=force)
     from gptools.deliverylog import (
@@ -138,6 +149,7 @@ def analyze_command(
         ) as analysis:  # fmt: skip
             report = analysis.report
             lost = _lost_records(analysis)
+            new = analysis.new_in_log(known_values)
     except MissingExtraError as exc:  # an ImportError too, but not the user's input
         fail(str(exc))
     except (DeliveryLogError, ImportError) as exc:
@@ -148,6 +160,15 @@ def analyze_command(
     document = report.to_dict()
     document["warnings"] = [cli_text(w) for w in document.get("warnings", [])]
     document["lost"] = lost
+    document["new_in_log"] = [
+        {
+            "kind": str(r["kind"]),
+            "value": str(r["value"]),
+            "first_received_at": r["first_received_at"].isoformat(),
+            "deliveries": int(r["deliveries"]),
+        }
+        for r in new.to_dict("records")
+    ]
     if report.deliveries == 0:
         warning = f"{log} holds no deliveries: nothing to analyse"
         document["warnings"] = [*document.get("warnings", []), warning]
@@ -169,6 +190,27 @@ def analyze_command(
                 )
         if lost_out is not None:
             lines.append(f"Wrote {len(lost):,} lost action(s) to {lost_out}")
+        lines.append("New in this log (values not in the known set):")
+        for kind in ("event_type", "currency", "game"):
+            values = [cli_text(str(v)) for v in new.loc[new["kind"] == kind, "value"]]
+            lines.append(f"  {kind}: {', '.join(values) if values else 'none'}")
         return "\n".join(lines)
 
     emit(document, as_json=as_json, human=human)
+
+
+def _known_values(given: tuple[str, ...]) -> dict[str, list[str]] | None:
+    """The ``--known`` options as the analyser's ``known`` (None: the defaults)."""
+    if not given:
+        return None
+    out: dict[str, list[str]] = {}
+    for item in given:
+        kind, sep, values = item.partition("=")
+        if not sep or kind not in ("event_type", "currency", "game"):
+            fail(
+                f"Invalid value for '--known': {item!r}: KIND=VALUE[,VALUE...] with KIND "
+                "event_type, currency or game",
+                bad_input=True,
+            )
+        out.setdefault(kind, []).extend(v for v in values.split(",") if v)
+    return out

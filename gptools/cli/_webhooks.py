@@ -160,6 +160,23 @@ def _option_of(ctx: click.Context, setting: str) -> click.Parameter | None:
 @setting_option("spool_max_bytes", "--spool-max-bytes", type=click.INT)
 @setting_option("outage_replay_every", "--outage-replay-every", type=SECONDS)
 @setting_option("outage_refresh_every", "--outage-refresh-every", type=SECONDS)
+@setting_option("first_seen_refuse", "--first-seen-refuse", metavar="KIND[,KIND...]")
+@setting_option("first_seen_max_values", "--first-seen-max-values", type=click.INT)
+@setting_option(
+    "forward",
+    "--forward",
+    metavar="NAME=URL",
+    multiple=True,
+    help="Forward every new action, after the acknowledgement, to this destination "
+    "(repeat for several): amqp://USER:PASSWORD@HOST/VHOST?queue=Q (RabbitMQ, extra "
+    "forward), nats://HOST:4222?subject=S (NATS JetStream, extra forward) or an https:// "
+    "URL; once per destination, the actionId as message id. The password is never shown.",
+)
+@setting_option("forward_max_attempts", "--forward-max-attempts", type=click.INT)
+@setting_option("forward_first_delay", "--forward-first-delay", type=SECONDS)
+@setting_option("forward_max_delay", "--forward-max-delay", type=SECONDS)
+@setting_option("forward_lease", "--forward-lease", type=SECONDS)
+@setting_option("forward_timeout", "--forward-timeout", type=SECONDS)
 @click.option(
     "--ssl-certfile",
     type=_PEM_FILE,
@@ -297,6 +314,8 @@ def serve(
         keep_alive_timeout_s=keep_alive_timeout,
         max_connections=max_connections,
     )
+    # Several --forward options are one setting, its destinations separated by spaces.
+    settings["forward"] = " ".join(settings.get("forward") or ()) or None
     # Unset: the configuration's own defaults.
     chosen = {name: value for name, value in settings.items() if value is not None}
     try:
@@ -506,3 +525,71 @@ def dead_letters(store_url: str, retry: bool, as_json: bool) -> None:
         return "\n".join(lines)
 
     emit({"dead_letters": listed, "retried": retried}, as_json=as_json, human=human)
+
+
+@webhooks.command("first-seen")
+@click.option("--store", "store_url", type=STORE_URL, required=True, help=_STORE_HELP)
+@click.option(
+    "--kind",
+    type=click.Choice(["event_type", "field", "currency", "game"]),
+    default=None,
+    help="Only the values of this kind.",
+)
+@click.option(
+    "--accept",
+    metavar="KIND=VALUE",
+    default=None,
+    help="Accept a value a kind set to refuse (--first-seen-refuse) refused: receivers "
+    "started from now on let it in.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+def first_seen(store_url: str, kind: str | None, accept: str | None, as_json: bool) -> None:
+    """List the values the receiver saw for the first time in the fields the provider's
+    document leaves open (event types, top-level fields, currencies, game ids): each
+    with when and in which action it first came, and whether it was refused."""
+    from gptools.webhooks import SchemaVersionError, StoreError, StoreNotFoundError
+
+    accepted: bool | None = None
+    if accept is not None:
+        accept_kind, sep, accept_value = accept.partition("=")
+        if not sep or not accept_value:
+            fail(f"--accept takes KIND=VALUE, got {accept!r}", bad_input=True)
+    store = _existing_store(store_url)
+    try:
+        conn = store.connect()
+        try:
+            if accept is not None:
+                accepted = conn.accept_first_seen(accept_kind, accept_value)
+            rows = conn.first_seen(kind)
+        finally:
+            conn.close()
+    except (StoreNotFoundError, SchemaVersionError) as exc:
+        fail(str(exc), bad_input=True)
+    except StoreError as exc:
+        fail(str(exc))
+    listed = [
+        {
+            "kind": r.kind,
+            "value": r.value,
+            "first_seen_at": r.seen_at.isoformat(),
+            "first_action_id": r.action_id,
+            "refused": r.refused,
+        }
+        for r in rows
+    ]
+
+    def human() -> str:
+        lines = [
+            f"{r['kind']:<10}  {r['value']}  {r['first_seen_at']}  {r['first_action_id']}"
+            + ("  (refused)" if r["refused"] else "")
+            for r in listed
+        ]
+        lines.append(f"{len(listed)} value{'s' if len(listed) != 1 else ''} first seen")
+        if accepted is not None:
+            lines.append(f"{accept}: {'accepted' if accepted else 'was not refused'}")
+        return "\n".join(lines)
+
+    document: dict[str, Any] = {"first_seen": listed}
+    if accepted is not None:
+        document["accepted"] = accepted
+    emit(document, as_json=as_json, human=human)

@@ -3,8 +3,10 @@ results to pandas (drill-downs) and to :class:`DeliveryReport` (the summary)."""
 
 from __future__ import annotations
 
+import json
 import math
 import uuid
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from functools import cached_property
@@ -36,6 +38,13 @@ from gptools.deliverylog._report import DeliveryReport
 DEFAULT_SILENCE_THRESHOLD = timedelta(minutes=5)
 #: How many silent periods the summary lists (all of them: :meth:`DeliveryAnalysis.silent_periods`).
 SUMMARY_SILENT_PERIODS = 20
+
+
+#: New values :meth:`DeliveryAnalysis.new_in_log` lists per kind at most (a log of endless
+#: new game ids stays a short answer).
+NEW_VALUES_SHOWN = 100
+#: Distinct event arrays it reads at most (each a combination of event types).
+NEW_EVENT_ARRAYS_READ = 10_000
 
 
 class DeliveryAnalysis(LogOwner):
@@ -269,6 +278,71 @@ class DeliveryAnalysis(LogOwner):
         """Per currency: actions by outcome, retries, duplicates, and the sum of the bets
         (an exact ``Decimal`` at the currency's exponent)."""
         return _money_at_exponent(self._df(m.per_attribute(self.actions, m.CURRENCY)))
+
+    def new_in_log(
+        self,
+        known: Mapping[str, Iterable[str]] | None = None,
+        *,
+        limit: int = NEW_VALUES_SHOWN,
+    ) -> pd.DataFrame:
+        """The values of the payload's open fields (``spec.OPEN_VALUE_KINDS``) that this
+        log's valid deliveries hold and ``known`` does not: ``kind`` (event_type,
+        currency, game), ``value``, ``first_received_at`` and ``deliveries``, earliest
+        first, at most ``limit`` per kind. ``known`` maps a kind to the values that are
+        no news; a kind it leaves out takes the document's (``spec.KNOWN_OPEN_VALUES``:
+        COIN and FEATURE, no currency, no game). Top-level field names are not in the
+        analyser's relation (the receiver's contract watcher records those)."""
+        if limit < 1:
+            raise ValueError(f"limit must be at least 1, got {limit}")
+        given = dict(known or {})
+        unknown = sorted(set(given) - set(spec.OPEN_VALUE_KINDS))
+        if unknown:
+            raise ValueError(f"no such kind of value: {', '.join(unknown)}")
+        news = {
+            kind: frozenset(given[kind]) if kind in given else spec.KNOWN_OPEN_VALUES[kind]
+            for kind in spec.OPEN_VALUE_KINDS
+        }
+        v = m.real_deliveries(m.validate(self.x, self.log.raw))
+        v = v.filter(v.reason.isnull())
+        parts: dict[str, tuple[ir.Table, list[str]]] = {}
+        for kind, column, most in (
+            ("event_type", "events", NEW_EVENT_ARRAYS_READ),
+            ("currency", m.CURRENCY, limit),
+            ("game", "game_id", limit),
+        ):
+            t = v.filter(v[column].notnull())
+            g = t.group_by(value=t[column]).aggregate(
+                first_received_at=t.received_at.min(), deliveries=t.count()
+            )
+            if kind != "event_type" and news[kind]:
+                g = g.filter(~g.value.isin(sorted(news[kind])))
+            parts[kind] = (g.order_by(["first_received_at", "value"]).limit(most), [])
+        found = _together(self.log, parts)
+        rows: list[tuple[str, str, Any, int]] = []
+        # The events column holds each delivery's array (canonical JSON): its types.
+        types: dict[str, list[Any]] = {}
+        r: dict[Any, Any]
+        for r in found["event_type"].to_dict("records"):
+            for name in dict.fromkeys(json.loads(str(r["value"]))):
+                if name in news["event_type"]:
+                    continue
+                first, count = types.get(name, [r["first_received_at"], 0])
+                types[name] = [min(first, r["first_received_at"]), count + int(r["deliveries"])]
+        rows += [("event_type", k, f, n) for k, (f, n) in types.items()]
+        for kind in ("currency", "game"):
+            rows += [
+                (kind, str(r["value"]), r["first_received_at"], int(r["deliveries"]))
+                for r in found[kind].to_dict("records")
+            ]
+        frame = pd.DataFrame(rows, columns=["kind", "value", "first_received_at", "deliveries"])
+        order = {k: i for i, k in enumerate(spec.OPEN_VALUE_KINDS)}
+        frame = frame.sort_values(
+            ["kind", "first_received_at", "value"],
+            key=lambda c: c.map(order) if c.name == "kind" else c,
+            kind="stable",
+        )
+        frame = frame.groupby("kind", sort=False).head(limit)
+        return frame.reset_index(drop=True)
 
     def _attempts_per_action(self) -> ir.Table:
         t = self.action_summary

@@ -52,8 +52,12 @@ from gptools._json_depth import exceeds_json_depth
 from gptools._secrets import url_secrets
 from gptools.openapi import OPENAPI_PATH, receiver_openapi
 from gptools.webhooks._auth import CredentialUse, ReceiverAuth
-from gptools.webhooks._config import OUTAGE_PREFIX, QUEUE_PREFIX, ReceiverConfig
+from gptools.webhooks._config import FORWARD_PREFIX, OUTAGE_PREFIX, QUEUE_PREFIX, ReceiverConfig
 from gptools.webhooks._constants import METRICS_FLUSH_SECONDS
+from gptools.webhooks._first_seen import FirstSeenWatch, refused_kinds, shown_value
+from gptools.webhooks._first_seen_store import Sighting
+from gptools.webhooks._forward import Forwarder
+from gptools.webhooks._forward_destinations import parse_destinations
 from gptools.webhooks._logs import (
     REQUEST_ID_HEADER,
     metrics_request_failed,
@@ -70,7 +74,7 @@ from gptools.webhooks._metrics import (
     render,
 )
 from gptools.webhooks._outage import OutageRecovery
-from gptools.webhooks._payload import fast_action_id, parse
+from gptools.webhooks._payload import fast_check, parse
 from gptools.webhooks._queue import Handler, ProcessingQueue
 from gptools.webhooks._records import Clock, LogEntry, StoreError, WriteItem, utc_now
 from gptools.webhooks._refusals import RefusalBudget, action_id_in, body_prefix
@@ -213,6 +217,9 @@ class WebhookReceiver:
         self.ack_timeout = config.ack_timeout
         self.clock = clock
         self.faults = faults
+        destinations = parse_destinations(config.forward)
+        if handler is None and destinations:
+            handler = _forward_only  # the queue runs to hand actions to the forwarding stage
         self.writer = GroupCommitWriter(
             self.store,
             max_batch=config.max_batch,
@@ -224,6 +231,21 @@ class WebhookReceiver:
             ProcessingQueue(self.store, handler, clock=clock, **config.prefixed(QUEUE_PREFIX))
             if handler is not None
             else None
+        )
+        #: The forwarding stage (None without destinations), fed by the processing queue.
+        self.forwarder = (
+            Forwarder(self.store, destinations, clock=clock, **config.prefixed(FORWARD_PREFIX))
+            if destinations
+            else None
+        )
+        if self.forwarder is not None and self.processing is not None:
+            self.processing.after_done = self.forwarder.enqueue
+            remember_secrets([s for d in destinations for s in url_secrets(d.url)])
+        #: The contract watcher (values not seen before in the document's open fields).
+        self.first_seen = FirstSeenWatch(
+            self.store,
+            refuse=refused_kinds(config.first_seen_refuse),
+            max_values=config.first_seen_max_values,
         )
         self.watch = StoreWatch(self.store)
         self.metrics = DeliveryMetrics()
@@ -274,6 +296,14 @@ class WebhookReceiver:
         self.watch.start()
         if self.processing is not None:
             self.processing.start()
+        if self.forwarder is not None:
+            self.forwarder.start()
+        try:
+            self.first_seen.load()
+        except StoreError as exc:  # the flush loop reads them once the store answers
+            logger.warning(
+                "first sightings not read yet: %s", exc, extra={"event": "first_seen_deferred"}
+            )
         self._started = True
         logger.info(
             "webhook receiver ready: POST %s, store %s, auth %s",
@@ -292,6 +322,9 @@ class WebhookReceiver:
         self.watch.stop()
         if self.processing is not None:
             self.processing.stop()
+        if self.forwarder is not None:
+            self.forwarder.stop()
+        self.first_seen.close()
         self.outage.stop()  # after the writer, which may still hand it rows
         self._started = False
 
@@ -307,6 +340,8 @@ class WebhookReceiver:
         ]
         if self.processing is not None:
             loops.append(self.processing.health)
+        if self.forwarder is not None:
+            loops.append(self.forwarder.health)
         live = self._started and self.writer.alive and all(h.ok for h in loops)
         failed = next(
             (link for link in (self.writer.link, self.watch.link) if not link.reachable), None
@@ -349,6 +384,7 @@ class WebhookReceiver:
                     await send({"type": "lifespan.startup.failed", "message": scrub(str(exc))})
                     return
                 self.metrics.started(self.quiet_alert_after)
+                self.first_seen.started()
                 self._report_health()
                 self._flusher = asyncio.create_task(self._flush_metrics())
                 await send({"type": "lifespan.startup.complete"})
@@ -356,6 +392,7 @@ class WebhookReceiver:
                 if self._flusher is not None:
                     self._flusher.cancel()
                 await self._write_summaries(final=True)
+                await self._record_first_seen()
                 self.metrics.flush()
                 self.credential_use.flush()
                 self.metrics.withdraw()
@@ -372,6 +409,16 @@ class WebhookReceiver:
             self.credential_use.flush()
             self._report_health()
             await self._write_summaries()
+            await self._record_first_seen()
+
+    async def _record_first_seen(self) -> None:
+        """Hand the first sightings noted since the last round to the store (in a
+        thread); those it cannot take now wait for the next round."""
+        pending, dropped = self.first_seen.take()
+        if not pending and not dropped:
+            return
+        unrecorded = await asyncio.to_thread(self.first_seen.flush, pending, dropped)
+        self.first_seen.give_back(unrecorded)
 
     def _report_health(self) -> None:
         state = self.health()
@@ -436,6 +483,7 @@ class WebhookReceiver:
             return
         entry = self._entry(scope, rid, started)
         refusal = self._misrouted(scope)
+        sightings: list[Sighting] = []
         if refusal is None:
             body, too_large = await self._read_body(receive, head.content_length)
             refusal = (
@@ -443,14 +491,36 @@ class WebhookReceiver:
                 or _repeated_header(head, body)
                 or self._unauthorised(head, body, entry)
                 or _unsupported_media(head, body)
-                or _invalid_payload(body, entry)
             )
+            if refusal is None:
+                refusal, data = _invalid_payload(body, entry)
+                if refusal is None and data is not None:
+                    refusal, sightings = self._first_seen_check(data, entry)
         if refusal is None and self.faults is not None:
             refusal = await _drill(self.faults())
         if refusal is not None:
             await self._refuse(send, entry, refusal)
             return
-        await self._store(send, entry, started)
+        await self._store(send, entry, started, sightings)
+
+    def _first_seen_check(
+        self, data: dict[str, Any], entry: LogEntry
+    ) -> tuple[_Refusal | None, list[Sighting]]:
+        """422 for a value not seen before of a kind set to refuse; else the new values
+        to note once the delivery is stored."""
+        new, refused = self.first_seen.check(data, entry.action_id or "", entry.received_at)
+        if refused is None:
+            return None, new
+        shown = shown_value(refused.value)[:64]
+        return (
+            _Refusal(
+                422,
+                "new_value",
+                f"{refused.kind} {shown!r} has not been seen before, and this receiver "
+                f"refuses new values of {refused.kind} (first_seen_refuse)",
+            ),
+            [],
+        )
 
     async def _answer_beside(self, scope: Scope, send: Send, rid: bytes) -> bool:
         """Answer a request to a path beside the deliveries' (health, readiness, metrics,
@@ -529,15 +599,19 @@ class WebhookReceiver:
         extra = [(b"www-authenticate", challenge)] if challenge else []
         return _Refusal(401, "unauthorized", reason, extra=extra, unread=body)
 
-    async def _store(self, send: Send, entry: LogEntry, started: float) -> None:
+    async def _store(
+        self, send: Send, entry: LogEntry, started: float, sightings: list[Sighting]
+    ) -> None:
         """Store an accepted delivery with its log row, then answer 200 (503 when the
-        store cannot take it)."""
+        store cannot take it); its values not seen before are noted once it is stored."""
         entry.status = 200
         try:
             new = await self.writer.write(WriteItem(entry, accept=True))
         except (StoreError, TimeoutError) as exc:
             await self._unavailable(send, entry, exc)
             return
+        if sightings:
+            self.first_seen.note(sightings)
         if new and self.processing is not None:
             self.processing.wake()
         action_id = entry.action_id or ""  # set by the payload's check
@@ -680,6 +754,10 @@ class WebhookReceiver:
         )
 
 
+def _forward_only(event: object) -> None:
+    """The processing queue's run when forwarding is all there is to do."""
+
+
 def _repeated_header(head: _Head, body: bytes) -> _Refusal | None:
     """400 for a second ``Authorization`` or ``Content-Type``: which of the two would
     count is the parser's guess, so neither does."""
@@ -709,9 +787,10 @@ def _unsupported_media(head: _Head, body: bytes) -> _Refusal | None:
     )
 
 
-def _invalid_payload(body: bytes, entry: LogEntry) -> _Refusal | None:
-    """400 or 422 unless the body is a valid notification; its text and actionId go into
-    ``entry`` either way (the fast check first, the model's full check to explain)."""
+def _invalid_payload(body: bytes, entry: LogEntry) -> tuple[_Refusal | None, Any]:
+    """400 or 422 unless the body is a valid notification, else None and the body's JSON
+    object; its text and actionId go into ``entry`` either way (the fast check first,
+    the model's full check to explain)."""
     entry.body = body.decode("utf-8", errors="replace")
     if exceeds_json_depth(body):
         # Before either parser below recurses into it (Python's json would raise
@@ -720,15 +799,19 @@ def _invalid_payload(body: bytes, entry: LogEntry) -> _Refusal | None:
             400,
             "invalid_payload",
             f"invalid JSON: nested deeper than {spec.JSON_MAX_DEPTH} levels",
-        )
-    action_id = fast_action_id(body)
-    if action_id is None:
+        ), None
+    checked = fast_check(body)
+    if checked is None:
         event, status, reason, fields = parse(body)
         if event is None:
-            return _Refusal(status, "invalid_payload", reason, fields=fields)
-        action_id = str(event.action_id)
-    entry.action_id = action_id
-    return None
+            return _Refusal(status, "invalid_payload", reason, fields=fields), None
+        entry.action_id = str(event.action_id)
+        # A body the model alone vouched for (rare): its keys as they came. Python's json
+        # reads whatever the model's parsers read (pydantic's refuses an integer past
+        # Python's 4,300 digits too: tests/webhooks/test_first_seen.py).
+        return None, json.loads(body)
+    entry.action_id, data = checked
+    return None, data
 
 
 async def _drill(fault: InjectedFault | None) -> _Refusal | None:

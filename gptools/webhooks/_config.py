@@ -28,6 +28,12 @@ from gptools.errors import ConfigurationError
 from gptools.webhooks._constants import (
     DEFAULT_FACTOR,
     DEFAULT_FIRST_DELAY,
+    DEFAULT_FIRST_SEEN_MAX_VALUES,
+    DEFAULT_FORWARD_FIRST_DELAY,
+    DEFAULT_FORWARD_LEASE,
+    DEFAULT_FORWARD_MAX_ATTEMPTS,
+    DEFAULT_FORWARD_MAX_DELAY,
+    DEFAULT_FORWARD_TIMEOUT,
     DEFAULT_HANDLER_TIMEOUT,
     DEFAULT_IDLE_WAIT,
     DEFAULT_LEASE,
@@ -46,6 +52,8 @@ from gptools.webhooks._constants import (
     DEFAULT_UNACKNOWLEDGED_REFRESH,
     DEFAULT_WAIT_LIMIT,
 )
+from gptools.webhooks._first_seen import refused_kinds
+from gptools.webhooks._forward_destinations import parse_destinations
 from gptools.webhooks._queue import lease_refusal
 from gptools.webhooks._server_limits import ServerLimits
 
@@ -55,6 +63,7 @@ ENV_CONFIG: Final = "GP_WEBHOOK_CONFIG"
 #: under their own parameter names (``queue_lease`` is ``ProcessingQueue(lease=...)``).
 QUEUE_PREFIX: Final = "queue_"
 OUTAGE_PREFIX: Final = "outage_"
+FORWARD_PREFIX: Final = "forward_"
 
 _AUTH_KINDS = ("bearer", "basic", "none")
 _HANDLER_SHAPE = re.compile(r"[\w.]+:[\w.]+")
@@ -225,6 +234,49 @@ class ReceiverConfig:
         default=DEFAULT_IDLE_WAIT,
         metadata=_doc("Seconds an idle queue waits for new work (a commit wakes it)."),
     )
+    first_seen_refuse: str = field(
+        default="",
+        metadata=_doc(
+            "Kinds of value (comma-separated: event_type, field, currency, game) whose "
+            "values not seen before are refused with 422 instead of only recorded. The "
+            "provider never retries a 4xx: a refused action is lost unless replayed."
+        ),
+    )
+    first_seen_max_values: int = field(
+        default=DEFAULT_FIRST_SEEN_MAX_VALUES,
+        metadata=_doc(
+            "Distinct values of one kind the contract watcher keeps; past it new values are "
+            "only counted (gptools_webhook_first_seen_dropped_total)."
+        ),
+    )
+    forward: str = field(
+        default="",
+        metadata=_doc(
+            "Forward every new action, after the acknowledgement, to these destinations "
+            "(NAME=URL, separated by spaces: amqp://...?queue=Q, nats://...?subject=S, "
+            "https://...); each action once per destination, its actionId the message id."
+        ),
+    )
+    forward_max_attempts: int = field(
+        default=DEFAULT_FORWARD_MAX_ATTEMPTS,
+        metadata=_doc("Publications of an action to a destination before it is dead-lettered."),
+    )
+    forward_first_delay: timedelta = field(
+        default=DEFAULT_FORWARD_FIRST_DELAY,
+        metadata=_doc("Seconds before the first retry of a failed publication."),
+    )
+    forward_max_delay: timedelta = field(
+        default=DEFAULT_FORWARD_MAX_DELAY,
+        metadata=_doc("The longest delay between two publications of an action (seconds)."),
+    )
+    forward_lease: timedelta = field(
+        default=DEFAULT_FORWARD_LEASE,
+        metadata=_doc("Seconds one publication run holds its rows; longer than its time-out."),
+    )
+    forward_timeout: timedelta = field(
+        default=DEFAULT_FORWARD_TIMEOUT,
+        metadata=_doc("Seconds one publication (connect, publish, confirm) may take."),
+    )
     limits: ServerLimits = field(
         default=ServerLimits(),
         metadata=_doc("The HTTP server's bounds against strangers."),
@@ -244,10 +296,7 @@ class ReceiverConfig:
 
     def __repr__(self) -> str:
         """The settings, the store URL's password blanked (a repr may reach a log)."""
-        shown = (
-            (f.name, redact_url(self.store) if f.name == "store" else getattr(self, f.name))
-            for f in fields(self)
-        )
+        shown = ((f.name, _shown(f.name, getattr(self, f.name))) for f in fields(self))
         return f"ReceiverConfig({', '.join(f'{name}={value!r}' for name, value in shown)})"
 
     def replaced(self, **settings: Any) -> ReceiverConfig:
@@ -312,6 +361,7 @@ class ReceiverConfig:
         (the line names the store in use, its password blanked)."""
         document: dict[str, Any] = json.loads(self.to_json())
         del document["store"]
+        document["forward"] = _shown("forward", self.forward)
         for f in fields(self):
             if isinstance(f.default, timedelta):
                 document[f.name] = getattr(self, f.name).total_seconds()
@@ -329,6 +379,7 @@ def _refusals(config: ReceiverConfig) -> list[tuple[str, str | None]]:
         "queue_lease",
         "queue_handler_timeout",
         "queue_idle_wait",
+        "forward_lease",
     )
     checks: list[tuple[str, str | None]] = [
         ("store", _store_refusal(config.store)),
@@ -354,6 +405,24 @@ def _refusals(config: ReceiverConfig) -> list[tuple[str, str | None]]:
         ("spool_max_rows", _at_least(config.spool_max_rows, 0)),
         ("spool_max_bytes", _at_least(config.spool_max_bytes, 0)),
         ("queue_max_attempts", _at_least(config.queue_max_attempts, 1)),
+        ("first_seen_refuse", _refusal_of(refused_kinds, config.first_seen_refuse)),
+        ("first_seen_max_values", _at_least(config.first_seen_max_values, 1)),
+        ("forward", _refusal_of(parse_destinations, config.forward)),
+        ("forward_max_attempts", _at_least(config.forward_max_attempts, 1)),
+        (
+            "forward_max_delay",
+            None
+            if config.forward_max_delay >= config.forward_first_delay
+            else f"must be at least forward_first_delay ({config.forward_first_delay}), "
+            f"got {config.forward_max_delay}",
+        ),
+        (
+            "forward_timeout",
+            None
+            if timedelta(0) < config.forward_timeout < config.forward_lease
+            else f"must be above 0 and shorter than forward_lease ({config.forward_lease}), "
+            f"got {config.forward_timeout}",
+        ),
         ("queue_max_hung", _at_least(config.queue_max_hung, 1)),
         ("queue_batch", _at_least(config.queue_batch, 1)),
         (
@@ -402,6 +471,25 @@ def _type_refusal(default: Any, value: Any) -> str | None:
         return None
     names = " or ".join("None" if t is type(None) else t.__name__ for t in expected)
     return f"must be {names}, got {value!r}"
+
+
+def _shown(name: str, value: Any) -> Any:
+    """A setting's value as a repr or a log line may show it: the store's and the
+    forwarding destinations' passwords blanked."""
+    if name == "store":
+        return redact_url(value)
+    if name == "forward":
+        return " ".join(redact_url(item) for item in value.split())
+    return value
+
+
+def _refusal_of(parse: Any, text: str) -> str | None:
+    """Why ``parse`` refuses ``text`` (its ValueError's message), or None."""
+    try:
+        parse(text)
+    except ValueError as exc:
+        return f"is not valid: {exc}"
+    return None
 
 
 def _store_refusal(url: str) -> str | None:

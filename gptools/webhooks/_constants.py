@@ -170,3 +170,30 @@ RELOAD_TIMEOUT_S: Final = 10.0
 RELOAD_ANSWER_MARGIN_S: Final = 5.0
 #: How often the serve process and ``webhooks reload`` look for an answer (seconds).
 RELOAD_POLL_S: Final = 0.02
+
+# -- the contract watcher (first sightings) ----------------------------------------------
+
+#: Distinct values of one kind the contract watcher keeps (``first_seen_max_values``):
+#: past it a new value is not recorded, only counted
+#: (``gptools_webhook_first_seen_dropped_total``), so a sender of endless new field names
+#: cannot grow the table or a worker's memory without bound.
+DEFAULT_FIRST_SEEN_MAX_VALUES: Final = 1000
+#: The longest value the watcher keeps and logs (characters); a longer one is kept cut,
+#: ending in "…" (a field name may be anything up to the body's limit).
+FIRST_SEEN_MAX_VALUE_CHARS: Final = 200
+
+# -- the forwarding stage -----------------------------------------------------------------
+
+#: Publications of one action to one destination before it is dead-lettered.
+DEFAULT_FORWARD_MAX_ATTEMPTS: Final = 10
+#: Backoff between failed publications: first delay and cap (the factor is the queue's).
+DEFAULT_FORWARD_FIRST_DELAY: Final = timedelta(seconds=1)
+DEFAULT_FORWARD_MAX_DELAY: Final = timedelta(minutes=5)
+#: How long one publication run holds its rows; longer than a publication may take.
+DEFAULT_FORWARD_LEASE: Final = timedelta(minutes=2)
+#: How long one publication (connect, publish, confirm) may take before it fails.
+DEFAULT_FORWARD_TIMEOUT: Final = timedelta(seconds=10)
+#: Rows of one destination one round of the forwarding loop leases at most.
+FORWARD_BATCH: Final = 64
+#: How often the forwarding loop purges the done rows past the log's retention.
+FORWARD_PURGE_EVERY: Final = timedelta(hours=1)

@@ -60,6 +60,16 @@ EVENTS: Final[dict[str, str]] = {
     "handler_lease_lost": "a handler run outlived its lease; another run took the action",
     "purge_done": "the hourly purge removed dedupe keys or log rows",
     "purge_failed": "the hourly purge could not reach the store (tried again next hour)",
+    # -- the contract watcher and the forwarding stage (issue 38) ------------------------
+    "first_seen": "a value seen for the first time in a field whose set the document "
+    "leaves open (kind, value, actionId, refused); once across all workers",
+    "first_seen_deferred": "first sightings wait for the store (recorded at the next round)",
+    "forward_failed": "a publication to a forwarding destination failed; it is retried "
+    "(destination, actionId, attempt)",
+    "forward_dead_lettered": "an action's publications to a destination gave up: kept as "
+    "a dead letter of that destination",
+    "forward_lease_lost": "a publication outlived its lease; another run took the row",
+    "forward_store_failed": "the forwarding loop cannot reach the store (every 20th failure)",
     # -- the outage spool (503s answered while the store is down) -----------------------
     "spool_full": "rows not kept: the outage spool is full or its disk failed (counted in "
     "gptools_webhook_spool_dropped_total; at most one line every 10 s)",
@@ -127,6 +137,10 @@ FIELDS: Final[dict[str, str]] = {
     "reason": "a short machine-readable cause (connection_refused)",
     "count": "how many the line stands for (connection_refused)",
     "attempt": "the handler run's number (handler_failed, action_dead_lettered)",
+    "kind": "the kind of value first seen: event_type, field, currency or game (first_seen)",
+    "value": "the value first seen, cut to 200 characters (first_seen)",
+    "refused": "whether the delivery was refused for the value (first_seen)",
+    "destination": "the forwarding destination's name (forward_*)",
     "settings": "the receiver's settings a worker runs with, times in seconds, the store "
     "apart (worker_ready)",
     "error": "an exception's traceback, secrets blanked",

@@ -31,9 +31,7 @@ from typing import Any, Final
 
 from gptools.webhooks._records import SchemaVersionError
 from gptools.webhooks._schema import PG_DDL, SQLITE_DDL, VERSION_TABLE
-
-#: The schema version this gptools lays out and runs on.
-SCHEMA_VERSION: Final = 1
+from gptools.webhooks._schema_v3 import PG_V3_DDL, SQLITE_V3_DDL
 
 #: Runs one statement on the store (inside the migration's transaction).
 Execute = Callable[[str], Any]
@@ -74,7 +72,22 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
         sqlite=(*SQLITE_DDL, _sqlite_lease_owner),
         postgres=PG_DDL,
     ),
+    # Issue 38's two stages' tables: only new tables, so code of the previous version
+    # still runs on the result. (Numbered 3 beside find/replay's version 2; each step is
+    # its own entry, so a merge renumbers without touching the statements.)
+    Migration(
+        3,
+        "the contract watcher's first sightings (webhook_first_seen); the forwarding "
+        "stage's per-destination state (webhook_forwards, partial indexes on its pending "
+        "and dead rows)",
+        compatible_from=1,
+        sqlite=SQLITE_V3_DDL,
+        postgres=PG_V3_DDL,
+    ),
 )
+
+#: The schema version this gptools lays out and runs on: its last migration's.
+SCHEMA_VERSION: Final = MIGRATIONS[-1].version
 
 
 @dataclass(frozen=True, slots=True)

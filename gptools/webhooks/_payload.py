@@ -44,7 +44,15 @@ _PLAIN_TIMESTAMP = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-
 
 
 def fast_action_id(body: bytes) -> str | None:
-    """The canonical ``actionId`` of a body the model certainly accepts, else None.
+    """The canonical ``actionId`` of a body the model certainly accepts, else None
+    (:func:`fast_check`'s first half)."""
+    checked = fast_check(body)
+    return None if checked is None else checked[0]
+
+
+def fast_check(body: bytes) -> tuple[str, dict[str, Any]] | None:
+    """The canonical ``actionId`` of a body the model certainly accepts and the body's
+    JSON object (numbers as their text), else None.
 
     A strict subset of :class:`~gptools.models.GameEventNotification`'s rules, about half
     its cost: exactly the eight fields, no escape sequences, plain ASCII-digit timestamp
@@ -86,7 +94,7 @@ def fast_action_id(body: bytes) -> str | None:
         datetime.fromisoformat(timestamp)  # the model's range check (month 13, ...)
     except ValueError:
         return None
-    return action_id.lower()
+    return action_id.lower(), data
 
 
 def parse(

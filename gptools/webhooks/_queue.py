@@ -160,6 +160,10 @@ class ProcessingQueue:
         self.abandoned: list[threading.Thread] = []
         #: Called once for each handler run that raised or timed out (the metrics).
         self.on_failure: Callable[[], None] | None = None
+        #: Called after a run succeeded, before the action is marked done, on the queue's
+        #: connection (the forwarding stage enqueues the action there); a store error
+        #: leaves the action to run again once its lease ends.
+        self.after_done: Callable[[StoreConnection, ClaimedAction], None] | None = None
 
     def delay_after(self, attempt: int) -> timedelta:
         """The wait before the run that follows failed run number ``attempt`` (1-based)."""
@@ -231,6 +235,8 @@ class ProcessingQueue:
             if action is None:
                 break
             state, error, retry_at = self._run_one(action)
+            if state == "done" and self.after_done is not None:
+                self.after_done(conn, action)
             if not conn.finish(
                 action.action_id, state, owner=action.owner, error=error, retry_at=retry_at
             ):

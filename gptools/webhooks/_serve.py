@@ -40,6 +40,8 @@ from gptools.webhooks._auth import ReceiverAuth
 from gptools.webhooks._config import ReceiverConfig
 from gptools.webhooks._constants import GRACEFUL_SHUTDOWN_S, WORKER_HEALTHCHECK_S
 from gptools.webhooks._environment import load_handler
+from gptools.webhooks._forward import require_clients
+from gptools.webhooks._forward_destinations import parse_destinations
 from gptools.webhooks._logs import log_config
 from gptools.webhooks._metrics import ENV_MULTIPROC_DIR, METRICS_PATH, serve_metrics
 from gptools.webhooks._records import StoreUnreachableError
@@ -149,6 +151,8 @@ def serve(
         opened = open_store(config.store)
         if config.handler:
             load_handler(config.handler)
+        # A broker's client missing: one line now, not a worker failing to start.
+        require_clients(parse_destinations(config.forward))
     except MissingExtraError:  # an ImportError too, but not the caller's settings
         raise
     except (ValueError, ImportError) as exc:  # AuthConfigError is a ValueError too

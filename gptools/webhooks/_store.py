@@ -39,6 +39,8 @@ from gptools.webhooks._constants import (
     DEFAULT_SQLITE_BUSY_TIMEOUT,
 )
 from gptools.webhooks._dialects import POSTGRES, SQLITE, Dialect
+from gptools.webhooks._first_seen_store import FirstSeenOperations
+from gptools.webhooks._forward_store import ForwardOperations
 from gptools.webhooks._migrations import (
     READ_VERSION,
     RECORD_MIGRATION,
@@ -64,12 +66,21 @@ from gptools.webhooks._retention import RetentionOperations
 logger = logging.getLogger("gptools.webhooks")
 
 
-class StoreConnection(QueueOperations, RetentionOperations, OutageOperations):
+class StoreConnection(
+    QueueOperations,
+    RetentionOperations,
+    OutageOperations,
+    FirstSeenOperations,
+    ForwardOperations,
+):
     """One connection to a :class:`Store`, used by one thread at a time: the log's writes
     and reads (:class:`~gptools.webhooks._log_io.LogOperations`), the processing queue's
     operations (:class:`~gptools.webhooks._queue_store.QueueOperations`), the purges
-    (:class:`~gptools.webhooks._retention.RetentionOperations`) and an outage's replays
-    (:class:`~gptools.webhooks._outage_store.OutageOperations`)."""
+    (:class:`~gptools.webhooks._retention.RetentionOperations`), an outage's replays
+    (:class:`~gptools.webhooks._outage_store.OutageOperations`), the contract watcher's
+    first sightings (:class:`~gptools.webhooks._first_seen_store.FirstSeenOperations`)
+    and the forwarding stage's queue
+    (:class:`~gptools.webhooks._forward_store.ForwardOperations`)."""
 
 
 class Store:

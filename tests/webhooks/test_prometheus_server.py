@@ -9,7 +9,8 @@ deadline, never a sleep). A pending alert is enough: its expression holds, and i
 
 The phases run in order on one receiver and one Prometheus (the module's fixture):
 healthy traffic, a store outage, then the provider's deliveries with a key the receiver
-does not accept; the last test queries every panel of the shipped dashboard."""
+does not accept, then a delivery with an event type never seen before; the last test
+queries every panel of the shipped dashboard."""
 
 from __future__ import annotations
 
@@ -99,6 +100,7 @@ class Stack:
     prometheus: Prometheus
     prometheus_process: subprocess.Popen[bytes]
     prometheus_log: Path
+    store: str = ""
 
     def load(self, key: str, *, threads: int, pace: float) -> LoadGenerator:
         """Deliveries sent with the BEARER ``key`` (started by ``with``)."""
@@ -228,7 +230,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         process = None
         try:
             process, base = _start_prometheus(directory, f"127.0.0.1:{metrics_port}")
-            yield Stack(receiver, proxy, Prometheus(base), process, directory / "prometheus.log")
+            yield Stack(
+                receiver, proxy, Prometheus(base), process, directory / "prometheus.log", store
+            )
         finally:
             if process is not None:
                 _stop(process)
@@ -322,6 +326,44 @@ def test_a_rotated_key_pages_as_refused_by_auth(stack: Stack) -> None:
             {"GptoolsDeliveriesRefusedByAuth": "pending", "GptoolsUnavailableAnswers": "pending"}
         )
     assert set(load.statuses()) == {401}
+
+
+def test_a_new_event_type_is_recorded_counted_and_alerted(stack: Stack) -> None:
+    """Issue 38, item 3: one real delivery of an event type the document does not list,
+    to a two-worker receiver: recorded once in the store, counted once, and the shipped
+    rule fires (for: 0m: firing at the first evaluation that sees it)."""
+    from gptools.webhooks import open_store
+    from gptools.webhooks._first_seen_store import Sighting
+    from tests.webhooks.conftest import event, wire
+
+    prometheus = stack.prometheus
+    action_id = str(uuid.uuid4())
+    answer = httpx.post(
+        stack.receiver.url,
+        content=wire(event(action_id, events=["COIN", "MEGA_SPIN"])),
+        headers={"content-type": "application/json", "authorization": "Bearer test-key"},
+        timeout=10,
+    )
+    assert answer.status_code == 200, answer.text
+    stack.wait_for(
+        "the new event type counted",
+        lambda: (
+            prometheus.values(
+                f'sum(gptools_webhook_first_seen_total{{job="{JOB}", kind="event_type"}})'
+            )
+            == [1.0]
+        ),
+    )
+    stack.wait_for(
+        "the payload alert firing",
+        lambda: prometheus.alerts().get("GptoolsPayloadChanged") == "firing",
+    )
+    conn = open_store(stack.store).connect()
+    try:
+        (row,) = conn.first_seen("event_type")
+    finally:
+        conn.close()
+    assert row == Sighting("event_type", "MEGA_SPIN", row.seen_at, action_id)
 
 
 def test_every_dashboard_panel_returns_data(stack: Stack) -> None:

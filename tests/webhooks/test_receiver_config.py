@@ -58,6 +58,14 @@ def _every_field_changed(tmp_path: Path) -> ReceiverConfig:
         queue_max_hung=4,
         queue_batch=16,
         queue_idle_wait=timedelta(seconds=0.25),
+        first_seen_refuse="event_type,field",
+        first_seen_max_values=50,
+        forward="crm=https://crm.example/in risk=nats://127.0.0.1:4222?subject=gp.events",
+        forward_max_attempts=4,
+        forward_first_delay=timedelta(seconds=0.25),
+        forward_max_delay=timedelta(seconds=30),
+        forward_lease=timedelta(seconds=45),
+        forward_timeout=timedelta(seconds=5),
         limits=ServerLimits(max_connections=200, header_timeout_s=2.5),
     )
 
@@ -115,6 +123,18 @@ def test_every_setting_reaches_the_parts_of_the_receiver(tmp_path: Path) -> None
         timedelta(seconds=30),
     )
     assert queue.idle_wait == timedelta(seconds=0.25)
+    watch = receiver.first_seen
+    assert (watch.refuse, watch.max_values) == (frozenset({"event_type", "field"}), 50)
+    forwarder = receiver.forwarder
+    assert forwarder is not None
+    assert [(d.name, d.kind) for d in forwarder.destinations] == [("crm", "http"), ("risk", "nats")]
+    assert forwarder.max_attempts == 4
+    assert (forwarder.first_delay, forwarder.max_delay, forwarder.lease, forwarder.timeout) == (
+        timedelta(seconds=0.25),
+        timedelta(seconds=30),
+        timedelta(seconds=45),
+        timedelta(seconds=5),
+    )
 
 
 def test_keywords_change_the_configuration_given(tmp_path: Path) -> None:
@@ -227,6 +247,20 @@ OPTIONS = [
     ("--spool-max-bytes", "1048576", "spool_max_bytes", 1048576),
     ("--outage-replay-every", "2", "outage_replay_every", 2.0),
     ("--outage-refresh-every", "20", "outage_refresh_every", 20.0),
+    ("--first-seen-refuse", "event_type", "first_seen_refuse", "event_type"),
+    ("--first-seen-max-values", "50", "first_seen_max_values", 50),
+    # The password of a destination is never in a log line.
+    (
+        "--forward",
+        "crm=https://u:pw-9@crm.invalid/in",
+        "forward",
+        "crm=https://u:***@crm.invalid/in",
+    ),
+    ("--forward-max-attempts", "4", "forward_max_attempts", 4),
+    ("--forward-first-delay", "0.25", "forward_first_delay", 0.25),
+    ("--forward-max-delay", "30", "forward_max_delay", 30.0),
+    ("--forward-lease", "45", "forward_lease", 45.0),
+    ("--forward-timeout", "5", "forward_timeout", 5.0),
 ]
 
 
@@ -249,7 +283,9 @@ def test_every_option_reaches_each_worker(tmp_path: Path) -> None:
             if isinstance(getattr(ReceiverConfig(), setting), timedelta)
             else shown
             for _, _, setting, shown in OPTIONS
+            if setting != "forward"
         },
+        forward="crm=https://u:pw-9@crm.invalid/in",
     ).shown()
     for line in lines:
         settings = line["settings"]
@@ -276,8 +312,13 @@ def _worker_ready_lines(log: Path, *, workers: int) -> list[dict[str, Any]]:
 
 
 def test_the_repr_blanks_the_store_password() -> None:
-    config = ReceiverConfig(store="postgresql://app:s3cret-pw@db.example/receiver")
+    config = ReceiverConfig(
+        store="postgresql://app:s3cret-pw@db.example/receiver",
+        forward="rmq=amqp://gp:br0ker-pw@mq.example/%2F?queue=events",
+    )
     assert "s3cret-pw" not in repr(config)
+    assert "br0ker-pw" not in repr(config) and "br0ker-pw" not in json.dumps(config.shown())
+    assert "forward='rmq=amqp://gp:***@mq.example/%2F?queue=events'" in repr(config)
     assert repr(config).startswith(
         "ReceiverConfig(store='postgresql://app:***@db.example/receiver'"
     )
