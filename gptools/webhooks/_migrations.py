@@ -29,11 +29,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from gptools.webhooks._find_schema import PG_FIND_DDL, SQLITE_FIND_DDL
 from gptools.webhooks._records import SchemaVersionError
 from gptools.webhooks._schema import PG_DDL, SQLITE_DDL, VERSION_TABLE
 
 #: The schema version this gptools lays out and runs on.
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
 
 #: Runs one statement on the store (inside the migration's transaction).
 Execute = Callable[[str], Any]
@@ -73,6 +74,15 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
         compatible_from=0,
         sqlite=(*SQLITE_DDL, _sqlite_lease_owner),
         postgres=PG_DDL,
+    ),
+    # Only adds indexes and tables: code of version 1 still runs on the result.
+    Migration(
+        2,
+        "find and replay: indexes of delivery_log by action_id and by the body's playerId, "
+        "roundId and gameId; the replays and replay_items tables",
+        compatible_from=1,
+        sqlite=SQLITE_FIND_DDL,
+        postgres=PG_FIND_DDL,
     ),
 )
 
