@@ -13,6 +13,7 @@ from gptools.cli import (  # noqa: F401  (importing registers the commands)
     _notebooks,
     _participants,
     _sandbox,
+    _support,
     _webhooks,
 )
 from gptools.cli._main import cli, main

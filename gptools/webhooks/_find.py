@@ -467,3 +467,20 @@ def _misfit(action: FoundAction, c: Any) -> str | None:
     if when is None or when.tzinfo is None or not (start <= when < end):
         return f"played at {when}, outside [{start}, {end})"
     return None
+
+
+def find_actions(
+    store: Any,
+    wanted: FindFilter,
+    *,
+    limit: int = DEFAULT_FIND_LIMIT,
+    scan: int = DEFAULT_FIND_SCAN,
+    campaigns: Sequence[Any] = (),
+) -> FindResult:
+    """The actions of ``store`` (a :class:`~gptools.webhooks.Store`) that match ``wanted``
+    (see :func:`find_in_store`); ``result.frames()`` gives them as two pandas frames."""
+    conn = store.connect()
+    try:
+        return find_in_store(conn, wanted, limit=limit, scan=scan, campaigns=campaigns)
+    finally:
+        conn.close()

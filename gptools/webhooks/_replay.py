@@ -478,3 +478,21 @@ def replay(
             queue.stop()
     assert total is not None
     return ReplayResult(rid, actions, queued, total[3], total[2], done)
+
+
+def post_handler(url: str, *, timeout: timedelta = timedelta(seconds=10)) -> Handler:
+    """A handler that POSTs each action's notification (exact JSON) to ``url``; any answer
+    but 2xx, or no answer within ``timeout``, is a failed run (retried by the queue)."""
+    import httpx
+
+    from gptools.models import dumps_wire
+
+    client = httpx.Client(timeout=timeout.total_seconds())
+
+    def post(event: Any) -> None:
+        body = dumps_wire(event.model_dump(by_alias=True, mode="python"))
+        answer = client.post(url, content=body, headers={"content-type": "application/json"})
+        if not 200 <= answer.status_code < 300:
+            raise RuntimeError(f"{url} answered {answer.status_code}")
+
+    return post

@@ -125,3 +125,39 @@ def test_cli_table_and_json(store_url: str) -> None:
     assert table.exit_code == 0, table.output
     assert table.stdout.splitlines()[0].startswith(f"{A5}  acknowledged  player p-3")
     assert table.stdout.splitlines()[-1] == "1 action"
+
+
+def test_each_match_says_its_campaign_or_why_none(tmp_path: object) -> None:
+    from decimal import Decimal
+
+    from gptools.deliverylog import CampaignTerms
+
+    url = f"sqlite:///{tmp_path}/s.db"
+    fill(url)
+
+    def terms(cid: str, games: tuple[str, ...], kind: str = "FREE_ROUNDS") -> CampaignTerms:
+        return CampaignTerms(cid, kind, "EUR", Decimal("2.10"), 10, games,
+                             T0, T0 + timedelta(days=30), players=("p-1",))  # fmt: skip
+
+    store = open_store(url, create=False)
+    from gptools.webhooks import find_actions
+
+    found = find_actions(
+        store,
+        FindFilter(player_id="p-1"),
+        campaigns=[terms("C-1", ("g-a",)), terms("C-2", ("g-x",))],
+    )
+    assert [(a.campaign_id, a.attribution) for a in found.actions] == [
+        ("C-1", "fits every term"),
+        (None, "campaign C-2: game g-b is not one of its games"),
+    ]
+    other = find_actions(store, FindFilter(player_id="p-3"), campaigns=[terms("C-1", ("g-a",))])
+    assert other.actions[0].attribution == "the player is in no campaign given"
+    both = find_actions(
+        store,
+        FindFilter(round_id="R-1"),
+        campaigns=[terms("C-1", ("g-a",)), terms("C-3", ("g-a",))],
+    )
+    assert both.actions[0].attribution == "ambiguous: fits C-1, C-3"
+    actions, deliveries = found.frames()
+    assert list(actions.action_id) == [A1, A2] and list(deliveries.status) == [503, 200, 200, 200]

@@ -90,7 +90,7 @@ def test_a_killed_replay_resumed_runs_each_handler_exactly_once(tmp_path: Path) 
                 WriteItem(
                     LogEntry(T0, 200, wire(event(a)).decode(), a, auth_ok=True, latency_ms=1.0),
                     accept=True,
-                )  # fmt: skip
+                )
                 for a in ids
             ],
             state="done",
@@ -109,3 +109,32 @@ def test_a_killed_replay_resumed_runs_each_handler_exactly_once(tmp_path: Path) 
     again = subprocess.run([*run, "0"], capture_output=True, text=True, timeout=60, check=False)
     assert again.stdout.split() == ["0", "40", "True"]
     assert Counter(record.read_text().splitlines()) == counts
+
+
+def test_cli_plan_then_replay_through_the_receivers_queue(tmp_path: Path) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from gptools.cli import cli
+
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    fill(url)
+    runner = CliRunner()
+    args = ["webhooks", "replay", "--store", url, "--game-id", "g-a", "--json"]
+    plan = runner.invoke(cli, [*args, "--plan"])
+    assert plan.exit_code == 0, plan.output
+    assert {k: json.loads(plan.stdout)[k] for k in ("actions", "deliveries", "queued")} == {
+        "actions": 1, "deliveries": 2, "queued": 0,
+    }  # fmt: skip
+    done = runner.invoke(cli, args)
+    assert done.exit_code == 0, done.output
+    document = json.loads(done.stdout)
+    assert (document["queued"], document["done"]) == (1, False)
+    conn = open_store(url, create=False).connect()
+    try:
+        assert conn.queue_counts().pending == 1  # for the serving receiver's queue
+    finally:
+        conn.close()
+    refused = runner.invoke(cli, ["webhooks", "replay", "--store", url, "--since", "2026-03-02"])
+    assert refused.exit_code == 2 and "has no zone" in refused.output
