@@ -38,6 +38,9 @@ DEFAULT_FIND_SCAN: Final = 100_000
 #: The longest text a filter term may hold (ids are far shorter).
 MAX_FILTER_TEXT: Final = 256
 
+#: Actions whose deliveries one query reads (one round trip for a whole answer).
+_ONE_READ: Final = 500
+
 #: The filter's payload fields by their wire names.
 _WIRE = {
     "round_id": "roundId",
@@ -386,17 +389,22 @@ def find_in_store(
                 break
             last = rows[-1][1]
         found: list[FoundAction] = []
-        for action_id in ids:
+        chosen = list(ids)
+        for start in range(0, len(chosen), _ONE_READ):
+            part = chosen[start : start + _ONE_READ]
+            marks = ", ".join("?" for _ in part)
             rows = conn._execute(
-                "SELECT received_at, status, latency_ms, duplicate, error, body FROM delivery_log"
-                " WHERE action_id = ? ORDER BY received_at",
-                (action_id,),
+                "SELECT action_id, received_at, status, latency_ms, duplicate, error, body"
+                f" FROM delivery_log WHERE action_id IN ({marks}) ORDER BY received_at",
+                part,
             ).fetchall()
-            action, bodies = build_action(
-                action_id, [(d.from_ts(r[0]), r[1], r[2], r[3], r[4], r[5]) for r in rows]
-            )
-            if fits(action, bodies, wanted):
-                found.append(action)
+            per: dict[str, list[Any]] = {a: [] for a in part}
+            for r in rows:
+                per[str(r[0])].append((d.from_ts(r[1]), r[2], r[3], r[4], r[5], r[6]))
+            for action_id in part:
+                action, bodies = build_action(action_id, per[action_id])
+                if fits(action, bodies, wanted):
+                    found.append(action)
             if len(found) > limit:
                 break
     if len(found) > limit:
