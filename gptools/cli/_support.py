@@ -41,7 +41,6 @@ AWARE_TIME = AwareTime()
 def filter_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """The filter options ``find`` and ``replay`` share (they combine with AND)."""
     options = [
-        click.option("--store", "store_url", type=STORE_URL, required=True, help=_STORE_HELP),
         click.option("--action-id", default=None, help="The action's actionId."),
         click.option("--round-id", default=None, help="The payload's roundId."),
         click.option("--player-id", default=None, help="The payload's playerId."),
@@ -103,6 +102,14 @@ def _campaigns(register: str | None, campaign_ids: tuple[str, ...]) -> list[Any]
 
 
 @webhooks.command("find")
+@click.option("--store", "store_url", type=STORE_URL, default=None, help=_STORE_HELP)
+@click.option(
+    "--log",
+    "log_source",
+    default=None,
+    metavar="PATH",
+    help="A delivery log instead of a store: any format `webhooks analyze` reads.",
+)
 @filter_options
 @click.option(
     "--outcome",
@@ -136,20 +143,33 @@ def _campaigns(register: str | None, campaign_ids: tuple[str, ...]) -> list[Any]
     help="Only these campaigns of the register (repeatable).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
-def find(limit: int, register: str | None, campaign_ids: tuple[str, ...], as_json: bool,
-         **options: Any) -> None:  # fmt: skip
+def find(
+    log_source: str | None,
+    limit: int,
+    register: str | None,
+    campaign_ids: tuple[str, ...],
+    as_json: bool,
+    **options: Any,
+) -> None:
     """Find actions in a store by id, round, player, game, currency, event type, outcome,
     answer and time: each with its deliveries in order (answers, latencies), acknowledged,
-    lost or pending, and with --register its campaign or why none. Reads indexes only,
-    never the whole log."""
+    lost or pending, and with --register its campaign or why none. On a store it reads
+    indexes only, never the whole log; --log reads a delivery log file instead."""
     from gptools.webhooks import SchemaVersionError, StoreError, StoreNotFoundError, find_actions
 
     wanted = _filter(options)
-    store = _store(options["store_url"])
+    if (options["store_url"] is None) == (log_source is None):
+        fail("give --store or --log (one of them)", bad_input=True)
     campaigns = _campaigns(register, campaign_ids)
     try:
-        result = find_actions(store, wanted, limit=limit, campaigns=campaigns)
-    except (StoreNotFoundError, SchemaVersionError) as exc:
+        if log_source is not None:
+            from gptools.webhooks._find_log import find_in_log
+
+            result = find_in_log(log_source, wanted, limit=limit, campaigns=campaigns)
+        else:
+            store = _store(options["store_url"])
+            result = find_actions(store, wanted, limit=limit, campaigns=campaigns)
+    except (StoreNotFoundError, SchemaVersionError, ValueError) as exc:
         fail(str(exc), bad_input=True)
     except StoreError as exc:
         fail(str(exc))
@@ -157,6 +177,7 @@ def find(limit: int, register: str | None, campaign_ids: tuple[str, ...], as_jso
 
 
 @webhooks.command("replay")
+@click.option("--store", "store_url", type=STORE_URL, required=True, help=_STORE_HELP)
 @filter_options
 @click.option(
     "--plan",

@@ -348,7 +348,7 @@ def find_in_store(
     """The actions of the store behind ``conn`` (a ``StoreConnection``) that match
     ``wanted``: at most ``limit``, oldest first; at most ``scan`` delivery rows read
     through the index before the answer says it is incomplete."""
-    _check_bounds(limit, scan)
+    check_bounds(limit, scan)
     d = conn._d
     engine: Literal["sqlite", "postgres"] = "sqlite" if d is SQLITE else "postgres"
     where, params = store_lookup_sql(engine, wanted)
@@ -411,19 +411,19 @@ def find_in_store(
         truncated = True
         found = found[:limit]
     found.sort(key=lambda a: (a.first_at, a.action_id))
-    return FindResult(
-        conn.store.url, wanted, tuple(_attributed(found, campaigns)), limit, truncated
-    )
+    return FindResult(conn.store.url, wanted, tuple(attributed(found, campaigns)), limit, truncated)
 
 
-def _check_bounds(limit: int, scan: int) -> None:
+def check_bounds(limit: int, scan: int) -> None:
+    """Refuse a ``limit`` or ``scan`` out of bounds (ValueError)."""
     if not 1 <= limit <= MAX_FIND_LIMIT:
         raise ValueError(f"limit must be 1 to {MAX_FIND_LIMIT}, got {limit}")
     if scan < 1:
         raise ValueError(f"scan must be at least 1, got {scan}")
 
 
-def _attributed(found: list[FoundAction], campaigns: Sequence[Any]) -> list[FoundAction]:
+def attributed(found: list[FoundAction], campaigns: Sequence[Any]) -> list[FoundAction]:
+    """``found`` with each action's campaign or why none (none given: unchanged)."""
     if not campaigns:
         return found
     return [replace(a, **attribute(a, campaigns)) for a in found]

@@ -161,3 +161,23 @@ def test_each_match_says_its_campaign_or_why_none(tmp_path: object) -> None:
     assert both.actions[0].attribution == "ambiguous: fits C-1, C-3"
     actions, deliveries = found.frames()
     assert list(actions.action_id) == [A1, A2] and list(deliveries.status) == [503, 200, 200, 200]
+
+
+def test_find_over_a_delivery_log_file(tmp_path: object) -> None:
+    from gptools.webhooks import export_log
+
+    url = f"sqlite:///{tmp_path}/s.db"
+    fill(url)
+    log = f"{tmp_path}/log.jsonl"
+    export_log(open_store(url, create=False), log, format="jsonl")
+    done = CliRunner().invoke(
+        cli, ["webhooks", "find", "--log", log, "--player-id", "p-2", "--json"]
+    )
+    assert done.exit_code == 0, done.output
+    document = json.loads(done.stdout)
+    assert [a["action_id"] for a in document["actions"]] == [A3, A4]
+    assert [a["outcome"] for a in document["actions"]] == ["lost", "pending"]
+    assert [d["status"] for d in document["actions"][0]["deliveries"]] == [503, 422]
+    assert [d["latency_ms"] for d in document["actions"][0]["deliveries"]] == [1.5, 2.5]
+    both = CliRunner().invoke(cli, ["webhooks", "find", "--log", log, "--store", url])
+    assert both.exit_code == 2 and "give --store or --log" in both.output
