@@ -33,9 +33,12 @@ from gptools.webhooks import (
     migrate,
     open_store,
 )
-from gptools.webhooks._migrations import SCHEMA_VERSION
+from gptools.webhooks._migrations import MIGRATIONS, SCHEMA_VERSION
 from tests.webhooks.conftest import JSON, PG_DSN, event, serve_in_thread, wire
 from tests.webhooks.legacy_store import OldProcess, legacy_store
+
+#: Every migration as a store records it: (version, compatible_from).
+ALL = [(m.version, m.compatible_from) for m in MIGRATIONS]
 
 DDL = re.compile(r"^\s*(CREATE|ALTER|DROP)\b", re.IGNORECASE)
 
@@ -102,7 +105,7 @@ def test_a_new_store_is_created_at_the_current_version(store_url: str) -> None:
     store = open_store(store_url)
     store.connect().close()
     assert store.schema_version == SCHEMA_VERSION
-    assert _versions(store_url) == [(1, 0)]
+    assert _versions(store_url) == ALL
     assert {
         "delivery_log_received_at",
         "webhook_actions_done",
@@ -144,19 +147,19 @@ def test_every_command_refuses_a_store_of_the_previous_gptools_until_it_is_migra
     assert first.exit_code == 0, first.output
     document = json.loads(first.stdout)
     assert (document["from_version"], document["to_version"]) == (0, SCHEMA_VERSION)
-    assert [m["version"] for m in document["applied"]] == [1]
+    assert [m["version"] for m in document["applied"]] == [v for v, _ in ALL]
     again = _invoke("webhooks", "migrate", "--store", store_url, "--json")
     assert again.exit_code == 0, again.output
     assert json.loads(again.stdout) == {
         "store": shown,
-        "from_version": 1,
-        "to_version": 1,
+        "from_version": SCHEMA_VERSION,
+        "to_version": SCHEMA_VERSION,
         "dry_run": False,
         "applied": [],
     }
     human = _invoke("webhooks", "migrate", "--store", store_url)
-    assert human.stdout.strip() == f"{shown} is at schema version 1: nothing to do"
-    assert _versions(store_url) == [(1, 0)]
+    assert human.stdout.strip() == f"{shown} is at schema version {SCHEMA_VERSION}: nothing to do"
+    assert _versions(store_url) == ALL
     assert {"delivery_log_received_at", "webhook_actions_done"} <= _indexes(store_url)
     conn = open_store(store_url).connect()
     try:
@@ -197,7 +200,7 @@ def test_the_previous_gptools_and_this_one_share_a_migrated_store(store_url: str
         second.close()
     finally:
         old.close()
-    assert _versions(store_url) == [(1, 0)]
+    assert _versions(store_url) == ALL
     assert {"delivery_log_received_at", "webhook_actions_done"} <= _indexes(store_url)
     conn = open_store(store_url).connect()
     try:
@@ -226,7 +229,7 @@ def test_a_dry_run_changes_nothing(tmp_path: Path, pg_url: str) -> None:
     old = f"sqlite:///{tmp_path / 'old.sqlite3'}"
     legacy_store(old, _ids(1))
     planned = migrate(old, dry_run=True)
-    assert (planned.from_version, planned.to_version, planned.dry_run) == (0, 1, True)
+    assert (planned.from_version, planned.to_version, planned.dry_run) == (0, SCHEMA_VERSION, True)
     assert "would migrate" in str(planned)
     with pytest.raises(SchemaVersionError):
         open_store(old).connect()  # still version 0
@@ -242,27 +245,28 @@ def test_a_newer_store_is_run_on_only_while_it_says_this_version_can(
         " applied_at, applied_by) VALUES ({}, {}, 'later', '2030-01-01T00:00:00Z', 'later')"
     )
     try:
-        raw.execute(insert.format(2, 1))
+        raw.execute(insert.format(SCHEMA_VERSION + 1, SCHEMA_VERSION))
         if isinstance(raw, sqlite3.Connection):
             raw.commit()
         store = open_store(store_url)
         store.connect().close()  # a rolling upgrade towards version 2: this one still runs
-        assert store.schema_version == 2
-        raw.execute(insert.format(3, 3))
+        assert store.schema_version == SCHEMA_VERSION + 1
+        raw.execute(insert.format(SCHEMA_VERSION + 2, SCHEMA_VERSION + 2))
         if isinstance(raw, sqlite3.Connection):
             raw.commit()
     finally:
         raw.close()
     with pytest.raises(SchemaVersionError, match="upgrade gptools on this host") as refused:
         open_store(store_url).connect()
-    assert refused.value.found == 3
+    assert refused.value.found == SCHEMA_VERSION + 2
     for args in (
         ["webhooks", "migrate", "--store", store_url],
         ["webhooks", "dead-letters", "--store", store_url],
     ):
         result = _invoke(*args)
         assert result.exit_code == 2, result.output
-        assert "schema version 3" in result.stderr and "upgrade gptools" in result.stderr
+        newer = f"schema version {SCHEMA_VERSION + 2}"
+        assert newer in result.stderr and "upgrade gptools" in result.stderr
 
 
 def test_receivers_starting_together_create_a_new_store_once(pg_url: str) -> None:
@@ -282,7 +286,7 @@ def test_receivers_starting_together_create_a_new_store_once(pg_url: str) -> Non
     for t in threads:
         t.join(60)
     assert errors == []
-    assert _versions(pg_url) == [(1, 0)]
+    assert _versions(pg_url) == ALL
 
 
 class _TracedStore(SQLiteStore):
@@ -376,15 +380,24 @@ def test_postgres_builds_the_indexes_of_a_large_table_without_blocking_writes(
     monkeypatch.setattr(store, "_raw_connect", traced)
     assert migrate(store).to_version == SCHEMA_VERSION
     online = [s for s in statements if "CONCURRENTLY" in s]
-    assert online == [
-        "CREATE INDEX CONCURRENTLY IF NOT EXISTS webhook_actions_dead ON webhook_actions"
-        " (first_received_at) WHERE state = 'dead'",
-        "DROP INDEX CONCURRENTLY IF EXISTS delivery_log_received_at",
-        "CREATE INDEX CONCURRENTLY IF NOT EXISTS delivery_log_received_at ON delivery_log"
-        " (received_at)",
-        "CREATE INDEX CONCURRENTLY IF NOT EXISTS webhook_actions_done ON webhook_actions"
-        " (first_received_at) WHERE state = 'done'",
-    ], online
+    assert (
+        online
+        == [
+            "CREATE INDEX CONCURRENTLY IF NOT EXISTS webhook_actions_dead ON webhook_actions"
+            " (first_received_at) WHERE state = 'dead'",
+            "DROP INDEX CONCURRENTLY IF EXISTS delivery_log_received_at",
+            "CREATE INDEX CONCURRENTLY IF NOT EXISTS delivery_log_received_at ON delivery_log"
+            " (received_at)",
+            "CREATE INDEX CONCURRENTLY IF NOT EXISTS webhook_actions_done ON webhook_actions"
+            " (first_received_at) WHERE state = 'done'",
+            *(  # the later migrations' indexes, in their order
+                s.replace("CREATE INDEX", "CREATE INDEX CONCURRENTLY", 1)
+                for m in MIGRATIONS[1:]
+                for s in m.postgres
+                if isinstance(s, str) and s.startswith("CREATE INDEX")
+            ),
+        ]
+    ), online
     assert {
         "webhook_actions_dead",
         "delivery_log_received_at",
@@ -398,7 +411,8 @@ def test_each_worker_exports_the_schema_version_it_found(tmp_path: Path) -> None
     raw = _raw(url)
     raw.execute(
         "INSERT INTO webhook_schema_version (version, compatible_from, description,"
-        " applied_at, applied_by) VALUES (2, 1, 'later', '2030-01-01T00:00:00Z', 'later')"
+        " applied_at, applied_by) VALUES (?, ?, 'later', '2030-01-01T00:00:00Z', 'later')",
+        (SCHEMA_VERSION + 1, SCHEMA_VERSION),
     )
     raw.commit()
     raw.close()
@@ -406,8 +420,8 @@ def test_each_worker_exports_the_schema_version_it_found(tmp_path: Path) -> None
     with serve_in_thread(receiver) as srv, httpx.Client(timeout=10) as client:
         deadline = datetime.now(UTC) + timedelta(seconds=10)
         while (
-            "\ngptools_webhook_schema_version 2.0\n"
+            f"\ngptools_webhook_schema_version {SCHEMA_VERSION + 1}.0\n"
             not in client.get(f"{srv.base_url}/metrics").text
         ):
-            assert datetime.now(UTC) < deadline, "the gauge never said version 2"
+            assert datetime.now(UTC) < deadline, "the gauge never said the newer version"
             threading.Event().wait(0.1)
