@@ -462,9 +462,11 @@ def build_ui(
 
 __all__ = [
     "CommonCost",
+    "FindUI",
     "PlannerInputs",
     "PlannerResult",
     "PlannerUI",
+    "build_find_ui",
     "build_ui",
     "common_costs",
     "levels",
