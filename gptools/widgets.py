@@ -462,11 +462,60 @@ def build_ui(
 
 __all__ = [
     "CommonCost",
+    "FindUI",
     "PlannerInputs",
     "PlannerResult",
     "PlannerUI",
+    "build_find_ui",
     "build_ui",
     "common_costs",
     "levels",
     "planner_result",
 ]
+
+
+@dataclass
+class FindUI:
+    """The lookup widget of ``webhooks find``: ``root`` to display, ``controls`` by filter
+    name (``action_id``, ``round_id``, ``player_id``, ``game_id``, ``currency``,
+    ``event_type``), ``output`` (HTML) and, after :meth:`search`, ``result`` (a
+    :class:`gptools.webhooks.FindResult`) with ``actions`` and ``deliveries`` frames."""
+
+    root: widgets.VBox
+    controls: dict[str, widgets.Text]
+    output: widgets.HTML
+    source: Any
+    limit: int
+    result: Any = None
+    actions: pd.DataFrame | None = None
+    deliveries: pd.DataFrame | None = None
+
+    def search(self, *_: Any) -> None:
+        """Look up what the controls say (empty ones are no term) and show it."""
+        from gptools.webhooks import FindFilter, Store, find_actions
+        from gptools.webhooks._find_log import find_in_log
+
+        terms = {k: (c.value.strip() or None) for k, c in self.controls.items()}
+        try:
+            wanted = FindFilter(**terms)
+        except ValueError as exc:
+            self.output.value = f"<p>{html.escape(str(exc))}</p>"
+            return
+        if isinstance(self.source, Store):
+            self.result = find_actions(self.source, wanted, limit=self.limit)
+        else:
+            self.result = find_in_log(self.source, wanted, limit=self.limit)
+        self.actions, self.deliveries = self.result.frames()
+        self.output.value = f"<pre>{html.escape(str(self.result))}</pre>"
+
+
+def build_find_ui(source: Any, *, limit: int = 20) -> FindUI:
+    """Build (not display) a lookup over a store (a :class:`gptools.webhooks.Store`) or a
+    delivery log (a path the analyser reads); display ``ui.root`` in a notebook."""
+    names = ("player_id", "round_id", "action_id", "game_id", "currency", "event_type")
+    controls = {n: widgets.Text(description=n.replace("_", " ")) for n in names}
+    button = widgets.Button(description="Find")
+    output = widgets.HTML()
+    ui = FindUI(widgets.VBox([*controls.values(), button, output]), controls, output, source, limit)
+    button.on_click(ui.search)
+    return ui

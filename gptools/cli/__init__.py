@@ -14,6 +14,7 @@ from gptools.cli import (  # noqa: F401  (importing registers the commands)
     _participants,
     _reconcile,
     _sandbox,
+    _support,
     _webhooks,
 )
 from gptools.cli._main import cli, main

@@ -10,6 +10,10 @@
   one lease per run, with a time-out and dead letters.
 - :class:`Maintenance`: purges old dedupe keys and log rows, in small steps.
 - :func:`export_log`: the delivery log as JSONL or Parquet.
+- :func:`find_actions`: the actions a :class:`FindFilter` matches, each with its
+  deliveries and outcome (:class:`FindResult`, frames with ``frames()``);
+  :func:`plan_replay` and :func:`replay` run the handler again for stored actions
+  through the processing queue, resumable and idempotent per replay id.
 - :func:`serve`: the receiver served by uvicorn, workers and all (what ``gptools webhooks
   serve`` runs), with one :class:`ReceiverConfig` (every setting, checked once:
   :class:`SettingError`), within :class:`ServerLimits`; :func:`reload_receiver` makes a running one
@@ -30,6 +34,7 @@ from gptools.webhooks._auth import ReceiverAuth
 from gptools.webhooks._config import ReceiverConfig, SettingError
 from gptools.webhooks._credentials import AuthConfigError
 from gptools.webhooks._export import ExportResult, export_log
+from gptools.webhooks._find import FindFilter, FindResult, FoundAction, FoundDelivery, find_actions
 from gptools.webhooks._maintenance import Maintenance
 from gptools.webhooks._metrics import ALERT_RULES, GRAFANA_DASHBOARD, serve_metrics
 from gptools.webhooks._migrations import MigrationResult
@@ -41,6 +46,7 @@ from gptools.webhooks._records import (
     StoreUnreachableError,
 )
 from gptools.webhooks._reload import ReloadError, ReloadResult, reload_receiver
+from gptools.webhooks._replay import ReplayPlan, ReplayResult, plan_replay, replay
 from gptools.webhooks._schema import LOG_COLUMNS
 from gptools.webhooks._serve import ListenError, ServeError, serve
 from gptools.webhooks._server_limits import ServerLimits
@@ -52,6 +58,10 @@ __all__ = [
     "LOG_COLUMNS",
     "AuthConfigError",
     "ExportResult",
+    "FindFilter",
+    "FindResult",
+    "FoundAction",
+    "FoundDelivery",
     "InjectedFault",
     "ListenError",
     "Maintenance",
@@ -63,6 +73,8 @@ __all__ = [
     "ReceiverConfig",
     "ReloadError",
     "ReloadResult",
+    "ReplayPlan",
+    "ReplayResult",
     "SQLiteStore",
     "SchemaVersionError",
     "ServeError",
@@ -75,10 +87,13 @@ __all__ = [
     "WebhookReceiver",
     "check_output",
     "export_log",
+    "find_actions",
     "migrate",
     "open_output",
     "open_store",
+    "plan_replay",
     "reload_receiver",
+    "replay",
     "serve",
     "serve_metrics",
 ]

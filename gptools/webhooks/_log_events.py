@@ -57,6 +57,13 @@ EVENTS: Final[dict[str, str]] = {
     "queue_store_failed": "the processing queue cannot reach the store (every 20th failure)",
     "handler_failed": "a handler run raised or timed out; it is retried (actionId, attempt)",
     "action_dead_lettered": "an action's handler runs gave up: it is kept as a dead letter",
+    # -- replays (gptools webhooks replay) -------------------------------------------
+    "replay_started": "a replay began or resumed: its replay_id, who, the filter, the counts",
+    "replay_queued": "a batch of a replay's actions was put back in the processing queue "
+    "(replay_id, count)",
+    "replay_gone": "actions a replay's filter matches whose stored copy is gone past the "
+    "store's retention (replay_id, count)",
+    "replay_finished": "every action of a replay has been run (replay_id, counts)",
     "handler_lease_lost": "a handler run outlived its lease; another run took the action",
     "purge_done": "the hourly purge removed dedupe keys or log rows",
     "purge_failed": "the hourly purge could not reach the store (tried again next hour)",
@@ -141,6 +148,7 @@ FIELDS: Final[dict[str, str]] = {
     "value": "the value first seen, cut to 200 characters (first_seen)",
     "refused": "whether the delivery was refused for the value (first_seen)",
     "destination": "the forwarding destination's name (forward_*)",
+    "replay_id": "the replay's id (replay_started, replay_queued, replay_gone, replay_finished)",
     "settings": "the receiver's settings a worker runs with, times in seconds, the store "
     "apart (worker_ready)",
     "error": "an exception's traceback, secrets blanked",

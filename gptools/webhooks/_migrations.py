@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from gptools.webhooks._find_schema import PG_FIND_DDL, SQLITE_FIND_DDL
 from gptools.webhooks._records import SchemaVersionError
 from gptools.webhooks._schema import PG_DDL, SQLITE_DDL, VERSION_TABLE
 from gptools.webhooks._schema_v3 import PG_V3_DDL, SQLITE_V3_DDL
@@ -72,9 +73,17 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
         sqlite=(*SQLITE_DDL, _sqlite_lease_owner),
         postgres=PG_DDL,
     ),
-    # Issue 38's two stages' tables: only new tables, so code of the previous version
-    # still runs on the result. (Numbered 3 beside find/replay's version 2; each step is
-    # its own entry, so a merge renumbers without touching the statements.)
+    # Only adds indexes and tables: code of version 1 still runs on the result.
+    Migration(
+        2,
+        "find and replay: indexes of delivery_log by action_id and by the body's playerId, "
+        "roundId and gameId; the replays and replay_items tables",
+        compatible_from=1,
+        sqlite=SQLITE_FIND_DDL,
+        postgres=PG_FIND_DDL,
+    ),
+    # The contract watcher's and the forwarding stage's tables: only new tables, so code
+    # of versions 1 and 2 still runs on the result.
     Migration(
         3,
         "the contract watcher's first sightings (webhook_first_seen); the forwarding "

@@ -23,6 +23,7 @@ from click.testing import CliRunner
 
 from gptools.cli import cli
 from gptools.webhooks import ReceiverAuth, WebhookReceiver, migrate, open_store
+from gptools.webhooks._migrations import SCHEMA_VERSION
 from gptools.webhooks._records import LogEntry, WriteItem
 from tests.webhooks.conftest import JSON, PG_DSN, ReceiverProcess, event, serve_in_thread, wire
 from tests.webhooks.legacy_store import PG_DDL as PREVIOUS_DDL
@@ -121,7 +122,7 @@ def test_a_data_only_role_runs_the_receiver_on_a_migrated_store(
     roles: Roles, tmp_path: Path, receiver_process: Any
 ) -> None:
     owner_url, app_url = roles.url(roles.owner), roles.url(roles.app)
-    assert migrate(owner_url).to_version == 1
+    assert migrate(owner_url).to_version == SCHEMA_VERSION
     _, after = _guide_sql()
     with psycopg.connect(owner_url.partition("?")[0], autocommit=True) as owner:
         for sql in after:

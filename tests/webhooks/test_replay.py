@@ -1,0 +1,140 @@
+"""``webhooks replay`` (issue 38, item 2): the plan counts without changing anything; a
+replay runs each chosen action's handler through the processing queue; it is idempotent
+per id; and one killed mid-way and run again runs each action's handler exactly once."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+from collections import Counter
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from gptools.models import GameEventNotification
+from gptools.webhooks import open_store
+from gptools.webhooks._find import FindFilter
+from gptools.webhooks._records import LogEntry, WriteItem
+from gptools.webhooks._replay import plan_replay, replay
+from tests.webhooks.conftest import T0, event, wire
+from tests.webhooks.find_support import ACTIONS, fill
+
+A1, A2, A3, A4, A5 = ACTIONS
+
+
+def _ran(url: str) -> list[str]:
+    ran: list[str] = []
+
+    def handler(e: GameEventNotification) -> None:
+        ran.append(str(e.action_id))
+
+    replay(open_store(url, create=False), FindFilter(player_id="p-1"), handler=handler,
+           show_progress=False)  # fmt: skip
+    return ran
+
+
+def test_plan_counts_and_changes_nothing(store_url: str) -> None:
+    fill(store_url)
+    plan = plan_replay(open_store(store_url, create=False), FindFilter(player_id="p-1"))
+    assert (plan.actions, plan.deliveries, plan.gone, plan.queued) == (2, 4, 0, 0)
+    conn = open_store(store_url, create=False).connect()
+    try:
+        assert conn.raw.execute("SELECT COUNT(*) FROM replays").fetchone()[0] == 0
+        assert conn.queue_counts().pending == 0
+    finally:
+        conn.close()
+
+
+def test_replay_runs_the_handler_once_per_action_and_twice_does_nothing_new(
+    store_url: str,
+) -> None:
+    fill(store_url)  # stored without bodies: a receiver with no handler keeps none
+    assert sorted(_ran(store_url)) == [A1, A2]
+    assert _ran(store_url) == []
+    conn = open_store(store_url, create=False).connect()
+    try:
+        row = conn.raw.execute(
+            "SELECT actions, queued, gone, filter, finished_at IS NOT NULL FROM replays"
+        ).fetchone()
+        assert tuple(row[:3]) == (2, 2, 0) and row[3] == '{"player_id": "p-1"}' and row[4]
+        assert conn.queue_counts().done == 3  # A1, A2, A5 (A3, A4 were never stored)
+    finally:
+        conn.close()
+
+
+def test_lost_actions_are_refused_and_purged_ones_counted_gone(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    fill(url)
+    store = open_store(url, create=False)
+    with pytest.raises(ValueError, match="only acknowledged actions are stored"):
+        plan_replay(store, FindFilter(outcome="lost"))
+    conn = store.connect()
+    try:
+        conn.purge(T0 + store.retention + timedelta(hours=2, minutes=30))  # A1, A2 purged
+    finally:
+        conn.close()
+    plan = plan_replay(store, FindFilter(since=T0, until=T0 + timedelta(days=1)))
+    assert (plan.actions, plan.gone) == (1, 2)
+    assert "2 matched actions are gone" in str(plan)
+
+
+def test_a_killed_replay_resumed_runs_each_handler_exactly_once(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    ids = [str(uuid.UUID(int=n, version=4)) for n in range(1, 41)]
+    conn = open_store(url).connect()
+    try:
+        conn.write_batch(
+            [
+                WriteItem(
+                    LogEntry(T0, 200, wire(event(a)).decode(), a, auth_ok=True, latency_ms=1.0),
+                    accept=True,
+                )
+                for a in ids
+            ],
+            state="done",
+        )
+    finally:
+        conn.close()
+    record = tmp_path / "ran.txt"
+    run = [sys.executable, "-m", "tests.webhooks.replay_worker", url, str(record)]
+    killed = subprocess.run([*run, "17"], capture_output=True, text=True, timeout=60, check=False)
+    assert killed.returncode == -9, killed.stderr
+    assert len(record.read_text().splitlines()) == 16
+    resumed = subprocess.run([*run, "0"], capture_output=True, text=True, timeout=60, check=False)
+    assert resumed.returncode == 0, resumed.stderr
+    counts = Counter(record.read_text().splitlines())
+    assert sorted(counts) == sorted(ids) and set(counts.values()) == {1}
+    again = subprocess.run([*run, "0"], capture_output=True, text=True, timeout=60, check=False)
+    assert again.stdout.split() == ["0", "40", "True"]
+    assert Counter(record.read_text().splitlines()) == counts
+
+
+def test_cli_plan_then_replay_through_the_receivers_queue(tmp_path: Path) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from gptools.cli import cli
+
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    fill(url)
+    runner = CliRunner()
+    args = ["webhooks", "replay", "--store", url, "--game-id", "g-a", "--json"]
+    plan = runner.invoke(cli, [*args, "--plan"])
+    assert plan.exit_code == 0, plan.output
+    assert {k: json.loads(plan.stdout)[k] for k in ("actions", "deliveries", "queued")} == {
+        "actions": 1, "deliveries": 2, "queued": 0,
+    }  # fmt: skip
+    done = runner.invoke(cli, args)
+    assert done.exit_code == 0, done.output
+    document = json.loads(done.stdout)
+    assert (document["queued"], document["done"]) == (1, False)
+    conn = open_store(url, create=False).connect()
+    try:
+        assert conn.queue_counts().pending == 1  # for the serving receiver's queue
+    finally:
+        conn.close()
+    refused = runner.invoke(cli, ["webhooks", "replay", "--store", url, "--since", "2026-03-02"])
+    assert refused.exit_code == 2 and "has no zone" in refused.output
