@@ -43,6 +43,14 @@ from gptools.campaigns._budget import (
     Budget,
     budget,
 )
+from gptools.campaigns._group import (
+    BrandGroups,
+    GroupClient,
+    GroupIncompleteError,
+    GroupMember,
+    GroupResult,
+    apply_brands,
+)
 from gptools.campaigns._plan import (
     AWARDED_FEATURE,
     CAMPAIGN_TYPES,
@@ -81,6 +89,7 @@ __all__ = [
     "AppliedCampaign",
     "ApplyResult",
     "BrandCatalogue",
+    "BrandGroups",
     "BrandOverride",
     "BrandsBudget",
     "BrandsClient",
@@ -92,6 +101,10 @@ __all__ = [
     "CampaignRegister",
     "CurrencyLine",
     "Expansion",
+    "GroupClient",
+    "GroupIncompleteError",
+    "GroupMember",
+    "GroupResult",
     "LoadRecord",
     "NotRecordedError",
     "ParticipantCounts",
@@ -103,6 +116,7 @@ __all__ = [
     "Review",
     "Validation",
     "add_participants_to",
+    "apply_brands",
     "apply_plan",
     "brands_plan_from_dict",
     "budget",
