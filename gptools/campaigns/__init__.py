@@ -51,6 +51,7 @@ from gptools.campaigns._group import (
     GroupResult,
     apply_brands,
 )
+from gptools.campaigns._group_report import GroupReport, funnel_by_brand, group_report
 from gptools.campaigns._plan import (
     AWARDED_FEATURE,
     CAMPAIGN_TYPES,
@@ -104,6 +105,7 @@ __all__ = [
     "GroupClient",
     "GroupIncompleteError",
     "GroupMember",
+    "GroupReport",
     "GroupResult",
     "LoadRecord",
     "NotRecordedError",
@@ -124,6 +126,8 @@ __all__ = [
     "check_brands",
     "default_register_path",
     "expand_brands",
+    "funnel_by_brand",
+    "group_report",
     "load_any_plan",
     "load_plan",
     "offered_costs",
