@@ -144,8 +144,8 @@ def connect(account: str | None = None, **client_options: Any) -> Client:
 
     ``account`` names the sandbox demo account to log in as (``individual``, ``partner``,
     ``third_party``, ``internal``, ``aggregator``, ``supplier``; ``None``:
-    ``$GPTOOLS_SANDBOX_ACCOUNT``, else ``partner``); it is ignored for the real service. Other keyword
-    arguments go to the client.
+    ``$GPTOOLS_SANDBOX_ACCOUNT``, else ``partner``); it is ignored for the real service.
+    Other keyword arguments go to the client.
 
     The client's :attr:`~gptools.client.Client.server_identity` is the sandbox's state
     identity for a sandbox (the embedded one, the one ``GPTOOLS_SANDBOX_URL`` names, or one
@@ -165,6 +165,8 @@ def connect_async(account: str | None = None, **client_options: Any) -> AsyncCli
 
 
 __all__ = [
+    "DEFAULT_SANDBOX_ACCOUNT",
+    "SANDBOX_ACCOUNT_ENV",
     "SANDBOX_URL_ENV",
     "connect",
     "connect_async",

@@ -33,10 +33,12 @@ from gptools.campaigns._brands import (
 )
 from gptools.campaigns._brands_review import (
     BrandCatalogue,
+    BrandChecks,
     BrandsBudget,
     BrandsClient,
     BrandsReview,
     check_brands,
+    fetch_brand_checks,
     review_brands,
 )
 from gptools.campaigns._budget import (
@@ -90,6 +92,7 @@ __all__ = [
     "AppliedCampaign",
     "ApplyResult",
     "BrandCatalogue",
+    "BrandChecks",
     "BrandGroups",
     "BrandOverride",
     "BrandsBudget",
@@ -126,6 +129,7 @@ __all__ = [
     "check_brands",
     "default_register_path",
     "expand_brands",
+    "fetch_brand_checks",
     "funnel_by_brand",
     "group_report",
     "load_any_plan",

@@ -387,15 +387,37 @@ def review_brands(
     )
 
 
-def check_brands(
-    client: BrandsClient, plan: BrandsPlan, *, now: datetime | None = None
-) -> BrandsReview:
-    """Review ``plan`` against the server: the account's brands (``GET /self``), each
-    brand's games and currencies (``GET game`` there) and, for AWARDED_FEATURE, its feature
-    costs (the configurations endpoint there). The client's rate limiting holds for the
+@dataclass(frozen=True, slots=True)
+class BrandChecks:
+    """What the server says about a multi-brand plan's brands, fetched once: the account's
+    brands (``names``: id -> name, from ``GET /self``), and per brand what it offers of the
+    plan's games (:class:`BrandCatalogue`) and, for AWARDED_FEATURE, its feature costs.
+    :func:`review_brands` takes them (``**checks.review_args()``), so a planner can review
+    any choice of those brands again without a request."""
+
+    names: Mapping[int, str]
+    catalogues: Mapping[int, BrandCatalogue]
+    costs: Mapping[int, pd.DataFrame] = field(repr=False)
+
+    def review_args(self) -> dict[str, Any]:
+        """The keyword arguments of :func:`review_brands` these checks give."""
+        return {
+            "allowed": frozenset(self.names),
+            "catalogues": self.catalogues,
+            "costs": self.costs,
+        }
+
+
+def fetch_brand_checks(
+    client: BrandsClient, plan: BrandsPlan, *, expansion: Expansion | None = None
+) -> BrandChecks:
+    """Fetch :class:`BrandChecks` for ``plan``'s brands (``expansion``: the plan already
+    expanded against the account's brands). The client's rate limiting holds for the
     account as a whole, whatever the brand."""
-    allowed = client.self().brand_ids
-    expansion = expand_brands(plan, allowed=allowed)
+    info = client.self()
+    allowed = info.brand_ids
+    if expansion is None:
+        expansion = expand_brands(plan, allowed=allowed)
     catalogues: dict[int, BrandCatalogue] = {}
     costs: dict[int, pd.DataFrame] = {}
     for brand, brand_plan in expansion.plans.items():
@@ -410,6 +432,16 @@ def check_brands(
                 if known and used
                 else pd.DataFrame(columns=list(COST_COLUMNS), dtype=object)  # nothing offered
             )
-    return review_brands(
-        plan, allowed=allowed, now=now, catalogues=catalogues, costs=costs, expansion=expansion
-    )
+    names = {b.id: b.name for b in sorted(info.allowed_brands, key=lambda b: b.id)}
+    return BrandChecks(names, catalogues, costs)
+
+
+def check_brands(
+    client: BrandsClient, plan: BrandsPlan, *, now: datetime | None = None
+) -> BrandsReview:
+    """Review ``plan`` against the server: the account's brands (``GET /self``), each
+    brand's games and currencies (``GET game`` there) and, for AWARDED_FEATURE, its feature
+    costs (the configurations endpoint there); see :func:`fetch_brand_checks`."""
+    expansion = expand_brands(plan, allowed=client.self().brand_ids)
+    checks = fetch_brand_checks(client, plan, expansion=expansion)
+    return review_brands(plan, now=now, expansion=expansion, **checks.review_args())

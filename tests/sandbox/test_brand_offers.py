@@ -4,9 +4,10 @@ its own games and currencies, drawn from a fixed seed."""
 from __future__ import annotations
 
 import httpx
+import pytest
 
 from gptools import spec
-from gptools.sandbox import DEMO_ACCOUNTS
+from gptools.sandbox import DEMO_ACCOUNTS, RunningSandbox
 from gptools.sandbox._accounts import BRANDS
 from gptools.sandbox._brand_offers import (
     AGGREGATOR_BRAND_IDS,
@@ -113,3 +114,25 @@ def test_the_supplier_acts_on_its_brands_only(http: httpx.Client) -> None:
     refused = http.get(path("game", 2001), params={"gameId": "neon-fruits"}, auth=auth("supplier"))
     assert_error(refused, 403, spec.CODE_BRAND_NOT_ALLOWED)
     assert_error(http.get(path("game"), auth=auth("supplier")), 400, spec.CODE_BRAND_REQUIRED)
+
+
+def test_connect_logs_in_as_the_account_the_environment_names(
+    fresh_sandbox: RunningSandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gptools import session
+
+    monkeypatch.setenv("GP_BASE_URL", "")
+    monkeypatch.setenv(session.SANDBOX_URL_ENV, fresh_sandbox.base_url)
+    monkeypatch.setenv(session.SANDBOX_ACCOUNT_ENV, "aggregator")
+    session.stop_embedded_sandbox()
+    try:
+        with session.connect() as client:
+            me = client.self()
+            assert (me.principal_type, len(me.brand_ids)) == ("PARTNER", 30)
+        with session.connect("supplier") as client:
+            assert client.self().principal_type == "THIRD_PARTY"
+        monkeypatch.delenv(session.SANDBOX_ACCOUNT_ENV)
+        with session.connect() as client:
+            assert sorted(client.self().brand_ids) == [201, 202, 203]  # partner, as before
+    finally:
+        session.stop_embedded_sandbox()
