@@ -59,7 +59,7 @@ def promotion(tmp_path: Path, players_per_brand: int = 0, **changes: Any) -> Bra
     }
     if players_per_brand:
         rows = [
-            f"{b},b{b}-p{i},EUR" for b in AGGREGATOR_BRAND_IDS for i in range(players_per_brand)
+            f"{b},b{b}-p{i},EUR" for b in chosen for i in range(players_per_brand)
         ]
         (tmp_path / "players.csv").write_text("brand,player_id,currency\n" + "\n".join(rows))
         doc["players_file"] = str(tmp_path / "players.csv")
@@ -221,3 +221,25 @@ def test_a_changed_member_supersedes_the_created_one(
         ("created", "CMP-000002"),
         ("superseded", first.members[0].campaign_id),
     ]
+
+
+def test_one_brands_load_failing_is_named_and_the_others_load(
+    aggregator: Client, fresh_sandbox: RunningSandbox, tmp_path: Path
+) -> None:
+    register = tmp_path / "r.sqlite"
+    plan = promotion(tmp_path, players_per_brand=5, brands=[2001, 2002, 2003])
+    reviewed = check_brands(aggregator, plan, now=NOW)
+    group = apply_brands(aggregator, reviewed, register=register)
+    fresh_sandbox.faults.add(
+        FaultRule("POST /api/v1/brands/2002/campaign/*/participant", status=409, code="CONFLICT")
+    )
+    loads = load_group_players(aggregator, reviewed.plans, group, register=register,
+                               progress=False)  # fmt: skip
+    assert list(loads.failures) == [2002] and not loads.complete
+    assert loads.incomplete()[0].startswith("brand 2002: ")
+    assert sorted(loads.summaries) == [(2001, "EUR"), (2003, "EUR")]
+    assert all(s.complete for s in loads.summaries.values())
+    fresh_sandbox.faults.clear()
+    again = load_group_players(aggregator, reviewed.plans, group, register=register,
+                               progress=False)  # fmt: skip
+    assert again.complete and again.summaries[(2002, "EUR")].counts()["loaded"] == 5
