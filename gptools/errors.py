@@ -32,6 +32,7 @@ name, drawn once, here.
     ├── PlanInvalidError                campaigns: applying a plan with errors (a ValueError)
     ├── RegisterError                   campaigns: the register cannot answer (a LookupError)
     │   └── NotRecordedError                done at the server, but the register could not record it
+    ├── GroupIncompleteError            campaigns: a multi-brand group left incomplete
     ├── PlayerListError                 participants: an unreadable player list (a ValueError)
     │   ├── JournalMismatchError            the journal belongs to another load
     │   └── JournalBusyError                another run of the same load holds the journal
@@ -416,6 +417,7 @@ _ELSEWHERE: dict[str, str] = {
     "PlanInvalidError": "gptools.campaigns._validate",
     "RegisterError": "gptools._register_file",
     "NotRecordedError": "gptools.campaigns._register",
+    "GroupIncompleteError": "gptools.campaigns._group",
     "PlayerListError": "gptools.participants._sources",
     "JournalMismatchError": "gptools.participants._journal",
     "JournalBusyError": "gptools.participants._journal",

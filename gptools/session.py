@@ -31,6 +31,12 @@ from gptools.sandbox._remote import RemoteSandbox, served_sandbox_identity
 #: Names the address of a sandbox that another process serves (set by run-notebooks).
 SANDBOX_URL_ENV = "GPTOOLS_SANDBOX_URL"
 
+#: Names the sandbox demo account :func:`connect` logs in as when none is given (the CLI's
+#: way to act as the aggregator: ``GPTOOLS_SANDBOX_ACCOUNT=aggregator``).
+SANDBOX_ACCOUNT_ENV = "GPTOOLS_SANDBOX_ACCOUNT"
+#: The account :func:`connect` logs in as when neither it nor the environment names one.
+DEFAULT_SANDBOX_ACCOUNT = "partner"
+
 _C = TypeVar("_C", Client, AsyncClient)
 
 _lock = threading.Lock()
@@ -105,7 +111,8 @@ def stop_embedded_sandbox() -> None:
         _stack, _sandbox = None, None
 
 
-def _sandbox_credentials(account: str) -> dict[str, Any]:
+def _sandbox_credentials(account: str | None) -> dict[str, Any]:
+    account = account or os.environ.get(SANDBOX_ACCOUNT_ENV) or DEFAULT_SANDBOX_ACCOUNT
     sb = start_embedded_sandbox()
     try:
         acct = sb.accounts[account]
@@ -132,12 +139,13 @@ def _with_identity(client: _C, given: bool) -> _C:
     return client if identity is None else client.with_options(server_identity=identity)
 
 
-def connect(account: str = "partner", **client_options: Any) -> Client:
+def connect(account: str | None = None, **client_options: Any) -> Client:
     """A :class:`~gptools.client.Client` for the real service or the embedded sandbox.
 
     ``account`` names the sandbox demo account to log in as (``individual``, ``partner``,
-    ``third_party``, ``internal``); it is ignored for the real service. Other keyword
-    arguments go to the client.
+    ``third_party``, ``internal``, ``aggregator``, ``supplier``; ``None``:
+    ``$GPTOOLS_SANDBOX_ACCOUNT``, else ``partner``); it is ignored for the real service.
+    Other keyword arguments go to the client.
 
     The client's :attr:`~gptools.client.Client.server_identity` is the sandbox's state
     identity for a sandbox (the embedded one, the one ``GPTOOLS_SANDBOX_URL`` names, or one
@@ -149,7 +157,7 @@ def connect(account: str = "partner", **client_options: Any) -> Client:
     return Client(**{**_sandbox_credentials(account), **client_options})
 
 
-def connect_async(account: str = "partner", **client_options: Any) -> AsyncClient:
+def connect_async(account: str | None = None, **client_options: Any) -> AsyncClient:
     """Like :func:`connect`, returning an :class:`~gptools.client.AsyncClient`."""
     if real_service_configured():
         return _with_identity(AsyncClient(**client_options), "server_identity" in client_options)
@@ -157,6 +165,8 @@ def connect_async(account: str = "partner", **client_options: Any) -> AsyncClien
 
 
 __all__ = [
+    "DEFAULT_SANDBOX_ACCOUNT",
+    "SANDBOX_ACCOUNT_ENV",
     "SANDBOX_URL_ENV",
     "connect",
     "connect_async",

@@ -3,6 +3,8 @@
 :func:`planner_result` does all the work (pure: inputs in, table and validation out);
 :func:`build_ui` wires controls to it and returns them without displaying anything, so
 tests set control values and read :attr:`PlannerUI.result` with no browser.
+:func:`build_brands_ui` does the same for a multi-brand plan: a brand picker from ``/self``
+and the review (problems per brand, the budget per brand and currency) of the brands picked.
 """
 
 from __future__ import annotations
@@ -17,13 +19,18 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from gptools.campaigns import (
+    ALL_BRANDS,
     AWARDED_FEATURE,
+    BrandChecks,
+    BrandsPlan,
+    BrandsReview,
     CurrencyLine,
     Plan,
     Problem,
     Review,
     Validation,
     review,
+    review_brands,
 )
 from gptools.costs import CostRow, rows_of
 from gptools.display import html_table
@@ -460,12 +467,81 @@ def build_ui(
     return ui
 
 
+@dataclass
+class BrandsPlannerUI:
+    """The multi-brand planner's widgets: ``root`` to display, ``controls`` (``brands``, the
+    picker; ``all``, every brand of the account), ``output`` (HTML: problems per brand, the
+    budget per brand and per currency, the display options per brand) and ``result``, the
+    latest :class:`~gptools.campaigns.BrandsReview` (updated on every change)."""
+
+    root: widgets.VBox
+    controls: dict[str, widgets.Widget]
+    output: widgets.HTML
+    result: BrandsReview | None = None
+    _compute: Any = field(default=None, repr=False)
+
+    def plan(self) -> BrandsPlan:
+        """The plan with the brands the controls choose."""
+        result: BrandsPlan = self._compute(None)
+        return result
+
+    def refresh(self, *_: Any) -> None:
+        """Review the plan again for the chosen brands and redraw the output."""
+        self.result = self._compute(self.plan())
+        self.output.value = self.result._repr_html_()
+
+
+def build_brands_ui(
+    plan: BrandsPlan, checks: BrandChecks, *, now: datetime | None = None
+) -> BrandsPlannerUI:
+    """Build (not display) the multi-brand planner: a brand picker over the account's
+    brands (``checks``, from :func:`~gptools.campaigns.fetch_brand_checks`: ``GET /self``
+    and each brand's games, currencies and costs, fetched once) and the plan's review for
+    the brands picked, with no request per change. ``brands: all`` in the plan starts with
+    every brand picked."""
+    names = dict(checks.names)
+    chosen = tuple(names) if plan.brands == ALL_BRANDS else tuple(plan.brands)
+    c: dict[str, widgets.Widget] = {
+        "all": widgets.Checkbox(value=plan.brands == ALL_BRANDS, description="Every brand"),
+        "brands": widgets.SelectMultiple(
+            options=[(f"{b} {n}", b) for b, n in names.items()],
+            value=tuple(b for b in chosen if b in names),
+            description="Brands",
+            rows=min(10, max(2, len(names))),
+        ),
+    }
+    output = widgets.HTML()
+    ui = BrandsPlannerUI(widgets.VBox([widgets.HBox([c["brands"], c["all"]]), output]), c, output)
+
+    def compute(picked: BrandsPlan | None) -> BrandsPlan | BrandsReview:
+        if picked is None:  # the plan the controls describe
+            brands: Any = ALL_BRANDS if c["all"].value else tuple(c["brands"].value)
+            per_brand = {b: o for b, o in plan.per_brand.items()
+                         if brands == ALL_BRANDS or b in brands}  # fmt: skip
+            return plan.model_copy(update={"brands": brands, "per_brand": per_brand})
+        return review_brands(picked, now=now, **checks.review_args())
+
+    ui._compute = compute
+    c["brands"].disabled = bool(c["all"].value)
+
+    def on_all(*_: Any) -> None:
+        c["brands"].disabled = bool(c["all"].value)
+        ui.refresh()
+
+    c["all"].observe(on_all, names="value")
+    c["brands"].observe(ui.refresh, names="value")
+    ui.refresh()
+    return ui
+
+
 __all__ = [
+    "BrandsPlannerUI",
     "CommonCost",
     "FindUI",
     "PlannerInputs",
     "PlannerResult",
     "PlannerUI",
+    "build_brands_ui",
     "build_find_ui",
     "build_ui",
     "common_costs",

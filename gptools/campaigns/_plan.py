@@ -238,6 +238,12 @@ def load_plan(path: str | Path) -> Plan:
     Money in JSON is read as exact Decimals; in YAML write amounts as strings (``"2.50"``)
     or plain numbers, which are read from their written digits.
     """
+    return plan_from_dict(read_plan_document(path), where=str(path))
+
+
+def read_plan_document(path: str | Path) -> Any:
+    """The decoded content of a plan file (JSON or YAML, as :func:`load_plan` reads it);
+    :class:`PlanFileError` names the file (and line) it cannot read."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -261,4 +267,4 @@ def load_plan(path: str | Path) -> Plan:
         mark = getattr(exc, "problem_mark", None)
         line = f":{mark.line + 1}" if mark is not None else ""
         raise PlanFileError(f"{path}{line}: not valid YAML: {exc}") from None
-    return plan_from_dict(data, where=str(path))
+    return data

@@ -9,6 +9,12 @@ from typing import Any
 import click
 
 from gptools import spec
+from gptools.cli._campaign_groups import (
+    apply_brands_file,
+    group_document,
+    group_human,
+    plan_brands,
+)
 from gptools.cli._common import (
     NOW_HELP,
     PROGRESS_OPTION,
@@ -43,13 +49,18 @@ def plan_command(
     file: str, offline: bool, brand: int | None, now_text: str | None, as_json: bool
 ) -> None:
     """Validate a plan FILE and show its budget and requests; exit 2 when it has errors."""
-    from gptools.campaigns import load_plan, offered_costs, review
+    from gptools.campaigns import BrandsPlan, offered_costs, review
+    from gptools.campaigns import load_any_plan as load_plan
     from gptools.costs import CostBook
 
     now = parse_now(now_text)
     unknown: tuple[str, ...] = ()
     with cli_errors():
         plan = load_plan(file)
+        if isinstance(plan, BrandsPlan):
+            _no_brand_option(brand)
+            plan_brands(file, plan, offline=offline, now=now, as_json=as_json)
+            return
         costs = None
         if not offline and plan.checks_bets:
             with connect_client() as client:
@@ -138,13 +149,19 @@ def apply_command(
     before anything is created. Exit codes: 0 done, 1 failure (nothing created when the
     register cannot be written), 2 bad input, 4 created but not recorded (the message
     names the campaigns; running the same command again records them)."""
-    from gptools.campaigns import CampaignRegister, NotRecordedError, apply_plan, load_plan
+    from gptools.campaigns import BrandsPlan, CampaignRegister, NotRecordedError, apply_plan
+    from gptools.campaigns import load_any_plan as load_plan
     from gptools.participants import PlayerListError, load_plan_players
 
     now = parse_now(now_text)
     register = CampaignRegister()
     with cli_errors(PlayerListError):
         plan = load_plan(file)
+        if isinstance(plan, BrandsPlan):
+            _no_brand_option(brand)
+            apply_brands_file(file, plan, no_participants=no_participants, endpoint=endpoint,
+                              now=now, progress=progress, as_json=as_json)  # fmt: skip
+            return
         with connect_client() as client:
             chosen = resolve_brand(client, brand if brand is not None else plan.brand)
             plan = plan.model_copy(update={"brand": chosen})
@@ -223,6 +240,24 @@ def apply_command(
         raise NotRecorded("; ".join(unrecorded))
 
 
+def _no_brand_option(brand: int | None) -> None:
+    if brand is not None:
+        fail(
+            "--brand names one brand; this plan names its brands itself ('brands')",
+            bad_input=True,
+        )
+
+
+#: ``--group NAME`` of list, show and results.
+GROUP_OPTION = click.option(
+    "--group",
+    "group",
+    default=None,
+    help="A multi-brand promotion (its plan's name): its campaigns as one, rolled up per "
+    "currency and per brand, failed and pending brands named.",
+)
+
+
 _SERVER_OPTIONS = (
     click.option(
         "--server",
@@ -285,48 +320,79 @@ def _campaign_line(doc: dict[str, Any]) -> str:
 
 
 @campaigns.command("list")
+@GROUP_OPTION
 @server_options
 @click.option("--now", "now_text", default=None, help=NOW_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def list_command(
-    server: str | None, all_servers: bool, now_text: str | None, as_json: bool
+    group: str | None, server: str | None, all_servers: bool, now_text: str | None, as_json: bool
 ) -> None:
     """The campaigns gptools created on a server (the local register; by default the
     server this command talks to), with their state by window and their participants
-    (loaded, rejected, pending), as the register records every apply and load."""
-    from gptools.campaigns import CampaignRegister
+    (loaded, rejected, pending), as the register records every apply and load. With
+    --group, one multi-brand promotion as one."""
+    from gptools.campaigns import BrandGroups, CampaignRegister
 
     now = parse_now(now_text)
     with cli_errors():
         chosen = chosen_server(server, all_servers)
+        if group is not None:
+            report, doc = group_document(group, chosen, now)
+            emit(doc, as_json=as_json, human=lambda: group_human(report))
+            return
         register = CampaignRegister()
         docs = register.to_dicts(now=now, server=chosen)
-    document = {"register": str(register.path), "server": chosen, "campaigns": docs}
+        groups = [n for _, n in BrandGroups(register.path).names(server=chosen)]
+    document = {
+        "register": str(register.path), "server": chosen, "campaigns": docs, "groups": groups
+    }  # fmt: skip
 
     def human() -> str:
         if not docs:
             return _nothing_here(register, chosen)
-        return "\n".join(_campaign_line(d) for d in docs)
+        lines = [_campaign_line(d) for d in docs]
+        if groups:
+            lines.append(f"multi-brand groups (--group NAME): {', '.join(groups)}")
+        return "\n".join(lines)
 
     emit(document, as_json=as_json, human=human)
 
 
 @campaigns.command("show")
-@click.argument("campaign_id")
+@click.argument("campaign_id", required=False)
+@GROUP_OPTION
 @server_options
 @click.option("--now", "now_text", default=None, help=NOW_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def show_command(
-    campaign_id: str, server: str | None, all_servers: bool, now_text: str | None, as_json: bool
-) -> None:
+    campaign_id: str | None, group: str | None, server: str | None, all_servers: bool,
+    now_text: str | None, as_json: bool,
+) -> None:  # fmt: skip
     """One campaign of the register: its plan, window, state, participants and the loads
     that put them there; exit 2 when it is not recorded (for the server: by default the
-    one this command talks to; with --all-servers the one most recently updated)."""
+    one this command talks to; with --all-servers the one most recently updated). With
+    --group NAME instead of an id: one multi-brand promotion, every campaign of it."""
     from gptools.campaigns import CampaignRegister, RegisterError
 
     now = parse_now(now_text)
+    if (campaign_id is None) == (group is None):
+        fail("name a campaign id or --group NAME (one of them)", bad_input=True)
     with cli_errors():
         chosen = chosen_server(server, all_servers)
+        if group is not None:
+            report, doc = group_document(group, chosen, now)
+
+            def members() -> str:
+                rows = [
+                    f"  brand {m['brand']} {m['currency']}: {m['status']} "
+                    f"{m['campaign_id'] or m['error'] or ''}  players loaded {m['loaded']}"
+                    for m in doc["members"]
+                ]
+                return "\n".join([group_human(report), *rows])
+
+            emit(doc, as_json=as_json, human=members)
+            return
+        assert campaign_id is not None
         register = CampaignRegister()
         try:
             record = register.get(campaign_id, server=chosen)
@@ -402,13 +468,14 @@ def show_command(
 )
 @max_line_bytes_option
 @column_mapping_options
+@GROUP_OPTION
 @server_options
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def results_command(
     source: str, campaign_ids: tuple[str, ...], fmt: str, table: str, engine: str,
     spark_master: str | None, unreached_out: Path | None, force: bool, ledger: Path | None,
     max_line_bytes: int | None, columns: tuple[tuple[str, str], ...], latency_unit: str,
-    server: str | None, all_servers: bool, as_json: bool,
+    group: str | None, server: str | None, all_servers: bool, as_json: bool,
 ) -> None:  # fmt: skip
     """How the recorded campaigns did, from a webhook delivery log SOURCE (any log
     `webhooks analyze` reads): players reached and completed, rounds and exposure used
@@ -425,11 +492,19 @@ def results_command(
     check_output_option("--unreached-out", unreached_out, force=force)
     from gptools.campaigns import CampaignRegister, RegisterError
 
+    group_report: Any = None
+    if group is not None and campaign_ids:
+        fail("--group and --campaign exclude each other: give one", bad_input=True)
     with cli_errors():
         chosen = chosen_server(server, all_servers)
         register = CampaignRegister()
+        if group is not None:
+            group_report, _ = group_document(group, chosen, None)
+            if not group_report.records:
+                fail(f"group {group!r} has no campaign created yet: nothing to report",
+                     bad_input=True)  # fmt: skip
         try:
-            records = (
+            records = list(group_report.records) if group_report is not None else (
                 [register.get(c, server=chosen) for c in dict.fromkeys(campaign_ids)]
                 if campaign_ids and chosen is not None
                 else [
@@ -477,6 +552,14 @@ def results_command(
             "--unreached-out", unreached_out, ("campaign_id", "player_id"), rows, force=force
         )
     document = report.to_dict()
+    if group_report is not None:
+        from gptools.campaigns import funnel_by_brand
+
+        funnel = funnel_by_brand(report.campaigns, group_report.group)
+        document["group"] = {
+            **{k: v for k, v in group_report.to_dict().items() if k != "members"},
+            "funnel_by_brand": {b: funnel[b].to_dict() for b in funnel.columns},
+        }
     document["unreached"] = len(unreached)
     document["server"] = chosen
     document["apart_in_time"] = apart
@@ -498,6 +581,9 @@ def results_command(
                 f"exposure {c['exposure_used']} of {c['budget']} {c['currency']}"
                 + (f", median wait to first play {wait / 3600:.1f} h" if wait is not None else "")
             )
+        if group_report is not None:
+            lines.append(group_human(group_report))
+            lines.append(funnel.to_string())
         lines.append(f"{len(unreached):,} player(s) never reached")
         if uplift is not None:
             lines += _uplift_lines(uplift)

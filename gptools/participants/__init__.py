@@ -12,6 +12,7 @@ Every input row ends in exactly one outcome, ``loaded``, ``rejected``, ``duplica
 run the same load again and only what the server has not acknowledged is sent.
 """
 
+from gptools.participants._brand_players import BrandsLoad, load_group_players
 from gptools.participants._constants import DEFAULT_CONCURRENCY, DEFAULT_MAX_ATTEMPTS
 from gptools.participants._journal import JournalBusyError, JournalMismatchError
 from gptools.participants._journals import (
@@ -43,6 +44,7 @@ __all__ = [
     "PLAYER_ID_HEADERS",
     "REASON_CODES",
     "REJECTS_COLUMNS",
+    "BrandsLoad",
     "JournalBusyError",
     "JournalMismatchError",
     "JournalSummary",
@@ -52,6 +54,7 @@ __all__ = [
     "PlayerListError",
     "journal_summaries",
     "journal_summary",
+    "load_group_players",
     "load_participants",
     "load_plan_players",
     "prune_journals",

@@ -8,15 +8,22 @@ key            username                password                principal type  b
 individual     demo-individual         individual-demo-pass    INDIVIDUAL      101
 partner        demo-partner            partner-demo-pass       PARTNER         201, 202, 203
 third_party    demo-third-party        third-party-demo-pass   THIRD_PARTY     202, 301
-internal       demo-internal           internal-demo-pass      INTERNAL        every brand above
+internal       demo-internal           internal-demo-pass      INTERNAL        101, 201-203, 301
+aggregator     demo-aggregator         aggregator-demo-pass    PARTNER         2001-2030 (30)
+supplier       demo-supplier           supplier-demo-pass      THIRD_PARTY     2029, 2030, 3001-3004
 =============  ======================  ======================  ==============  ====================
+
+The aggregator's and the supplier's brands each offer their own games and currencies
+(:mod:`gptools.sandbox._brand_offers`); the other brands offer the whole catalogue.
 
 Brands 901, 902 and 903 exist but no account covers them: naming one in the explicit path
 is answered 403 BRAND_NOT_ALLOWED for every account.
 
 INTERNAL (sandbox decision, the document does not say): it uses the explicit form only, like
 PARTNER (the implicit form answers 400 BRAND_REQUIRED), and may act on every brand that some
-integrator account covers (101, 201-203, 301), not on the uncovered ones.
+integrator account covers (101, 201-203, 301), not on the uncovered ones; the aggregator's
+and the supplier's brands, added for multi-brand campaigns, are left out so that the
+original accounts stay as they were.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from gptools import spec
+from gptools.sandbox._brand_offers import AGGREGATOR_BRAND_IDS, BRAND_OFFERS, SUPPLIER_BRAND_IDS
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +78,7 @@ BRANDS: Mapping[int, str] = MappingProxyType(
         901: "Uncovered Alpha",
         902: "Uncovered Beta",
         903: "Uncovered Gamma",
+        **{b: offer.name for b, offer in BRAND_OFFERS.items()},
     }
 )
 
@@ -78,7 +87,8 @@ UNCOVERED_BRAND_IDS: tuple[int, ...] = (901, 902, 903)
 
 _INTEGRATOR_BRANDS = (101, 201, 202, 203, 301)
 
-#: The fixed demo accounts, by key: ``individual``, ``partner``, ``third_party``, ``internal``.
+#: The fixed demo accounts, by key: ``individual``, ``partner``, ``third_party``, ``internal``,
+#: ``aggregator`` (PARTNER, 30 brands) and ``supplier`` (THIRD_PARTY, 6 brands).
 DEMO_ACCOUNTS: Mapping[str, SandboxAccount] = MappingProxyType(
     {
         "individual": SandboxAccount(
@@ -104,6 +114,20 @@ DEMO_ACCOUNTS: Mapping[str, SandboxAccount] = MappingProxyType(
             "internal-demo-pass",
             spec.PRINCIPAL_INTERNAL,
             _INTEGRATOR_BRANDS,
+        ),
+        "aggregator": SandboxAccount(
+            "aggregator",
+            "demo-aggregator",
+            "aggregator-demo-pass",
+            spec.PRINCIPAL_PARTNER,
+            AGGREGATOR_BRAND_IDS,
+        ),
+        "supplier": SandboxAccount(
+            "supplier",
+            "demo-supplier",
+            "supplier-demo-pass",
+            spec.PRINCIPAL_THIRD_PARTY,
+            (*AGGREGATOR_BRAND_IDS[-2:], *SUPPLIER_BRAND_IDS),
         ),
     }
 )

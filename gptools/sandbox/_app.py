@@ -35,6 +35,7 @@ from gptools.errors import GptoolsError
 from gptools.models import dumps_wire
 from gptools.openapi import OPENAPI_PATH, provider_openapi, to_json
 from gptools.sandbox._accounts import BRANDS, Authenticator, SandboxAccount
+from gptools.sandbox._brand_offers import BRAND_OFFERS, BrandOffer
 from gptools.sandbox._catalogue import CATALOGUE, GAMES, feature_costs
 from gptools.sandbox._config import SandboxConfig
 from gptools.sandbox._faults import Faults
@@ -110,7 +111,8 @@ class SandboxApp:
             )
             for a in self.config.accounts.values()
         }
-        self._configurations: dict[tuple[str | None, str | None], bytes] = {}
+        self._configurations: dict[tuple[int, str | None, str | None], bytes] = {}
+        self._brand_games: dict[tuple[int, str | None], bytes] = {}
         self._openapi: bytes | None = None
 
     def reset(self) -> None:
@@ -324,6 +326,9 @@ class SandboxApp:
 
     def _game(self, call: _Call) -> _Answer:
         game_id = call.record.query.get(spec.QUERY_GAME_ID)
+        offer = BRAND_OFFERS.get(call.brand_id)
+        if offer is not None:
+            return 200, self._offered_game(offer, game_id)
         if game_id is None:
             return 200, self._all_games
         body = self._games.get(game_id)
@@ -331,18 +336,39 @@ class SandboxApp:
             raise _game_not_found(game_id)
         return 200, body
 
+    def _offered_game(self, offer: BrandOffer, game_id: str | None) -> bytes:
+        """``GET game`` on a brand with an offer of its own: its games, its currencies."""
+        if game_id is not None and not offer.offers(game_id):
+            raise _game_not_found(game_id, offer)
+        key = (offer.brand_id, game_id)
+        body = self._brand_games.get(key)
+        if body is None:
+            games = [
+                {**g.to_json(), "betSizes": {c: list(b) for c, b in g.bet_sizes.items()
+                                             if offer.uses(c)}}
+                for g in CATALOGUE
+                if offer.offers(g.game_id) and (game_id is None or g.game_id == game_id)
+            ]  # fmt: skip
+            body = dumps_wire(games[0] if game_id is not None else {spec.FIELD_CONTENT: games})
+            self._brand_games[key] = body
+        return body
+
     def _configurations_of(self, call: _Call) -> _Answer:
         query = call.record.query
         game_id = query.get(spec.QUERY_GAME_ID)
         currency = query.get(spec.QUERY_CURRENCY_CODE)
-        if game_id is not None and game_id not in GAMES:
-            raise _game_not_found(game_id)
-        key = (game_id, currency)
+        offer = BRAND_OFFERS.get(call.brand_id)
+        if game_id is not None and (
+            game_id not in GAMES or (offer is not None and not offer.offers(game_id))
+        ):
+            raise _game_not_found(game_id, offer)
+        key = (call.brand_id if offer is not None else -1, game_id, currency)
         body = self._configurations.get(key)
         if body is None:
             content = [
                 {"gameId": g, "bet": bet, "currencyCode": c}
                 for g, bet, c in feature_costs(game_id, currency)
+                if offer is None or (offer.offers(g) and offer.uses(c))
             ]
             body = self._configurations[key] = dumps_wire({spec.FIELD_CONTENT: content})
         return 200, body
@@ -361,6 +387,9 @@ class SandboxApp:
             types=types if types is not None else CAMPAIGN_TYPES,
             free_rounds_bet_is_base_bet=config.free_rounds_bet_is_base_bet,
         )
+        offer = BRAND_OFFERS.get(call.brand_id)
+        if offer is not None:
+            _check_offered(offer, data)
         request_id: str | None = data.get("requestId")
         if request_id is not None:
             earlier = self.state.campaign_for_request_id(call.brand_id, request_id)
@@ -458,12 +487,37 @@ class SandboxApp:
         return self._subscription_answer(200, call.brand_id)
 
 
-def _game_not_found(game_id: str) -> Refusal:
+def _game_not_found(game_id: str, offer: BrandOffer | None = None) -> Refusal:
+    if offer is not None:
+        return Refusal(
+            spec.GAME_NOT_FOUND_STATUS,
+            spec.GAME_NOT_FOUND_CODE,
+            f"no game with gameId {game_id!r} on brand {offer.brand_id}; it offers: "
+            f"{', '.join(offer.game_ids)}",
+        )
     return Refusal(
         spec.GAME_NOT_FOUND_STATUS,
         spec.GAME_NOT_FOUND_CODE,
         f"no game with gameId {game_id!r}; known: {', '.join(GAMES)}",
     )
+
+
+def _check_offered(offer: BrandOffer, data: dict[str, Any]) -> None:
+    """Refuse a campaign (the validation error) naming a game or currency the brand does
+    not offer (a body already checked against the catalogue)."""
+    problems = [
+        f"gameIds[{i}] {gid!r} is not offered on brand {offer.brand_id}"
+        for i, gid in enumerate(data.get("gameIds") or ())
+        if not offer.offers(gid)
+    ]
+    currency = data.get("currencyCode")
+    if isinstance(currency, str) and not offer.uses(currency):
+        problems.append(
+            f"currencyCode {currency!r} is not used on brand {offer.brand_id}; "
+            f"it uses {', '.join(offer.currencies)}"
+        )
+    if problems:
+        raise Refusal(spec.VALIDATION_ERROR_STATUS, spec.VALIDATION_ERROR_CODE, "; ".join(problems))
 
 
 def _no_subscription(brand_id: int) -> Refusal:

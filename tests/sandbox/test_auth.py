@@ -80,6 +80,8 @@ def test_rule3_accounts_are_as_documented() -> None:
         "partner": ("PARTNER", 3),
         "third_party": ("THIRD_PARTY", 2),
         "internal": ("INTERNAL", 5),
+        "aggregator": ("PARTNER", 30),
+        "supplier": ("THIRD_PARTY", 6),
     }
     covered = {b for a in DEMO_ACCOUNTS.values() for b in a.brand_ids}
     assert UNCOVERED_BRAND_IDS and not covered & set(UNCOVERED_BRAND_IDS)

@@ -29,7 +29,9 @@ def test_run_sandbox_serves_on_loopback_and_stops() -> None:
         port = int(sb.base_url.rsplit(":", 1)[1])
         # Started before the context manager yields: the first request needs no retry.
         assert httpx.get(sb.base_url + "/api/v1/self", auth=auth("internal")).status_code == 200
-        assert set(sb.accounts) == {"individual", "partner", "third_party", "internal"}
+        assert set(sb.accounts) == {
+            "individual", "partner", "third_party", "internal", "aggregator", "supplier"
+        }  # fmt: skip
         assert sb.dispatcher is None
     with (
         pytest.raises(ConnectionRefusedError),
