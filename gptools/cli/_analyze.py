@@ -141,7 +141,7 @@ def analyze_command(
     except MissingExtraError as exc:  # an ImportError too, but not the user's input
         fail(str(exc))
     except (DeliveryLogError, ImportError) as exc:
-        fail(str(exc), bad_input=True)
+        fail(str(exc), bad_input=not getattr(exc, "io_failed", False))
     if lost_out is not None:
         rows = ([record[k] for k in LOST_COLUMNS] for record in lost)
         write_csv_output("--lost-out", lost_out, LOST_COLUMNS, rows, force=force)

@@ -448,7 +448,7 @@ def results_command(
     except MissingExtraError as exc:
         fail(str(exc))
     except (DeliveryLogError, ImportError, ValueError) as exc:
-        fail(str(exc), bad_input=True)
+        fail(str(exc), bad_input=not getattr(exc, "io_failed", False))
     if unreached_out is not None:
         rows = zip(unreached.campaign_id, unreached.player_id, strict=True)
         write_csv_output(

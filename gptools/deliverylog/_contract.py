@@ -127,7 +127,13 @@ _FILE_FORMATS = {
 class DeliveryLogError(GptoolsError, ValueError):
     """The log itself cannot be read: a missing file, a record without a usable
     ``received_at`` or ``status``, a malformed line under ``strict=True``. The message
-    names the source and the place."""
+    names the source and the place. ``io_failed`` is true when the log was not at fault
+    but reaching it failed (a PostgreSQL store that does not answer): the CLI's exit 1,
+    as for every store command, not the bad input's 2."""
+
+    def __init__(self, message: str, *, io_failed: bool = False) -> None:
+        super().__init__(message)
+        self.io_failed = io_failed
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -479,9 +479,9 @@ def _read_jsonl(
         SELECT filename AS source_file,
                CASE WHEN {received_at} IS NULL OR ({payload} IS NOT NULL AND {no_field})
                     THEN error('gptools: a line for the general reading in ' || filename)
-                    ELSE CAST({received_at} AS TIMESTAMPTZ) END AS received_at,
+                    ELSE {received_at} END AS received_at,
                {_line_columns(mapping)}, {payload} AS payload
-        FROM (SELECT filename, json_transform(json, {_line_structure(mapping, True)}) AS r
+        FROM (SELECT filename, json_transform(json, {_line_structure(mapping, fast=True)}) AS r
               FROM {_json_objects(files, max_line_bytes, ignore_errors=False)})
     """
     try:
@@ -507,14 +507,16 @@ def _struct_extract(struct: str, member: str) -> str:
     return f"struct_extract({struct}, {_sql_text(member)})"
 
 
-def _line_structure(mapping: ColumnMapping, payload_fields: bool) -> str:
+def _line_structure(mapping: ColumnMapping, *, fast: bool) -> str:
     """json_transform's structure for a JSONL line, as a SQL literal: the mapping's
     top-level columns as text (a JSON string's content, any other value's JSON text), the
-    payload as a struct of the body's fields as JSON (``payload_fields``) or as one JSON
-    value, and the member :data:`_EXACT_NUMBERS` that makes every number kept as sent."""
-    payload: str | dict[str, str] = dict.fromkeys(BODY_FIELDS, "JSON") if payload_fields else "JSON"
+    member :data:`_EXACT_NUMBERS` that makes every number kept as sent, and the payload as
+    one JSON value. For the ``fast`` reading, the payload as a struct of the body's fields
+    as JSON and received_at parsed as a time while the line is (NULL when it cannot be:
+    the fast reading then fails over to the general one, which names it)."""
+    payload: str | dict[str, str] = dict.fromkeys(BODY_FIELDS, "JSON") if fast else "JSON"
     members: dict[str, str | dict[str, str]] = {
-        mapping.received_at: "VARCHAR",
+        mapping.received_at: "TIMESTAMPTZ" if fast else "VARCHAR",
         mapping.status: "VARCHAR",
         mapping.latency_ms: "VARCHAR",
         mapping.payload: payload,
@@ -577,7 +579,7 @@ def _jsonl_lines(
                {_struct_extract("r", mapping.payload)} AS payload
         FROM (SELECT json, filename,
                      CASE WHEN ltrim(json, ' \t\n\r') LIKE '{{%'
-                          THEN json_transform(json, {_line_structure(mapping, False)}) END AS r
+                          THEN json_transform(json, {_line_structure(mapping, fast=False)}) END AS r
               FROM {_json_objects(files, max_line_bytes, ignore_errors=True)})
     """
     src = _view(con, "jsonl_lines", sql)
@@ -721,13 +723,19 @@ def _read_postgres(con: Any, url: str, mapping: ColumnMapping, table: str) -> tu
     ts = f'to_char("{mapping.received_at}" AT TIME ZONE \'UTC\', \'YYYY-MM-DD"T"HH24:MI:SS.US"Z"\')'
     sql = _store_select(mapping, table, ts)
     try:
+        connected = False
         with psycopg.connect(dsn) as db, db.cursor(name="gptools_analysis") as cursor:
+            connected = True
             cursor.itersize = _BATCH_ROWS
             cursor.execute(sql)
             src = _load_store(con, cursor, shown, _store_schema(mapping))
     except psycopg.Error as exc:
         first = scrub(str(exc).splitlines()[0], url) if str(exc) else type(exc).__name__
-        raise DeliveryLogError(f"{shown}: {first} (table {table!r})") from None
+        # A server that does not answer is no fault of the log (the store commands' exit 1).
+        unreachable = isinstance(exc, psycopg.OperationalError) and not connected
+        raise DeliveryLogError(
+            f"{shown}: {first} (table {table!r})", io_failed=unreachable
+        ) from None
     return _from_table(src, _store_mapping(mapping), shown), shown
 
 
