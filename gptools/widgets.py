@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from gptools.campaigns import (
-    AWARDED_FEATURE,
+    CampaignType,
     CurrencyLine,
     Plan,
     Problem,
@@ -242,7 +242,7 @@ def planner_result(
     unread = [p for p in (start, end) if isinstance(p, Problem)]
     plan = Plan(
         name=inputs.name,
-        campaign_type=AWARDED_FEATURE,
+        campaign_type=CampaignType.AWARDED_FEATURE,
         game_ids=games,
         currencies=lines,
         bet_number=inputs.bet_number,

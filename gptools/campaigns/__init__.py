@@ -21,9 +21,7 @@ from gptools.campaigns._budget import (
     budget,
 )
 from gptools.campaigns._plan import (
-    AWARDED_FEATURE,
-    CAMPAIGN_TYPES,
-    FREE_ROUNDS,
+    CampaignType,
     CurrencyLine,
     Plan,
     PlanFileError,
@@ -51,15 +49,13 @@ from gptools.campaigns._validate import (
 )
 
 __all__ = [
-    "AWARDED_FEATURE",
-    "CAMPAIGN_TYPES",
-    "FREE_ROUNDS",
     "AppliedCampaign",
     "ApplyResult",
     "Budget",
     "CampaignClient",
     "CampaignRecord",
     "CampaignRegister",
+    "CampaignType",
     "CurrencyLine",
     "LoadRecord",
     "NotRecordedError",
