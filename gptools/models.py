@@ -193,6 +193,17 @@ class SelfInfo(ApiModel):
         """The ids of :attr:`allowed_brands`."""
         return frozenset(b.id for b in self.allowed_brands)
 
+    def default_brand(self) -> int | None:
+        """The brand a request acts on when none is named: none for an account whose brand
+        is implicit (``spec.IMPLICIT_ALLOWED_PRINCIPALS``), the only allowed brand of any
+        other; ``ValueError`` listing the choices when there are several (or none)."""
+        if self.principal_type in spec.IMPLICIT_ALLOWED_PRINCIPALS:
+            return None
+        ids = sorted(self.brand_ids)
+        if len(ids) == 1:
+            return ids[0]
+        raise ValueError(f"the account ({self.principal_type}) may act on brands {ids}")
+
 
 # --------------------------------------------------------------------------------------
 # Errors

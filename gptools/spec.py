@@ -574,6 +574,13 @@ EVENT_TIMESTAMP_PATTERN: Final = (
 #: (``Z``, ``+02``, ``-05:30``) is refused as ``has_zone``, any other as ``bad_format``.
 EVENT_TIMESTAMP_ZONE_PATTERN: Final = r"(Z|z|[+-][0-9]{2}(:?[0-9]{2})?)$"
 
+#: The non-finite literals a body may hold where a number stands: RFC 8259 has none, but
+#: the receiver's parser (Python's ``json``) reads these three, and only these, as numbers
+#: (ours: the receiver answers as it parses). A body holding one is JSON; a number field
+#: holding one fails its range (``out_of_range:bet``), on every implementation (the model,
+#: the receiver, the analyser on DuckDB and on Spark).
+JSON_NON_FINITE_LITERALS: Final = ("NaN", "Infinity", "-Infinity")
+
 JsonType = Literal["string", "number", "array of string"]
 
 
@@ -1135,6 +1142,7 @@ __all__ = [
     "IDEMPOTENCY_CONFLICT_STATUS",
     "IMPLICIT_ALLOWED_PRINCIPALS",
     "JSON_MAX_DEPTH",
+    "JSON_NON_FINITE_LITERALS",
     "KNOWN_EVENT_TYPES",
     "KNOWN_OPEN_VALUES",
     "KNOWN_PRINCIPAL_TYPES",

@@ -20,10 +20,10 @@ import pandas as pd
 
 from gptools.campaigns import (
     ALL_BRANDS,
-    AWARDED_FEATURE,
     BrandChecks,
     BrandsPlan,
     BrandsReview,
+    CampaignType,
     CurrencyLine,
     Plan,
     Problem,
@@ -249,7 +249,7 @@ def planner_result(
     unread = [p for p in (start, end) if isinstance(p, Problem)]
     plan = Plan(
         name=inputs.name,
-        campaign_type=AWARDED_FEATURE,
+        campaign_type=CampaignType.AWARDED_FEATURE,
         game_ids=games,
         currencies=lines,
         bet_number=inputs.bet_number,

@@ -56,9 +56,7 @@ from gptools.campaigns._group import (
 from gptools.campaigns._group_report import GroupReport, funnel_by_brand, group_report
 from gptools.campaigns._holdout import MIN_GROUP, HoldoutSplit, split_players
 from gptools.campaigns._plan import (
-    AWARDED_FEATURE,
-    CAMPAIGN_TYPES,
-    FREE_ROUNDS,
+    CampaignType,
     CurrencyLine,
     Plan,
     PlanFileError,
@@ -88,9 +86,6 @@ from gptools.campaigns._validate import (
 
 __all__ = [
     "ALL_BRANDS",
-    "AWARDED_FEATURE",
-    "CAMPAIGN_TYPES",
-    "FREE_ROUNDS",
     "MIN_GROUP",
     "AppliedCampaign",
     "ApplyResult",
@@ -106,6 +101,7 @@ __all__ = [
     "CampaignClient",
     "CampaignRecord",
     "CampaignRegister",
+    "CampaignType",
     "CurrencyLine",
     "Expansion",
     "GroupClient",

@@ -7,6 +7,7 @@ import json
 from collections.abc import Mapping
 from datetime import datetime
 from decimal import Decimal
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +22,19 @@ from gptools.display import html_table
 from gptools.errors import GptoolsError
 from gptools.models import DisplayOptions, loads_wire
 
-AWARDED_FEATURE = spec.CAMPAIGN_TYPE_AWARDED_FEATURE
-FREE_ROUNDS = "FREE_ROUNDS"
-#: The plan's campaign types. FREE_ROUNDS is sent as ``Plan.free_rounds_type`` (assumed).
-CAMPAIGN_TYPES: tuple[str, ...] = (AWARDED_FEATURE, FREE_ROUNDS)
+
+class CampaignType(StrEnum):
+    """The plan's campaign types, each its wire text (a member equals its string).
+    FREE_ROUNDS is sent as ``Plan.free_rounds_type`` (assumed)."""
+
+    AWARDED_FEATURE = spec.CAMPAIGN_TYPE_AWARDED_FEATURE
+    FREE_ROUNDS = spec.FREE_ROUNDS_CAMPAIGN_TYPE
+
+
+AWARDED_FEATURE = CampaignType.AWARDED_FEATURE
+FREE_ROUNDS = CampaignType.FREE_ROUNDS
+#: The plan's campaign types, in :class:`CampaignType`'s order.
+CAMPAIGN_TYPES: tuple[str, ...] = tuple(CampaignType)
 
 
 def _exact(value: Any) -> Any:

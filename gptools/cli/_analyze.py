@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -15,37 +13,7 @@ from gptools.cli._params import column_mapping_options, mapping_fields, max_line
 from gptools.errors import MissingExtraError
 
 #: What a replay request to the provider needs of each lost action.
-LOST_COLUMNS = (
-    "action_id",
-    "round_id",
-    "player_id",
-    "game_id",
-    "currency_code",
-    "bet",
-    "event_ts",
-    "first_at",
-    "last_at",
-    "attempts",
-    "last_status",
-)
 _LOST_SHOWN = 20
-
-
-def _plain(value: Any) -> Any:
-    if value is None or value != value:  # None, NaN, NaT
-        return None
-    if isinstance(value, datetime):
-        # Every time of the analysis is UTC; Spark hands some back without their zone.
-        aware = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-        return aware.isoformat().replace("+00:00", "Z")
-    if hasattr(value, "item"):  # numpy scalars
-        return value.item()
-    return value
-
-
-def _lost_records(analysis: Any) -> list[dict[str, Any]]:
-    frame = analysis.lost_actions()
-    return [{k: _plain(row[k]) for k in LOST_COLUMNS} for row in frame.to_dict("records")]
 
 
 @webhooks.command("analyze")
@@ -133,6 +101,7 @@ def analyze_command(
     check_output_option("--lost-out", lost_out, force=force)
     from gptools.deliverylog import (
         DEFAULT_MAX_LINE_BYTES,
+        LOST_COLUMNS,
         ColumnMapping,
         DeliveryLogError,
         analyze,
@@ -148,12 +117,12 @@ def analyze_command(
             max_line_bytes=max_line_bytes, mapping=ColumnMapping(**fields),  # type: ignore[arg-type]
         ) as analysis:  # fmt: skip
             report = analysis.report
-            lost = _lost_records(analysis)
+            lost = analysis.lost_records()
             new = analysis.new_in_log(known_values)
     except MissingExtraError as exc:  # an ImportError too, but not the user's input
         fail(str(exc))
     except (DeliveryLogError, ImportError) as exc:
-        fail(str(exc), bad_input=True)
+        fail(str(exc), bad_input=not getattr(exc, "io_failed", False))
     if lost_out is not None:
         rows = ([record[k] for k in LOST_COLUMNS] for record in lost)
         write_csv_output("--lost-out", lost_out, LOST_COLUMNS, rows, force=force)

@@ -540,12 +540,12 @@ def results_command(
         ) as results:  # fmt: skip
             report = results.report
             unreached = results.unreached()
-            apart = None if report.attributed else _apart_in_time(results, records)
+            apart = None if report.attributed else results.apart_in_time()
             uplift = _uplift(results, groups, ledger)
     except MissingExtraError as exc:
         fail(str(exc))
     except (DeliveryLogError, ImportError, ValueError, OSError) as exc:
-        fail(str(exc), bad_input=True)
+        fail(str(exc), bad_input=not getattr(exc, "io_failed", False))
     if unreached_out is not None:
         rows = zip(unreached.campaign_id, unreached.player_id, strict=True)
         write_csv_output(
@@ -649,24 +649,3 @@ def _one_server_per_id(records: list[Any]) -> None:
             "of one log are one server's; name it with --server",
             bad_input=True,
         )
-
-
-def _apart_in_time(results: Any, records: list[Any]) -> str | None:
-    """One line when the log's events and the campaigns' windows do not overlap in time
-    (nothing could be attributed by the rule, whatever the players), else ``None``."""
-    if results.campaign_id_column is not None:
-        return None  # attribution by the log's campaign id does not look at the time
-    span = results.play_span()
-    if span is None:
-        return None
-    first, last = span
-    start = min(r.start_utc for r in records)
-    end = max(r.end_utc for r in records)
-    if first < end and last >= start:
-        return None
-    return (
-        f"the log's events ({first:%Y-%m-%d %H:%M} – {last:%Y-%m-%d %H:%M} UTC) and the "
-        f"campaigns' windows ({start:%Y-%m-%d %H:%M} – {end:%Y-%m-%d %H:%M} UTC) do not "
-        "overlap in time: no event can be a campaign's (another log, or the campaigns of "
-        "another server?)"
-    )

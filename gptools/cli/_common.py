@@ -11,7 +11,6 @@ from typing import Any
 
 import click
 
-from gptools import spec
 from gptools.cli._main import NotRecorded, cli_text, client_options, fail
 from gptools.cli._main import cli_errors as _contract_errors
 from gptools.errors import GameNotFoundError
@@ -82,16 +81,11 @@ def resolve_brand(client: Any, brand: int | None) -> int | None:
     only allowed brand of another account, or a bad-input error listing the choices."""
     if brand is not None:
         return brand
-    info = client.self()
-    if info.principal_type in spec.IMPLICIT_ALLOWED_PRINCIPALS:
-        return None
-    ids: list[int] = sorted(info.brand_ids)
-    if len(ids) == 1:
-        return ids[0]
-    fail(
-        f"the account ({info.principal_type}) may act on brands {ids}; name one with --brand",
-        bad_input=True,
-    )
+    try:
+        chosen: int | None = client.self().default_brand()
+    except ValueError as exc:
+        fail(f"{exc}; name one with --brand", bad_input=True)
+    return chosen
 
 
 def parse_now(value: str | None) -> datetime | None:

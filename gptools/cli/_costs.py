@@ -2,34 +2,23 @@
 
 from __future__ import annotations
 
-import difflib
-
 import click
 
 from gptools.cli._common import cli_errors, connect_client, resolve_brand
 from gptools.cli._main import costs, emit, fail
 from gptools.cli._params import BRAND_ID
 
-#: ISO 4217 codes of metals, funds and tests: never what a mistyped --currency meant.
-_NOT_MONEY = frozenset(
-    {"XAG", "XAU", "XBA", "XBB", "XBC", "XBD", "XDR", "XPD", "XPT", "XSU", "XTS", "XUA", "XXX"}
-)
-
 
 def cli_currency(text: str) -> str:
     """A ``--currency`` value as an upper-case ISO 4217 code, or a bad-input error that
     suggests codes the command takes (the CLI has no way to give a currency's exponent)."""
-    from babel.numbers import list_currencies
-
-    from gptools.costs import UnknownCurrencyError, currency_exponent
+    from gptools.costs import UnknownCurrencyError, currency_exponent, currency_suggestions
 
     code = text.strip().upper()
     try:
         currency_exponent(code)
     except UnknownCurrencyError:
-        # A typo keeps the first letter far more often than not; other matches mislead.
-        money = sorted(c for c in list_currencies() if c not in _NOT_MONEY and c[:1] == code[:1])
-        close = difflib.get_close_matches(code, money, n=3, cutoff=0.6)
+        close = currency_suggestions(code)
         hint = (
             f"did you mean {' or '.join(close)}?"
             if close

@@ -5,7 +5,7 @@ or make the players of its campaigns play them and deliver their events."""
 from __future__ import annotations
 
 import ssl
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -480,32 +480,7 @@ def dispatch(
 
 
 def check_delivered(report: Any, first_error: str, url: str, count: int) -> None:
-    """Exit 1 when no attempt got an answer, or nothing was acknowledged."""
-    answers = ", ".join(f"{k}×{v}" for k, v in sorted(report.statuses.items()))
-    if report.attempts and set(report.statuses) == {"no answer"}:
-        fail(
-            f"no answer from {url} on any of {report.attempts} attempts (first: {first_error}); "
-            "is the receiver running there?"
-        )
-    if count and report.counts["delivered"] == 0:
-        fail(
-            f"the receiver at {url} acknowledged none of {count} events (answers {answers}); "
-            + refusal_hint(report.statuses)
-        )
-
-
-def refusal_hint(statuses: Mapping[str, int]) -> str:
-    """What the answers of a delivery that nothing acknowledged suggest to check."""
-    codes = {int(k) for k in statuses if k.isdigit()}
-    hints = []
-    if codes & {401, 403}:
-        hints.append("wrong key or credentials? --auth and GP_WEBHOOK_* must match the receiver's")
-    if codes & {404, 405}:
-        hints.append("wrong path? --url must end with the receiver's --path")
-    if 413 in codes:
-        hints.append("the receiver's --max-body-bytes is below an event's size")
-    if 415 in codes or 400 in codes or 422 in codes:
-        hints.append("the receiver refuses the events' content; is it a gptools receiver?")
-    if any(c >= 500 for c in codes):
-        hints.append("the receiver is failing; see its log")
-    return "; ".join(hints) or "see the receiver's log"
+    """Exit 1 when the delivery failed as a whole (:meth:`DispatchReport.failure`)."""
+    message = report.failure(url, count, first_error)
+    if message is not None:
+        fail(message)

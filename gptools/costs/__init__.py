@@ -17,6 +17,7 @@ from gptools.costs._crosscheck import (
 from gptools.costs._money import (
     UnknownCurrencyError,
     currency_exponent,
+    currency_suggestions,
     feature_cost,
     format_money,
     minor_unit,
@@ -61,6 +62,7 @@ __all__ = [
     "cost_chart",
     "cross_check",
     "currency_exponent",
+    "currency_suggestions",
     "feature_cost",
     "format_money",
     "minor_unit",

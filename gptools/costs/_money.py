@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
 
@@ -29,6 +30,24 @@ def currency_exponent(currency: str, *, overrides: Mapping[str, int] | None = No
             f"pass its number of decimals, e.g. exponents={{{currency!r}: 8}}"
         )
     return decimals
+
+
+#: ISO 4217 codes of metals, funds and tests: never what a mistyped currency meant.
+_NOT_MONEY = frozenset(
+    {"XAG", "XAU", "XBA", "XBB", "XBC", "XBD", "XDR", "XPD", "XPT", "XSU", "XTS", "XUA", "XXX"}
+)
+
+
+def currency_suggestions(text: str, *, limit: int = 3) -> list[str]:
+    """The ISO 4217 money codes a mistyped currency most likely meant (up to ``limit``,
+    closest first; none when nothing is close): codes with the same first letter (a typo
+    keeps it far more often than not; other matches mislead), metals, funds and test
+    codes left out."""
+    from babel.numbers import list_currencies
+
+    code = text.strip().upper()
+    money = sorted(c for c in list_currencies() if c not in _NOT_MONEY and c[:1] == code[:1])
+    return difflib.get_close_matches(code, money, n=limit, cutoff=0.6)
 
 
 def minor_unit(currency: str, *, overrides: Mapping[str, int] | None = None) -> Decimal:

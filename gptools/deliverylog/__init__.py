@@ -19,8 +19,10 @@ _require_extra("analysis", "The delivery-log analyser")
 
 from gptools.deliverylog._analysis import (  # noqa: E402
     DEFAULT_SILENCE_THRESHOLD,
+    LOST_COLUMNS,
     DeliveryAnalysis,
     analyze,
+    plain_value,
 )
 from gptools.deliverylog._charts import (  # noqa: E402
     plot_attempts_per_action,
@@ -63,6 +65,7 @@ __all__ = [
     "DEFAULT_SILENCE_THRESHOLD",
     "ENGINES",
     "LOG_FORMATS",
+    "LOST_COLUMNS",
     "CampaignReport",
     "CampaignResults",
     "CampaignTerms",
@@ -78,6 +81,7 @@ __all__ = [
     "analyze",
     "campaign_results",
     "holdout_uplift",
+    "plain_value",
     "plot_attempts_per_action",
     "plot_budget_used",
     "plot_duplicates_and_retries",

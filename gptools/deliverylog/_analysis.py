@@ -47,6 +47,29 @@ NEW_VALUES_SHOWN = 100
 NEW_EVENT_ARRAYS_READ = 10_000
 
 
+#: A lost action as a record (:meth:`DeliveryAnalysis.lost_records`): what a replay request
+#: needs.
+LOST_COLUMNS: tuple[str, ...] = (
+    "action_id", "round_id", "player_id", "game_id", "currency_code", "bet", "event_ts",
+    "first_at", "last_at", "attempts", "last_status",
+)  # fmt: skip
+
+
+def plain_value(value: Any) -> Any:
+    """A value of an analysis frame as plain Python for JSON or CSV: missing (None, NaN,
+    NaT) as ``None``, a time as ISO 8601 UTC text ending in ``Z`` (every time of the
+    analysis is UTC; Spark hands some back without their zone), a numpy scalar as its
+    Python value, anything else (a Decimal bet, a text) unchanged."""
+    if value is None or value != value:  # None, NaN, NaT
+        return None
+    if isinstance(value, datetime):
+        aware = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        return aware.isoformat().replace("+00:00", "Z")
+    if hasattr(value, "item"):  # numpy scalars
+        return value.item()
+    return value
+
+
 class DeliveryAnalysis(LogOwner):
     """Everything the analyser knows about one delivery log.
 
@@ -237,6 +260,12 @@ class DeliveryAnalysis(LogOwner):
         """Actions the provider will not deliver again (latest answer 4xx, never 200), with
         what a replay request needs: ids, player, game, currency, bet, times."""
         return self._outcome_frame("lost")
+
+    def lost_records(self) -> list[dict[str, Any]]:
+        """:meth:`lost_actions` as plain records of :data:`LOST_COLUMNS`
+        (:func:`plain_value`): what ``gptools webhooks analyze`` prints and writes."""
+        frame = self.lost_actions()
+        return [{k: plain_value(row[k]) for k in LOST_COLUMNS} for row in frame.to_dict("records")]
 
     def pending_actions(self) -> pd.DataFrame:
         """Actions without a 200 whose latest answer was not 4xx, with ``time_left_s`` in

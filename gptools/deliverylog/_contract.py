@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Literal, Self, get_args
+from typing import Any, Literal, Self, TypeVar, get_args
 
 import ibis
 import ibis.expr.datatypes as dt
@@ -79,6 +79,39 @@ CAMPAIGN_ID = "campaign_id"
 #: The shape (and invalid reason) of a JSONL line that is not a JSON object.
 MALFORMED = "malformed_line"
 
+_V = TypeVar("_V")
+
+#: The body-shape rule, written once: a record's ``shape`` is that of the first of these
+#: conditions that holds, each engine stating every condition in its own terms
+#: (:func:`shape_cases`: Ibis expressions for DuckDB, SQL text for Spark).
+BODY_SHAPE_RULES: tuple[tuple[str, str], ...] = (
+    ("known", "object"),  # a typed reading proved the row a valid notification
+    ("malformed", MALFORMED),  # a JSONL line that is not a JSON object
+    ("payload_not_object", "not_object"),  # a payload (not JSON null) that is no object
+    ("payload", "object"),  # a payload (an object): it wins over a body
+    ("no_body", "no_body"),  # neither a payload nor a body
+    ("body_not_json", "not_json"),  # a body text that does not parse as JSON
+    ("body_not_object", "not_object"),  # a body that parses, to no object
+)
+#: The shape of a record no rule of :data:`BODY_SHAPE_RULES` catches: a body, an object.
+BODY_SHAPE_OTHERWISE = "object"
+
+
+def shape_cases(conditions: dict[str, _V | None]) -> list[tuple[_V, str]]:
+    """:data:`BODY_SHAPE_RULES` in order, each with the engine's ``conditions[name]``; a
+    condition that cannot hold for the source read (``None``: no body column, no typed
+    reading) is left out. Every rule must be named, so an engine cannot forget one."""
+    unknown = sorted(set(conditions) - {name for name, _ in BODY_SHAPE_RULES})
+    if unknown:
+        raise ValueError(f"no body-shape rule named {', '.join(unknown)}")
+    out: list[tuple[_V, str]] = []
+    for name, shape in BODY_SHAPE_RULES:
+        condition = conditions[name]
+        if condition is not None:
+            out.append((condition, shape))
+    return out
+
+
 #: Exact decimal type a bet is read in and added up in: it holds every bet the rule
 #: admits (``spec.GAME_EVENT_FIELD["bet"]``: 18 integer digits, 8 decimals) exactly.
 BET_DECIMAL = dt.Decimal(38, 9)
@@ -94,7 +127,13 @@ _FILE_FORMATS = {
 class DeliveryLogError(GptoolsError, ValueError):
     """The log itself cannot be read: a missing file, a record without a usable
     ``received_at`` or ``status``, a malformed line under ``strict=True``. The message
-    names the source and the place."""
+    names the source and the place. ``io_failed`` is true when the log was not at fault
+    but reaching it failed (a PostgreSQL store that does not answer): the CLI's exit 1,
+    as for every store command, not the bad input's 2."""
+
+    def __init__(self, message: str, *, io_failed: bool = False) -> None:
+        super().__init__(message)
+        self.io_failed = io_failed
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -29,6 +29,7 @@ with shape ``malformed_line``; :meth:`DeliveryLog.malformed_lines` names its fil
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import sqlite3
 import tempfile
@@ -51,10 +52,10 @@ from gptools._store_url import StoreAddress, parse_store_url
 from gptools.deliverylog import _dialect_duckdb, _files
 from gptools.deliverylog._contract import (
     BODY_FIELDS,
+    BODY_SHAPE_OTHERWISE,
     CAMPAIGN_ID,
     DEFAULT_MAPPING,
     LOG_FORMATS,
-    MALFORMED,
     BaseDeliveryLog,
     ColumnMapping,
     DeliveryLogError,
@@ -68,6 +69,7 @@ from gptools.deliverylog._contract import (
     readable_literal,
     refuse_absent_fields,
     resolve_files,
+    shape_cases,
     unplaced,
 )
 from gptools.deliverylog._files import DEFAULT_MAX_LINE_BYTES
@@ -343,30 +345,37 @@ def _normalise(
     marks a line that is not a JSON object (its every field is NULL).
     """
     body_doc = _body_fields(body) if body is not None else None
-    cases: list[tuple[ir.Value, str]] = []
-    if malformed is not None:
-        cases.append((malformed, MALFORMED))
-    if payload is not None and payload.type().is_struct():
-        cases.append((payload.notnull(), "object"))
-    elif payload is not None:
-        payload = payload.cast("json")
-        cases += [(payload.notnull() & payload.map.isnull(), "not_object"),
-                  (payload.notnull(), "object")]  # fmt: skip
-    if body is not None:
-        cases += [
-            (body.isnull(), "no_body"),
-            (~_json_valid(body), "not_json"),
+    payload_doc: ir.Value | None = None
+    payload_text: ir.Value | None = None
+    if payload is not None and not payload.type().is_struct():
+        # A JSON value's fields are read from its text as a body's are, every number as
+        # sent (extracting them from the JSON value would read numbers through a double).
+        payload_text = payload.cast("string")
+        payload_doc = _body_fields(payload_text)
+    cases = shape_cases(
+        {
+            "known": None,  # DuckDB has no typed reading
+            "malformed": malformed,
+            "payload_not_object": (
+                payload.notnull() & ~payload_text.lstrip().startswith("{")
+                if payload is not None and payload_text is not None
+                else None
+            ),
+            "payload": payload.notnull() if payload is not None else None,
+            # Without a body column, a record that reaches this rule has no body.
+            "no_body": body.isnull() if body is not None else ibis.literal(True),
+            "body_not_json": ~_json_valid(body) if body is not None else None,
             # A valid JSON text whose first character past JSON's whitespace is a brace.
-            (~body.lstrip().startswith("{"), "not_object"),
-            (ibis.literal(True), "object"),
-        ]
+            "body_not_object": ~body.lstrip().startswith("{") if body is not None else None,
+        }
+    )
     fields: dict[str, ir.Value] = {}
     for f in BODY_FIELDS:
         from_body = body_doc[f] if body_doc is not None else None
         if payload is None:
             fields[f] = from_body if from_body is not None else ibis.null("json")
         else:
-            value = payload[f].cast("json")
+            value = payload[f].cast("json") if payload_doc is None else payload_doc[f]
             fields[f] = value if from_body is None else value.coalesce(from_body)
     negative_zero = ibis.literal(False)
     if body is not None:
@@ -378,7 +387,7 @@ def _normalise(
         received_at=received_at,
         status=t[mapping.status].cast("int64"),
         latency_ms=t[mapping.latency_ms].cast("float64") * latency_scale(mapping),
-        shape=ibis.cases(*cases, else_="no_body") if cases else ibis.literal("no_body"),
+        shape=ibis.cases(*cases, else_=BODY_SHAPE_OTHERWISE),
         **fields,
         bet_negative_zero=negative_zero,
         # DuckDB has no typed reading: nothing proved, every row checked by the metrics.
@@ -454,40 +463,103 @@ def _object_size(max_line_bytes: int) -> int:
 def _read_jsonl(
     con: Any, files: list[str], mapping: ColumnMapping, name: str, max_line_bytes: int
 ) -> list[ir.Table]:
-    """Two readings of JSONL files. Fast: the payload as a struct of JSON fields, so DuckDB
-    parses each line once, and received_at parsed by the reader itself; it fails on a line
-    that is not a JSON object, a payload that is not one, or a time it cannot parse.
-    General (:func:`_jsonl_lines`): line by line, each line's JSON parsed once, so such a
-    line is counted (malformed) or named (an unusable time) instead of failing the read."""
-    struct = ", ".join(f'"{f}" JSON' for f in BODY_FIELDS)
-    columns = {
-        mapping.received_at: "TIMESTAMPTZ",
-        mapping.status: "BIGINT",
-        mapping.latency_ms: "DOUBLE",
-        mapping.payload: f"STRUCT({struct})",
-        mapping.body: "VARCHAR",
-    }
-    if mapping.campaign_id is not None:
-        # A JSON number is read as its text, so 42 and "42" name the same campaign.
-        columns[mapping.campaign_id] = "VARCHAR"
+    """Two readings of JSONL files, both from each line's own text, parsed once, with
+    every number kept as sent (:func:`_line_structure`): a bet is never read through a
+    double. Fast: the payload as a struct of JSON fields, received_at cast to a time; it
+    fails on a line that is not a JSON object, one without a received_at, a payload that
+    is not an object (or an empty one), or a time it cannot parse. General
+    (:func:`_jsonl_lines`): such a line is counted (malformed) or named (an unusable time)
+    instead of failing the read."""
+    payload = _struct_extract("r", mapping.payload)
+    # A payload that is no object (a text, a number, an array) becomes a struct of NULL
+    # fields, as an empty object does: the general reading tells them apart.
+    no_field = " AND ".join(f"{_struct_extract(payload, f)} IS NULL" for f in BODY_FIELDS)
+    received_at = _struct_extract("r", mapping.received_at)
+    sql = f"""
+        SELECT filename AS source_file,
+               CASE WHEN {received_at} IS NULL OR ({payload} IS NOT NULL AND {no_field})
+                    THEN error('gptools: a line for the general reading in ' || filename)
+                    ELSE {received_at} END AS received_at,
+               {_line_columns(mapping)}, {payload} AS payload
+        FROM (SELECT filename, json_transform(json, {_line_structure(mapping, fast=True)}) AS r
+              FROM {_json_objects(files, max_line_bytes, ignore_errors=False)})
+    """
     try:
-        src = con.read_json(
-            files, columns=columns, format="newline_delimited", filename=True,
-            maximum_object_size=_object_size(max_line_bytes),
-        )  # fmt: skip
+        src = _view(con, "jsonl_fast", sql)
     except duckdb.Error as exc:
         raise _duckdb_error(name, exc) from None
     fast = _normalise(
-        src, mapping, received_at=_timestamp(src[mapping.received_at]),
-        payload=src[mapping.payload], body=src[mapping.body], source_file=src.filename,
-        campaign_id=src[mapping.campaign_id] if mapping.campaign_id is not None else None,
+        src, ColumnMapping(latency_unit=mapping.latency_unit),
+        received_at=src.received_at, payload=src.payload, body=src.body,
+        source_file=src.source_file,
+        campaign_id=src.campaign_id if mapping.campaign_id is not None else None,
     )  # fmt: skip
     return [fast, _jsonl_lines(con, files, mapping, max_line_bytes)]
 
 
-def _pointer(name: str) -> str:
-    """A JSON pointer to a top-level key (``~`` and ``/`` escaped)."""
-    return "/" + name.replace("~", "~0").replace("/", "~1")
+def _sql_text(text: str) -> str:
+    """A SQL string literal holding ``text``."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _struct_extract(struct: str, member: str) -> str:
+    """SQL for a struct's member, whatever characters its name holds."""
+    return f"struct_extract({struct}, {_sql_text(member)})"
+
+
+def _line_structure(mapping: ColumnMapping, *, fast: bool) -> str:
+    """json_transform's structure for a JSONL line, as a SQL literal: the mapping's
+    top-level columns as text (a JSON string's content, any other value's JSON text), the
+    member :data:`_EXACT_NUMBERS` that makes every number kept as sent, and the payload as
+    one JSON value. For the ``fast`` reading, the payload as a struct of the body's fields
+    as JSON and received_at parsed as a time while the line is (NULL when it cannot be:
+    the fast reading then fails over to the general one, which names it)."""
+    payload: str | dict[str, str] = dict.fromkeys(BODY_FIELDS, "JSON") if fast else "JSON"
+    members: dict[str, str | dict[str, str]] = {
+        mapping.received_at: "TIMESTAMPTZ" if fast else "VARCHAR",
+        mapping.status: "VARCHAR",
+        mapping.latency_ms: "VARCHAR",
+        mapping.payload: payload,
+        mapping.body: "VARCHAR",
+    }
+    if mapping.campaign_id is not None:
+        # A JSON number is read as its text, so 42 and "42" name the same campaign.
+        members[mapping.campaign_id] = "VARCHAR"
+    members[_EXACT_NUMBERS] = "DECIMAL(1,0)"
+    return _sql_text(json.dumps(members))
+
+
+def _line_columns(mapping: ColumnMapping) -> str:
+    """SQL selecting the transformed line ``r``'s status, latency, body and campaign id
+    (when the mapping names one) under the contract's names, as both readings read them."""
+    columns = [
+        f"TRY_CAST({_struct_extract('r', mapping.status)} AS BIGINT) AS status",
+        f"TRY_CAST({_struct_extract('r', mapping.latency_ms)} AS DOUBLE) AS latency_ms",
+        f"{_struct_extract('r', mapping.body)} AS body",
+    ]
+    if mapping.campaign_id is not None:
+        columns.append(f"{_struct_extract('r', mapping.campaign_id)} AS {CAMPAIGN_ID}")
+    return ", ".join(columns)
+
+
+def _json_objects(files: list[str], max_line_bytes: int, *, ignore_errors: bool) -> str:
+    """SQL reading JSONL files' lines as JSON texts (``read_json_objects``), blank lines
+    skipped; a line that is no JSON fails the read, or is NULL with ``ignore_errors``."""
+    file_list = ", ".join(_sql_text(f) for f in files)
+    return (
+        f"read_json_objects([{file_list}], format = 'newline_delimited', "
+        f"ignore_errors = {str(ignore_errors).lower()}, filename = true, "
+        f"maximum_object_size = {_object_size(max_line_bytes)})"
+    )
+
+
+def _view(con: Any, prefix: str, sql: str) -> ir.Table:
+    """``sql`` as a temporary view of its own name, as an Ibis table."""
+    # A view, not con.sql(): Ibis 12 reads a query's schema through a call DuckDB 2 removed.
+    view = ibis.util.gen_name(prefix)
+    con.raw_sql(f'CREATE TEMP VIEW "{view}" AS {sql}')
+    table: ir.Table = con.table(view)
+    return table
 
 
 def _jsonl_lines(
@@ -495,34 +567,22 @@ def _jsonl_lines(
 ) -> ir.Table:
     """JSONL read line by line (DuckDB's ``read_json_objects``, errors kept as NULL): a
     line that does not parse, or parses to something other than an object, is
-    ``malformed_line``; the five contract fields of the others are extracted in one pass
-    over each line's JSON (and the campaign id column's, when the mapping names one)."""
-    keys = mapping.source_columns()
-    campaign = (
-        ", json_extract_string(e[6], '$') AS campaign_id" if mapping.campaign_id is not None else ""
-    )
-    paths = ", ".join("'" + _pointer(k).replace("'", "''") + "'" for k in keys)
-    file_list = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
+    ``malformed_line``; the contract fields of the others are read in one pass over each
+    line's text (:func:`_line_structure`, the payload as its exact JSON text, whose
+    fields :func:`_normalise` reads as a body's)."""
     sql = f"""
         SELECT filename AS source_file,
-               json IS NULL OR json_type(json) <> 'OBJECT' AS malformed,
-               json_extract_string(e[1], '$') AS received_at,
-               TRY_CAST(json_extract_string(e[2], '$') AS BIGINT) AS status,
-               TRY_CAST(json_extract_string(e[3], '$') AS DOUBLE) AS latency_ms,
+               json IS NULL OR NOT ltrim(json, ' \t\n\r') LIKE '{{%' AS malformed,
+               {_struct_extract("r", mapping.received_at)} AS received_at,
+               {_line_columns(mapping)},
                -- JSON null is no payload (its body is read), as in the fast reading.
-               CASE WHEN json_type(e[4]) <> 'NULL' THEN e[4] END AS payload,
-               json_extract_string(e[5], '$') AS body{campaign}
+               {_struct_extract("r", mapping.payload)} AS payload
         FROM (SELECT json, filename,
-                     CASE WHEN json_type(json) = 'OBJECT' THEN json_extract(json, [{paths}])
-                     END AS e
-              FROM read_json_objects([{file_list}], format = 'newline_delimited',
-                                     ignore_errors = true, filename = true,
-                                     maximum_object_size = {_object_size(max_line_bytes)}))
+                     CASE WHEN ltrim(json, ' \t\n\r') LIKE '{{%'
+                          THEN json_transform(json, {_line_structure(mapping, fast=False)}) END AS r
+              FROM {_json_objects(files, max_line_bytes, ignore_errors=True)})
     """
-    # A view, not con.sql(): Ibis 12 reads a query's schema through a call DuckDB 2 removed.
-    view = ibis.util.gen_name("jsonl_lines")
-    con.raw_sql(f'CREATE TEMP VIEW "{view}" AS {sql}')
-    src = con.table(view)
+    src = _view(con, "jsonl_lines", sql)
     return _normalise(
         src, ColumnMapping(latency_unit=mapping.latency_unit),
         received_at=_timestamp(src.received_at), payload=src.payload, body=src.body,
@@ -663,13 +723,19 @@ def _read_postgres(con: Any, url: str, mapping: ColumnMapping, table: str) -> tu
     ts = f'to_char("{mapping.received_at}" AT TIME ZONE \'UTC\', \'YYYY-MM-DD"T"HH24:MI:SS.US"Z"\')'
     sql = _store_select(mapping, table, ts)
     try:
+        connected = False
         with psycopg.connect(dsn) as db, db.cursor(name="gptools_analysis") as cursor:
+            connected = True
             cursor.itersize = _BATCH_ROWS
             cursor.execute(sql)
             src = _load_store(con, cursor, shown, _store_schema(mapping))
     except psycopg.Error as exc:
         first = scrub(str(exc).splitlines()[0], url) if str(exc) else type(exc).__name__
-        raise DeliveryLogError(f"{shown}: {first} (table {table!r})") from None
+        # A server that does not answer is no fault of the log (the store commands' exit 1).
+        unreachable = isinstance(exc, psycopg.OperationalError) and not connected
+        raise DeliveryLogError(
+            f"{shown}: {first} (table {table!r})", io_failed=unreachable
+        ) from None
     return _from_table(src, _store_mapping(mapping), shown), shown
 
 

@@ -35,10 +35,10 @@ from gptools._private_files import private_opener
 from gptools.deliverylog import _dialect_spark, _files
 from gptools.deliverylog._contract import (
     BODY_FIELDS,
+    BODY_SHAPE_OTHERWISE,
     CAMPAIGN_ID,
     DEFAULT_MAPPING,
     KNOWN_COLUMNS,
-    MALFORMED,
     BaseDeliveryLog,
     ColumnMapping,
     DeliveryLogError,
@@ -51,6 +51,7 @@ from gptools.deliverylog._contract import (
     readable_literal,
     refuse_absent_fields,
     resolve_files,
+    shape_cases,
     unplaced,
 )
 from gptools.deliverylog._files import DEFAULT_MAX_LINE_BYTES
@@ -427,6 +428,27 @@ def _java_literal(text: str) -> str:
     return "\\Q" + text.replace("\\E", "\\E\\\\E\\Q") + "\\E"
 
 
+def _non_finite_re(literals: tuple[str, ...]) -> str:
+    """A Java regular expression whose successive matches (``\\G``) each run from the
+    previous one to the next of ``literals`` standing alone outside a JSON string (group
+    1: what comes before it). A literal glued to a digit, a letter or a sign (``1NaN``,
+    ``-NaN``, ``NaNs``) is no number to the receiver's parser; the matching stops there,
+    and the text stays no JSON."""
+    firsts = sorted({name[0] for name in literals})
+    avoid = "".join("\\" + c if c in "-^]\\" else c for c in firsts)
+    skip = [f'[^"{avoid}]', r'"(?:[^"\\]|\\.)*"']
+    for c in firsts:
+        rests = "|".join(_java_literal(n[1:]) for n in literals if n[0] == c)
+        skip.append(f"{_java_literal(c)}(?!{rests})")
+    names = "|".join(_java_literal(n) for n in sorted(literals, key=len, reverse=True))
+    return rf"\G((?:{'|'.join(skip)})*+)(?<![0-9A-Za-z_.+\-])(?:{names})(?![0-9A-Za-z_.])"
+
+
+_NON_FINITE_RE = _non_finite_re(spec.JSON_NON_FINITE_LITERALS)
+#: A JSON number past every range the checks allow, which Spark's parser reads.
+_PAST_RANGE = "1e400"
+
+
 def _strict_json(text: Any) -> Any:
     """``try_parse_json(text)``, NULL unless ``text`` is exactly one JSON value (and
     whitespace), as DuckDB reads it. Spark's parsers read the first value and ignore what
@@ -438,6 +460,16 @@ def _strict_json(text: Any) -> Any:
     prove only."""
     from pyspark.sql import functions as F
 
+    # Spark's parser refuses the non-finite literals the receiver reads as numbers: each
+    # one standing alone becomes a number past every range, so the body is JSON and a bet
+    # of NaN is out_of_range, as on every other implementation (only texts holding one
+    # pay for the expression).
+    literal = F.lit(False)
+    for name in {name.lstrip("-") for name in spec.JSON_NON_FINITE_LITERALS}:
+        literal = literal | _has(text, name)
+    text = F.when(literal, F.regexp_replace(text, _NON_FINITE_RE, "$1" + _PAST_RANGE)).otherwise(
+        text
+    )
     as_item = F.try_parse_json(F.concat(F.lit("["), text, F.lit("]")))
     as_member = F.try_parse_json(F.concat(F.lit('{"k":'), text, F.lit("}")))
     return F.when(as_member.isNotNull(), F.try_variant_get(as_item, "$[0]", "variant"))
@@ -680,6 +712,29 @@ def _parquet_source(df: Any, mapping: ColumnMapping, name: str) -> Any:
     return df.select("*", *(c.alias(k) for k, c in known.items()))
 
 
+#: The body-shape rule (:data:`._contract.BODY_SHAPE_RULES`) over the source columns.
+_SHAPE = (
+    "CASE "
+    + " ".join(
+        f"WHEN {condition} THEN '{shape}'"
+        for condition, shape in shape_cases(
+            {
+                "known": "known_valid",
+                "malformed": "malformed",
+                "payload_not_object": (
+                    "payload_ IS NOT NULL AND NOT startswith(to_json(payload_), '{')"
+                ),
+                "payload": "payload_ IS NOT NULL",
+                "no_body": "body IS NULL",
+                "body_not_json": "body_doc IS NULL",
+                "body_not_object": "NOT startswith(to_json(body_doc), '{')",
+            }
+        )
+    )
+    + f" ELSE '{BODY_SHAPE_OTHERWISE}' END"
+)
+
+
 def _normalise(log: SparkDeliveryLog, src: Any, keep: list[str]) -> ir.Table:
     """The source columns onto :data:`._contract.RAW_COLUMNS`, with the shape rules of DuckDB's
     reader: a payload (not JSON null) wins over a body; a body is ``no_body``,
@@ -714,15 +769,7 @@ def _normalise(log: SparkDeliveryLog, src: Any, keep: list[str]) -> ir.Table:
             "CAST(try_cast(received_at AS TIMESTAMP) AS TIMESTAMP) AS received_at",
             "status",
             f"latency_ms * {scale!r} AS latency_ms",
-            f"""CASE WHEN known_valid THEN 'object'
-                 WHEN malformed THEN '{MALFORMED}'
-                 WHEN payload_ IS NOT NULL AND NOT startswith(to_json(payload_), '{{')
-                   THEN 'not_object'
-                 WHEN payload_ IS NOT NULL THEN 'object'
-                 WHEN body IS NULL THEN 'no_body'
-                 WHEN body_doc IS NULL THEN 'not_json'
-                 WHEN NOT startswith(to_json(body_doc), '{{') THEN 'not_object'
-                 ELSE 'object' END AS shape""",
+            f"{_SHAPE} AS shape",
             *fields,
             "bet_negative_zero",
             *KNOWN_COLUMNS,

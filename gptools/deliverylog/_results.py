@@ -646,6 +646,28 @@ class CampaignResults(LogOwner):
         first, last = _moment(row, "first_us"), _moment(row, "last_us")
         return None if first is None or last is None else (first, last)
 
+    def apart_in_time(self) -> str | None:
+        """One line when the log's events and the campaigns' windows do not overlap in
+        time (nothing could be attributed by the rule, whatever the players), else
+        ``None``; always ``None`` when the log's campaign id column attributes (the time
+        is not looked at then)."""
+        if self.campaign_id_column is not None or not self.campaigns:
+            return None
+        span = self.play_span()
+        if span is None:
+            return None
+        first, last = span
+        start = min(c.start for c in self.campaigns.values()).astimezone(UTC)
+        end = max(c.end for c in self.campaigns.values()).astimezone(UTC)
+        if first < end and last >= start:
+            return None
+        return (
+            f"the log's events ({first:%Y-%m-%d %H:%M} – {last:%Y-%m-%d %H:%M} UTC) and the "
+            f"campaigns' windows ({start:%Y-%m-%d %H:%M} – {end:%Y-%m-%d %H:%M} UTC) do not "
+            "overlap in time: no event can be a campaign's (another log, or the campaigns "
+            "of another server?)"
+        )
+
     def unreached(self, campaign_id: str | None = None) -> pd.DataFrame:
         """The players never reached (no attributed play): ``campaign_id``, ``player_id``,
         a list to target again."""

@@ -32,17 +32,13 @@ from gptools.participants._sources import (
     REJECTS_COLUMNS,
     PlayerListError,
 )
-from gptools.participants._summary import OUTCOMES, LoadSummary
-from gptools.participants._validate import (
-    REASON_CODES,
-)
+from gptools.participants._summary import LoadSummary, Outcome
+from gptools.participants._validate import ReasonCode
 
 __all__ = [
     "DEFAULT_CONCURRENCY",
     "DEFAULT_MAX_ATTEMPTS",
-    "OUTCOMES",
     "PLAYER_ID_HEADERS",
-    "REASON_CODES",
     "REJECTS_COLUMNS",
     "BrandsLoad",
     "JournalBusyError",
@@ -51,7 +47,9 @@ __all__ = [
     "LoadInterrupted",
     "LoadStopped",
     "LoadSummary",
+    "Outcome",
     "PlayerListError",
+    "ReasonCode",
     "journal_summaries",
     "journal_summary",
     "load_group_players",

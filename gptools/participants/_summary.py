@@ -7,6 +7,7 @@ import html
 import tempfile
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -17,8 +18,19 @@ from gptools.participants._sources import REJECTS_COLUMNS, PlayerListError, spre
 if TYPE_CHECKING:
     import pandas as pd
 
-#: The outcomes a row can end in; every row ends in exactly one.
-OUTCOMES: Final = ("loaded", "rejected", "duplicate", "not_attempted")
+
+class Outcome(StrEnum):
+    """The outcomes a row can end in; every row ends in exactly one (a member equals its
+    text)."""
+
+    LOADED = "loaded"
+    REJECTED = "rejected"
+    DUPLICATE = "duplicate"
+    NOT_ATTEMPTED = "not_attempted"
+
+
+#: The outcomes in :class:`Outcome`'s order.
+OUTCOMES: Final = tuple(Outcome)
 
 
 _FRAME_COLUMNS: Final = ("line", "raw", "player_id", "outcome", "reason_code", "detail")

@@ -25,32 +25,39 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from enum import StrEnum
 from typing import Final, NamedTuple
 
 from gptools import spec
 from gptools.participants._excel_cells import UnreadableCell
 from gptools.participants._sources import KNOWN_HEADER_FORMS, normalise_header
 
-MISSING_FIELD: Final = "missing_field"
-EMPTY: Final = "empty"
-HEADER_ROW: Final = "header_row"
-CELL_TYPE: Final = "cell_type"
-CONTROL_CHARACTER: Final = "control_character"
-INVALID_TEXT: Final = "invalid_text"
-TOO_LONG: Final = "too_long"
-REFUSED_BY_SERVER: Final = "refused_by_server"
+
+class ReasonCode(StrEnum):
+    """Why a row is not sent, in the order the summary lists them (a member equals its
+    text, which the rejects file and the journal hold)."""
+
+    MISSING_FIELD = "missing_field"
+    EMPTY = "empty"
+    HEADER_ROW = "header_row"
+    CELL_TYPE = "cell_type"
+    CONTROL_CHARACTER = "control_character"
+    INVALID_TEXT = "invalid_text"
+    TOO_LONG = "too_long"
+    REFUSED_BY_SERVER = "refused_by_server"
+
+
+MISSING_FIELD: Final = ReasonCode.MISSING_FIELD
+EMPTY: Final = ReasonCode.EMPTY
+HEADER_ROW: Final = ReasonCode.HEADER_ROW
+CELL_TYPE: Final = ReasonCode.CELL_TYPE
+CONTROL_CHARACTER: Final = ReasonCode.CONTROL_CHARACTER
+INVALID_TEXT: Final = ReasonCode.INVALID_TEXT
+TOO_LONG: Final = ReasonCode.TOO_LONG
+REFUSED_BY_SERVER: Final = ReasonCode.REFUSED_BY_SERVER
 
 #: Every rejection reason code, in the order the summary lists them.
-REASON_CODES: Final = (
-    MISSING_FIELD,
-    EMPTY,
-    HEADER_ROW,
-    CELL_TYPE,
-    CONTROL_CHARACTER,
-    INVALID_TEXT,
-    TOO_LONG,
-    REFUSED_BY_SERVER,
-)
+REASON_CODES: Final = tuple(ReasonCode)
 
 # White space that is trimmed. Other control characters (U+000B, U+000C, U+001C-U+001F...)
 # count as white space for str.strip() but are not trimmed here: they are rejected.

@@ -270,6 +270,42 @@ class DispatchReport:
             "duplicates": self.duplicates,
         }
 
+    def failure(self, url: str, expected: int, first_error: str) -> str | None:
+        """Why this delivery to ``url`` failed as a whole, in one line, or ``None``: no
+        attempt got an answer (``first_error`` names the first one's error), or none of
+        the ``expected`` events was acknowledged (with :meth:`refusal_hint`)."""
+        if self.attempts and set(self.statuses) == {"no answer"}:
+            return (
+                f"no answer from {url} on any of {self.attempts} attempts (first: "
+                f"{first_error}); is the receiver running there?"
+            )
+        if expected and self.counts["delivered"] == 0:
+            answers = ", ".join(f"{k}×{v}" for k, v in sorted(self.statuses.items()))
+            return (
+                f"the receiver at {url} acknowledged none of {expected} events (answers "
+                f"{answers}); {self.refusal_hint()}"
+            )
+        return None
+
+    def refusal_hint(self) -> str:
+        """What the answers of a delivery that nothing acknowledged suggest to check
+        (the options named are ``gptools webhooks serve``'s and ``sandbox deliver``'s)."""
+        codes = {int(k) for k in self.statuses if k.isdigit()}
+        hints = []
+        if codes & {401, 403}:
+            hints.append(
+                "wrong key or credentials? --auth and GP_WEBHOOK_* must match the receiver's"
+            )
+        if codes & {404, 405}:
+            hints.append("wrong path? --url must end with the receiver's --path")
+        if 413 in codes:
+            hints.append("the receiver's --max-body-bytes is below an event's size")
+        if codes & {400, 415, 422}:
+            hints.append("the receiver refuses the events' content; is it a gptools receiver?")
+        if any(c >= 500 for c in codes):
+            hints.append("the receiver is failing; see its log")
+        return "; ".join(hints) or "see the receiver's log"
+
     def summary(self) -> str:
         """The counts in one line, the answers sorted (``3 attempts: delivered 2, refused
         0, expired 0, duplicates 1; answers 200×2, 503×1``)."""

@@ -145,6 +145,9 @@ CONNECTION_LOG_EVERY_S: Final = 10.0
 #: uvicorn kills a worker that does not answer its health ping in time; a worker still
 #: importing on a busy machine takes longer than uvicorn's 5 s, and was killed over and over.
 WORKER_HEALTHCHECK_S: Final = 60
+#: While it waits for a worker's answer, the supervisor looks this often whether the worker
+#: has ended (an exiting worker no longer answers: uvicorn alone waited the whole 60 s).
+WORKER_ALIVE_POLL_S: Final = 0.1
 #: How long uvicorn waits for in-flight requests on shutdown.
 GRACEFUL_SHUTDOWN_S: Final = 10
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pickle
 import signal
 import time
 from pathlib import Path
@@ -13,9 +14,9 @@ from socket import socket
 from typing import Any
 
 from uvicorn.config import Config
-from uvicorn.supervisors.multiprocess import Multiprocess
+from uvicorn.supervisors.multiprocess import Multiprocess, Process
 
-from gptools.webhooks._constants import RELOAD_POLL_S, RELOAD_TIMEOUT_S
+from gptools.webhooks._constants import RELOAD_POLL_S, RELOAD_TIMEOUT_S, WORKER_ALIVE_POLL_S
 from gptools.webhooks._reload import (
     ReloadControl,
     ReloadResult,
@@ -40,6 +41,21 @@ class ReloadingSupervisor(Multiprocess):
         self.status = status
         self.generation = 0
         count_reloads()
+
+    def keep_subprocess_alive(self) -> None:
+        """uvicorn's check of every worker, with its wait for a worker's answer cut short
+        once the worker has ended. uvicorn pings a worker and waits up to
+        ``timeout_worker_healthcheck`` for the answer; a worker that is exiting (after a
+        SIGTERM) stops answering before its process ends, and as the supervisor holds the
+        pipe's other end too no end-of-file comes: the replacement waited the whole
+        health-check time (60 s) after the worker was gone."""
+        for process in self.processes:
+            if not self.should_exit.is_set() and not _answers(
+                process, self.config.timeout_worker_healthcheck
+            ):
+                # Ended (or hung): uvicorn's own check below finds it and replaces it.
+                break
+        super().keep_subprocess_alive()
 
     def handle_hup(self) -> None:
         """Reload every worker and answer (the supervisor's loop calls it on SIGHUP)."""
@@ -101,6 +117,23 @@ class ReloadingSupervisor(Multiprocess):
             if len(confirmed) == len(pids) or time.monotonic() >= deadline:
                 return confirmed
             time.sleep(RELOAD_POLL_S)
+
+
+def _answers(process: Process, timeout: float) -> bool:
+    """Whether ``process`` answers a health ping within ``timeout`` seconds; false as soon
+    as its process has ended (checked every :data:`WORKER_ALIVE_POLL_S`)."""
+    deadline = time.monotonic() + timeout
+    try:
+        process.parent_conn.send(b"ping")
+        while process.process.is_alive():
+            if process.parent_conn.poll(WORKER_ALIVE_POLL_S):
+                process.parent_conn.recv()
+                return True
+            if time.monotonic() >= deadline:
+                return False
+    except (OSError, EOFError, pickle.UnpicklingError):
+        pass
+    return False
 
 
 def run_workers(app: str, options: dict[str, Any], control: ReloadControl) -> None:

@@ -114,9 +114,9 @@ def _bet_cases(field: spec.EventField) -> list[tuple[str, str | None]]:
         ("2.5e1", None),
         ("100e-2", None),
         ("1e400", out_of_range),
-        # NaN and Infinity are no JSON (RFC 8259): Python and DuckDB read them as numbers
-        # (out_of_range), Spark's parser refuses the body (not_json); tests/deliverylog/
-        # test_validity.py holds DuckDB to the model on them.
+        # No JSON to RFC 8259, but numbers to the receiver's parser (the declaration's
+        # spec.JSON_NON_FINITE_LITERALS): out of range on every implementation.
+        *((literal, out_of_range) for literal in spec.JSON_NON_FINITE_LITERALS),
     ]
 
 
@@ -150,6 +150,8 @@ def declared_cases() -> list[tuple[str, str | None]]:
         else:
             values = _events_cases(field)
         cases += [(body(**{field.name: text}), reason) for text, reason in values]
+    # A non-finite literal where no number is checked is a number like any other.
+    cases.append((body()[:-1] + ',"note":-Infinity}', None))
     return cases
 
 
@@ -200,7 +202,9 @@ def _analyser_reasons(path: Path, **engine: Any) -> list[str | None]:
 
 def test_the_cases_cover_every_declared_reason() -> None:
     assert {r for _, r in CASES if r is not None} == set(spec.GAME_EVENT_REASONS)
-    assert sum(r is None for _, r in CASES) == 19
+    assert sum(r is None for _, r in CASES) == 20
+    non_finite = [b for b, _ in CASES if "NaN" in b or "Infinity" in b]
+    assert non_finite[:3] == [body(bet="NaN"), body(bet="Infinity"), body(bet="-Infinity")]
 
 
 def test_the_model_and_the_receiver_give_the_declared_reason() -> None:
@@ -253,6 +257,42 @@ def test_bets_are_read_exactly(tmp_path: Path, engine: str, request: pytest.Fixt
         totals = analysis.bets_per_game()
         assert totals["bet_total"].tolist() == [Decimal("132463988279432349.92345678")]
         assert sum(Decimal(b) for b in EXACT_BETS) == Decimal("132463988279432349.92345678")
+
+
+def _payload_log(tmp_path: Path, torn: bool) -> Path:
+    """The two examples as a JSONL log of payload objects (as a writer of its own logs
+    them, the numbers written as sent), with a torn line that needs the general reading
+    when ``torn``."""
+    texts = [body(bet="19.99999999999999999")]
+    texts += [body(bet=b, actionId=f'"{i:08x}{ACTION[8:]}"') for i, b in enumerate(EXACT_BETS)]
+    lines = [
+        f'{{"received_at":"2026-11-21T10:00:0{i}Z","status":{422 if i == 0 else 200},'
+        f'"latency_ms":1.0,"payload":{text}}}'
+        for i, text in enumerate(texts)
+    ]
+    if torn:
+        lines.insert(3, lines[3][:40])
+    path = tmp_path / "payloads.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("torn", [False, True], ids=["fast", "general"])
+@pytest.mark.parametrize("engine", ["duckdb", "spark"])
+def test_payload_objects_bets_are_read_exactly(
+    tmp_path: Path, engine: str, torn: bool, request: pytest.FixtureRequest
+) -> None:
+    """A JSONL line's payload object is read from the line's text, every number as sent,
+    in the fast reading and in the general one (a torn line elsewhere): never through a
+    double, which would make 19.99999999999999999 a valid 20 and the sum off by 1.50."""
+    options: dict[str, Any] = {}
+    if engine == "spark":
+        options = {"engine": "spark", "spark": request.getfixturevalue("spark")}
+    with analyze(_payload_log(tmp_path, torn), **options) as analysis:
+        invalid = {"out_of_range:bet": 1} | ({"malformed_line": 1} if torn else {})
+        assert analysis.report.invalid_by_reason == invalid
+        totals = analysis.bets_per_game()["bet_total"].tolist()
+        assert totals == [Decimal("132463988279432349.92345678")]
 
 
 def test_the_receivers_store_and_exports_keep_every_digit(tmp_path: Path) -> None:

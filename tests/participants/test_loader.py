@@ -21,10 +21,10 @@ from gptools.client import Client
 from gptools.errors import ApiError, InvalidRequestError
 from gptools.models import ErrorBody
 from gptools.participants import (
-    OUTCOMES,
     JournalMismatchError,
     LoadStopped,
     LoadSummary,
+    Outcome,
     load_participants,
 )
 from gptools.participants._loader import verdict
@@ -79,7 +79,7 @@ def _assert_adds_up(summary: LoadSummary) -> pd.DataFrame:
     counts = frame["outcome"].value_counts().to_dict()
     assert summary.balanced
     assert summary.rows == len(frame)
-    for outcome in OUTCOMES:
+    for outcome in Outcome:
         assert counts.get(outcome, 0) == getattr(summary, outcome), outcome
     assert summary.rows == (
         summary.loaded + summary.rejected + summary.duplicate + summary.not_attempted

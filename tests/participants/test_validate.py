@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gptools import spec
-from gptools.participants import REASON_CODES
+from gptools.participants import ReasonCode
 from gptools.participants._validate import Rejection, check_player_id
 
 
@@ -36,7 +36,7 @@ def test_each_reason(raw: str | None, code: str, message: str) -> None:
     result = check_player_id(raw)
     assert isinstance(result, Rejection)
     assert result.code == code
-    assert code in REASON_CODES
+    assert code in tuple(ReasonCode)
     assert message in result.message
 
 
@@ -64,7 +64,7 @@ def test_max_length_and_own_header_are_options() -> None:
 def test_any_text_is_either_a_clean_id_or_a_known_rejection(raw: str | None) -> None:
     result = check_player_id(raw, max_length=20)
     if isinstance(result, Rejection):
-        assert result.code in REASON_CODES
+        assert result.code in tuple(ReasonCode)
         assert result.message
     else:
         assert raw is not None

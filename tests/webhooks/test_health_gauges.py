@@ -175,8 +175,10 @@ def test_every_gauge_says_what_the_health_checks_say(
     assert expected["gptools_webhook_live"] == expected["gptools_webhook_ready"] == 1.0
 
 
-#: How long uvicorn may take to replace a worker (its supervisor pings each worker in
-#: turn; on a loaded machine a new worker's imports alone take seconds).
+#: How long uvicorn may take to replace a worker: its supervisor notices an ended worker
+#: within a second (tests/webhooks/test_worker_ping.py; uvicorn alone waited its whole
+#: 60 s health check when its ping reached a worker on its way out), but on a loaded
+#: machine a new worker's imports alone take seconds.
 REPLACEMENT_DEADLINE_S = 60.0
 
 
