@@ -67,8 +67,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def _spark_running() -> bool:
-    context = sys.modules.get("pyspark.context")
-    return context is not None and context.SparkContext._active_spark_context is not None
+    """Whether this process has a Spark context (a JVM), without importing PySpark."""
+    for name in ("pyspark.core.context", "pyspark.context"):  # PySpark 4, then 3
+        module = sys.modules.get(name)
+        if module is not None and getattr(module, "SparkContext", None) is not None:
+            return module.SparkContext._active_spark_context is not None
+    return False
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -104,10 +108,10 @@ def pytest_runtest_makereport(
     if report.duration > limit:
         report.outcome = "failed"
         report.longrepr = (
-            f"took {report.duration:.1f} s, over the suite's per-test limit ({limit:.0f} s: "
-            f"{TEST_TIME_LIMIT_S:g} s at this load, tests/conftest.py): make it faster (smaller "
-            "data where size is not the point, a shared fixture, no waits) or mark it "
-            "@pytest.mark.over_time_limit('why')"
+            f"took {report.duration:.1f} s, over the suite's per-test limit of {limit:.3g} s "
+            f"({TEST_TIME_LIMIT_S:g} s, more on a loaded machine; tests/conftest.py): make it "
+            "faster (smaller data where size is not the point, a shared fixture, no waits) or "
+            "mark it @pytest.mark.over_time_limit('why')"
         )
 
 
