@@ -35,13 +35,19 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
+## The tests spread over the cores (pytest-xdist); every Spark test in one group, so one
+## worker runs them all in one JVM. The 25 slowest are printed (docs/testing.md, "Suite time").
+## PYTEST_WORKERS=0 runs them in this one process.
+PYTEST_WORKERS ?= auto
+DURATIONS := --durations=25
 unit: $(STAMP)
-	$(VENV)/bin/pytest -q -p no:cacheprovider tests
+	$(VENV)/bin/pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadgroup $(DURATIONS) tests
 
+## Each notebook's cells on one worker, in order, in one kernel (--dist loadfile).
 notebooks: $(STAMP)
 	@if ls notebooks/*.ipynb >/dev/null 2>&1; then \
-	  $(VENV)/bin/pytest -q -p no:cacheprovider --nbval --nbval-current-env \
-	    --nbval-sanitize-with notebooks/sanitize.cfg notebooks; \
+	  $(VENV)/bin/pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadfile $(DURATIONS) \
+	    --nbval --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg notebooks; \
 	else echo "no notebooks yet"; fi
 
 ## The documentation site into build/site, offline; --strict: every link and reference resolves.

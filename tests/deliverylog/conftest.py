@@ -342,15 +342,6 @@ def write_json_lines(path: Path, lines: list[Any]) -> Path:
     return path
 
 
-@pytest.fixture(scope="session")
-def spark() -> Any:
-    """One local Spark session (2 cores) for the whole test run: starting the JVM costs
-    several seconds, so every Spark test shares it."""
-    from gptools.deliverylog._readers_spark import spark_session
-
-    return spark_session("local[2]")
-
-
 def write_records(path: Path, records: list[dict[str, Any]], *, as_body: bool = False) -> Path:
     """Records as JSONL lines (``as_body``: every payload as raw body text)."""
     path.parent.mkdir(parents=True, exist_ok=True)

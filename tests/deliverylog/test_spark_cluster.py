@@ -119,6 +119,7 @@ def _report(path: Path, env: dict[str, str], *engine: str) -> dict[str, object]:
 # The suite's 300 s hang guard is too short for a master, a worker and two JVM analyses on
 # a loaded 2-core machine (seen at 300 s under load 17); the command's own limit is 600 s.
 @pytest.mark.timeout(900)
+@pytest.mark.over_time_limit("a standalone master, a worker and two JVM analyses")
 def test_analysis_on_a_standalone_cluster_equals_duckdb(cluster: str, tmp_path: Path) -> None:
     builder = random_log(seed=25, n_actions=150)
     path = write_records(tmp_path / "log.jsonl", builder.records)
