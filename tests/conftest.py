@@ -32,6 +32,13 @@ from gptools.sandbox import RunningSandbox, SandboxConfig, run_sandbox
 #: a slow test. GPTOOLS_TEST_TIME_LIMIT_S overrides it. A test that must take longer says
 #: why with ``@pytest.mark.over_time_limit("reason")``.
 TEST_TIME_LIMIT_S = float(os.environ.get("GPTOOLS_TEST_TIME_LIMIT_S", "30"))
+#: Whether a test over the limit fails (GPTOOLS_TEST_TIME_LIMIT=enforce) or is listed at the
+#: end of the run (the default until the tests over it today are made faster: failing them
+#: now would fail the suite on tests that are correct, only slow; docs/testing.md lists them).
+ENFORCE_TIME_LIMIT = os.environ.get("GPTOOLS_TEST_TIME_LIMIT", "list") == "enforce"
+#: The tests over the limit in this run and their durations (the listing mode), gathered
+#: where the terminal reports (the xdist controller) for its summary.
+_OVER_TIME_LIMIT: dict[str, float] = {}
 
 
 def time_limit_s() -> float:
@@ -117,8 +124,9 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, None]:
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, Any, None]:
-    """A passing test whose own run took over :data:`TEST_TIME_LIMIT_S` is reported failed,
-    unless marked ``over_time_limit``: the suite's time stays bounded (docs/testing.md)."""
+    """A passing test whose own run took over :data:`TEST_TIME_LIMIT_S` is reported failed
+    (:data:`ENFORCE_TIME_LIMIT`) or listed at the end of the run, unless marked
+    ``over_time_limit``: the suite's time stays visible and bounded (docs/testing.md)."""
     outcome = yield
     report: pytest.TestReport = outcome.get_result()
     if (
@@ -129,7 +137,9 @@ def pytest_runtest_makereport(
     ):
         return
     limit = time_limit_s()
-    if report.duration > limit:
+    if report.duration > limit and not ENFORCE_TIME_LIMIT:
+        report.user_properties.append(("over_time_limit", report.duration))
+    elif report.duration > limit:
         report.outcome = "failed"
         report.longrepr = (
             f"took {report.duration:.1f} s, over the suite's per-test limit of {limit:.3g} s "
@@ -243,3 +253,20 @@ def unreachable(
         return result
 
     return run
+
+
+def pytest_report_teststatus(report: pytest.TestReport) -> None:
+    """Gather (on the controller too, under xdist) the tests listed over the limit."""
+    for name, duration in report.user_properties:
+        if name == "over_time_limit":
+            _OVER_TIME_LIMIT[report.nodeid] = float(str(duration))
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """List the tests over the per-test limit (the listing mode of the limit)."""
+    if _OVER_TIME_LIMIT:
+        terminalreporter.section(
+            f"{len(_OVER_TIME_LIMIT)} tests over the per-test limit of {TEST_TIME_LIMIT_S:g} s"
+        )
+        for nodeid, duration in sorted(_OVER_TIME_LIMIT.items(), key=lambda kv: -kv[1]):
+            terminalreporter.write_line(f"{duration:7.1f} s  {nodeid}")

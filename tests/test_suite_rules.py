@@ -56,6 +56,7 @@ def test_a_test_over_the_limit_fails_unless_marked(
     suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("GPTOOLS_TEST_TIME_LIMIT_S", "0.05")
+    monkeypatch.setenv("GPTOOLS_TEST_TIME_LIMIT", "enforce")
     monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))  # a quiet machine
     suite.makepyfile(
         """
@@ -85,3 +86,23 @@ def test_the_limit_grows_with_the_load_per_core(monkeypatch: pytest.MonkeyPatch)
     assert rules.time_limit_s() == 3.0 * rules.TEST_TIME_LIMIT_S
     monkeypatch.setattr(os, "getloadavg", lambda: (0.5 * cores, 0.0, 0.0))
     assert rules.time_limit_s() == rules.TEST_TIME_LIMIT_S
+
+
+def test_a_test_over_the_limit_is_listed_when_not_enforced(
+    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GPTOOLS_TEST_TIME_LIMIT_S", "0.05")
+    monkeypatch.setenv("GPTOOLS_TEST_TIME_LIMIT", "list")
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    suite.makepyfile(
+        """
+        import time
+
+        def test_quick(): pass
+
+        def test_slow(): time.sleep(0.2)
+        """
+    )
+    result = suite.runpytest_inprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*1 tests over the per-test limit of 0.05 s*", "*s  *::test_slow"])

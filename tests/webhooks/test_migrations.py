@@ -392,11 +392,14 @@ def test_postgres_builds_the_indexes_of_a_large_table_without_blocking_writes(
             " (received_at)",
             "CREATE INDEX CONCURRENTLY IF NOT EXISTS webhook_actions_done ON webhook_actions"
             " (first_received_at) WHERE state = 'done'",
-            *(  # the later migrations' indexes, in their order
+            *(  # the later migrations' indexes of the (large) tables already there, in order;
+                # a table a migration creates is empty, its indexes built in the transaction
                 s.replace("CREATE INDEX", "CREATE INDEX CONCURRENTLY", 1)
                 for m in MIGRATIONS[1:]
                 for s in m.postgres
-                if isinstance(s, str) and s.startswith("CREATE INDEX")
+                if isinstance(s, str)
+                and s.startswith("CREATE INDEX")
+                and re.search(r" ON (delivery_log|webhook_actions) ", s)
             ),
         ]
     ), online
