@@ -80,6 +80,15 @@ def _refuse(request: Request, message: str) -> Response:
     )
 
 
+def _no_campaign(request: Request, campaign_id: str) -> Response:
+    """The 404 of an inspection endpoint asked about a campaign the sandbox does not hold."""
+    return Response(
+        error_body(spec.NOT_FOUND_CODE, f"no campaign {campaign_id!r}", request.url.path),
+        404,
+        media_type="application/json",
+    )
+
+
 def build_inspection_app(app: InspectedSandbox, extra: Sequence[BaseRoute]) -> Starlette:
     """The Starlette application serving the inspection paths of ``app``."""
     state = app.state
@@ -145,11 +154,7 @@ def build_inspection_app(app: InspectedSandbox, extra: Sequence[BaseRoute]) -> S
     async def participants(request: Request) -> Response:
         campaign_id = request.path_params["campaign_id"]
         if campaign_id not in state.campaigns:
-            return Response(
-                error_body(spec.NOT_FOUND_CODE, f"no campaign {campaign_id!r}", request.url.path),
-                404,
-                media_type="application/json",
-            )
+            return _no_campaign(request, campaign_id)
         return _answer(state.participants(campaign_id))
 
     async def play(request: Request) -> Response:
@@ -157,11 +162,7 @@ def build_inspection_app(app: InspectedSandbox, extra: Sequence[BaseRoute]) -> S
         with state.lock:
             stored = state.campaigns.get(campaign_id)
         if stored is None:
-            return Response(
-                error_body(spec.NOT_FOUND_CODE, f"no campaign {campaign_id!r}", request.url.path),
-                404,
-                media_type="application/json",
-            )
+            return _no_campaign(request, campaign_id)
         q = request.query_params
         try:
             model = PlayerModel(
@@ -193,11 +194,7 @@ def build_inspection_app(app: InspectedSandbox, extra: Sequence[BaseRoute]) -> S
         with state.lock:
             stored = state.campaigns.get(campaign_id)
         if stored is None:
-            return Response(
-                error_body(spec.NOT_FOUND_CODE, f"no campaign {campaign_id!r}", request.url.path),
-                404,
-                media_type="application/json",
-            )
+            return _no_campaign(request, campaign_id)
         try:
             ask = loads_wire(await request.body() or b"{}")
             if not isinstance(ask, dict):
