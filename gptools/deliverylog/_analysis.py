@@ -331,7 +331,7 @@ class DeliveryAnalysis(LogOwner):
             kind: frozenset(given[kind]) if kind in given else spec.KNOWN_OPEN_VALUES[kind]
             for kind in spec.OPEN_VALUE_KINDS
         }
-        v = m.real_deliveries(m.validate(self.x, self.log.raw))
+        v = self.attempts  # materialised once (Spark: a plan of its own per part ran out of heap)
         v = v.filter(v.reason.isnull())
         parts: dict[str, tuple[ir.Table, list[str]]] = {}
         for kind, column, most in (
