@@ -257,7 +257,8 @@ def unreachable(
 
 def pytest_report_teststatus(report: pytest.TestReport) -> None:
     """Gather (on the controller too, under xdist) the tests listed over the limit."""
-    for name, duration in report.user_properties:
+    # A collection report (or a crashed worker's) has no user properties.
+    for name, duration in getattr(report, "user_properties", ()):
         if name == "over_time_limit":
             _OVER_TIME_LIMIT[report.nodeid] = float(str(duration))
 
