@@ -89,10 +89,13 @@ def _store(url: str) -> Any:
 def _campaigns(register: str | None, campaign_ids: tuple[str, ...]) -> list[Any]:
     if register is None and not campaign_ids:
         return []
-    from gptools.campaigns import CampaignRegister
+    from gptools.campaigns import CampaignRegister, RegisterError
 
-    reg = CampaignRegister(register) if register else CampaignRegister()
-    records = list(reg.campaigns())
+    try:
+        reg = CampaignRegister(register) if register else CampaignRegister()
+        records = list(reg.campaigns())
+    except RegisterError as exc:
+        fail(str(exc), bad_input=True)
     if campaign_ids:
         records = [r for r in records if str(r.campaign_id) in campaign_ids]
         missing = set(campaign_ids) - {str(r.campaign_id) for r in records}
@@ -163,7 +166,7 @@ def find(
     campaigns = _campaigns(register, campaign_ids)
     try:
         if log_source is not None:
-            from gptools.webhooks._find_log import find_in_log
+            from gptools.webhooks import find_in_log
 
             result = find_in_log(log_source, wanted, limit=limit, campaigns=campaigns)
         else:
@@ -201,7 +204,7 @@ def find(
 @click.option("--url", default=None, help="POST each notification to this URL instead.")
 @click.option(
     "--rate",
-    type=click.FloatRange(min=0.001),
+    type=click.FloatRange(min=0.001, max=1_000_000.0),
     default=None,
     help="At most this many actions a second (default: as fast as the store goes).",
 )
@@ -216,11 +219,11 @@ def replay_command(plan_only: bool, replay_id: str | None, handler: str | None, 
         SchemaVersionError,
         StoreError,
         StoreNotFoundError,
+        load_handler,
         plan_replay,
+        post_handler,
         replay,
     )
-    from gptools.webhooks._environment import load_handler
-    from gptools.webhooks._replay import post_handler
 
     if handler and url:
         fail("give --handler or --url, not both", bad_input=True)

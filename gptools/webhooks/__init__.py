@@ -33,8 +33,10 @@ from gptools.webhooks._app import InjectedFault, WebhookReceiver
 from gptools.webhooks._auth import ReceiverAuth
 from gptools.webhooks._config import ReceiverConfig, SettingError
 from gptools.webhooks._credentials import AuthConfigError
+from gptools.webhooks._environment import load_handler
 from gptools.webhooks._export import ExportResult, export_log
 from gptools.webhooks._find import FindFilter, FindResult, FoundAction, FoundDelivery, find_actions
+from gptools.webhooks._find_log import find_in_log
 from gptools.webhooks._maintenance import Maintenance
 from gptools.webhooks._metrics import ALERT_RULES, GRAFANA_DASHBOARD, serve_metrics
 from gptools.webhooks._migrations import MigrationResult
@@ -46,7 +48,7 @@ from gptools.webhooks._records import (
     StoreUnreachableError,
 )
 from gptools.webhooks._reload import ReloadError, ReloadResult, reload_receiver
-from gptools.webhooks._replay import ReplayPlan, ReplayResult, plan_replay, replay
+from gptools.webhooks._replay import ReplayPlan, ReplayResult, plan_replay, post_handler, replay
 from gptools.webhooks._schema import LOG_COLUMNS
 from gptools.webhooks._serve import ListenError, ServeError, serve
 from gptools.webhooks._server_limits import ServerLimits
@@ -88,10 +90,13 @@ __all__ = [
     "check_output",
     "export_log",
     "find_actions",
+    "find_in_log",
+    "load_handler",
     "migrate",
     "open_output",
     "open_store",
     "plan_replay",
+    "post_handler",
     "reload_receiver",
     "replay",
     "serve",
