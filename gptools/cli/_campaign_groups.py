@@ -11,6 +11,18 @@ from gptools.cli._common import cli_errors, connect_client
 from gptools.cli._main import EXIT_BAD_INPUT, NotRecorded, cli_text, emit, fail, say
 
 
+def not_recorded(exc: Any, file: Any) -> NotRecorded:
+    """The CLI's answer to campaigns created but not recorded (``NotRecordedError``): its
+    text with the remedy a command-line user takes, re-running ``apply`` on ``file``."""
+    return NotRecorded(
+        cli_text(str(exc)).replace(
+            exc.remedy,
+            f"Run `gptools campaigns apply {file}` again once the register "
+            "can be written: it creates nothing new and records them.",
+        )
+    )
+
+
 def plan_brands(
     file: str, plan: Any, *, offline: bool, now: datetime | None, as_json: bool
 ) -> None:
@@ -84,13 +96,7 @@ def apply_brands_file(
         except GroupIncompleteError as exc:
             incomplete, group = exc, exc.result
         except NotRecordedError as exc:
-            raise NotRecorded(
-                cli_text(str(exc)).replace(
-                    exc.remedy,
-                    f"Run `gptools campaigns apply {file}` again once the register "
-                    "can be written: it creates nothing new and records them.",
-                )
-            ) from None
+            raise not_recorded(exc, file) from None
         loads = None
         if not no_participants:
             loads = load_group_players(

@@ -13,6 +13,7 @@ from gptools.cli._campaign_groups import (
     apply_brands_file,
     group_document,
     group_human,
+    not_recorded,
     plan_brands,
 )
 from gptools.cli._common import (
@@ -172,13 +173,7 @@ def apply_command(
             try:
                 result = apply_plan(client, plan, now=now, register=register)
             except NotRecordedError as exc:
-                raise NotRecorded(
-                    cli_text(str(exc)).replace(
-                        exc.remedy,
-                        f"Run `gptools campaigns apply {file}` again once the register "
-                        "can be written: it creates nothing new and records them.",
-                    )
-                ) from None
+                raise not_recorded(exc, file) from None
             loads = {}
             if not no_participants:
                 loads = load_plan_players(
