@@ -1,5 +1,5 @@
 """The wallet ledger's columns by name, for the code that reads or writes a ledger in its
-assumed default layout (the holdout uplift, the sandbox's paid play).
+assumed default layout (the sandbox's paid play).
 
 The layout itself is written once, in :data:`gptools.spec.WALLET_LEDGER_COLUMNS` and
 :data:`gptools.spec.WALLET_LEDGER_TYPES` (an assumption: the document does not show the
@@ -30,5 +30,3 @@ LEDGER_COLUMNS: Final = spec.WALLET_LEDGER_COLUMNS
 #: The values of :data:`KIND`: a debit (a bet taken), a credit (a win paid), a rollback.
 DEBIT, CREDIT, ROLLBACK = spec.WALLET_LEDGER_TYPES
 KINDS: Final = spec.WALLET_LEDGER_TYPES
-#: What the uplift needs of a ledger: a paid round's net gaming revenue per player.
-UPLIFT_COLUMNS: Final = (PLAYER_ID, CURRENCY, AMOUNT, KIND, FREE_ROUND, TIMESTAMP)

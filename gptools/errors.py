@@ -435,7 +435,7 @@ _ELSEWHERE: dict[str, str] = {
     "ReloadError": "gptools.webhooks._reload",
     "OutputRefusedError": "gptools._private_files",
     "DeliveryLogError": "gptools.deliverylog._contract",
-    "LedgerError": "gptools.wallet._ledger",
+    "LedgerError": "gptools.deliverylog._ledger",
     "SandboxStateError": "gptools.sandbox._persist",
     "CampaignNotPlayableError": "gptools.sandbox._players",
     "Refusal": "gptools.sandbox._refusal",

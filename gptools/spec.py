@@ -1034,8 +1034,8 @@ ASSUMPTIONS: Final[tuple[Assumption, ...]] = (
         "(debit|credit|rollback), free_round, timestamp (with a zone)",
         "the wallet interface is 'described elsewhere'; these are the fields every wallet "
         "request names, and a round's wallet round id is taken to be the event's roundId",
-        "reconcile(mapping=LedgerMapping(...)) / --column FIELD=NAME names other columns and "
-        "type values",
+        "reconcile(mapping=LedgerMapping(...)) / --ledger-column FIELD=NAME names other "
+        "columns and type values",
     ),
 )
 

@@ -457,9 +457,9 @@ def show_command(
     "--ledger",
     type=FilePath(exists=True, dir_okay=False, path_type=Path),
     default=None,
-    help="The operator's wallet ledger (CSV or Parquet: player_id, currency, amount, kind "
-    "debit/credit/rollback, free_round, timestamp): adds net gaming revenue to the holdout "
-    "uplift, and the incremental revenue and ROI.",
+    help="The operator's wallet ledger (CSV, JSONL or Parquet, in the assumed layout "
+    "spec.WALLET_LEDGER_COLUMNS, read as `campaigns reconcile` reads it): adds net gaming "
+    "revenue to the holdout uplift, and the incremental revenue and ROI.",
 )
 @max_line_bytes_option
 @column_mapping_options
@@ -591,17 +591,16 @@ def results_command(
 
 def _uplift(results: Any, groups: dict[str, Any], ledger: Path | None) -> Any:
     """The holdout uplift of the campaigns with a holdout group (``None``: none has one);
-    a ledger the minimal reader cannot read is bad input, named."""
+    a ledger the wallet's reader cannot read is bad input, named."""
     if not groups:
         return None
-    import duckdb
-
     from gptools.deliverylog import holdout_uplift
+    from gptools.wallet import LedgerError
 
     try:
         return holdout_uplift(results, groups, ledger=ledger)
-    except duckdb.Error as exc:
-        raise ValueError(f"--ledger {ledger}: cannot read it: {exc}") from None
+    except LedgerError as exc:
+        raise ValueError(f"--ledger: cannot read it: {exc}") from None
 
 
 def _uplift_lines(uplift: Any) -> list[str]:

@@ -364,6 +364,10 @@ class DeliveryAnalysis(LogOwner):
                 for r in found[kind].to_dict("records")
             ]
         frame = pd.DataFrame(rows, columns=["kind", "value", "first_received_at", "deliveries"])
+        if len(frame):
+            # Spark's materialised relation hands its timestamps back without the zone its
+            # session computed them in (UTC); DuckDB's carry it.
+            frame["first_received_at"] = pd.to_datetime(frame["first_received_at"], utc=True)
         order = {k: i for i, k in enumerate(spec.OPEN_VALUE_KINDS)}
         frame = frame.sort_values(
             ["kind", "first_received_at", "value"],

@@ -666,6 +666,11 @@ def _jsonl_source(lines: Any, mapping: ColumnMapping, path: str | None) -> Any:
         ),
         f"try_variant_get(doc, '{_path(m.payload)}') AS payload",
         f"try_variant_get(doc, '{_path(m.body)}', 'string') AS body",
+        # A payload's bet of -0 reads as 0 from the variant: only the line's own text
+        # keeps the sign (DuckDB reads the payload's text), for the rows the general path
+        # judges that hold a payload at all.
+        f"CASE WHEN NOT known_valid AND try_variant_get(doc, '{_path(m.payload)}') IS NOT NULL"
+        " THEN value END AS payload_line",
         *campaign,
     )
 
@@ -697,6 +702,7 @@ def _parquet_source(df: Any, mapping: ColumnMapping, name: str) -> Any:
         f"CAST({_q(mapping.latency_ms)} AS DOUBLE) AS latency_ms",
         "CAST(NULL AS VARIANT) AS payload",
         f"coalesce({body}) AS body",
+        "CAST(NULL AS STRING) AS payload_line",
         *(
             [f"CAST({_q(mapping.campaign_id)} AS STRING) AS {CAMPAIGN_ID}"]
             if mapping.campaign_id is not None
@@ -756,7 +762,10 @@ def _normalise(log: SparkDeliveryLog, src: Any, keep: list[str]) -> ir.Table:
     # the typed pass proved valid has a bet that is no -0 (its token starts with a digit).
     negative_zero = F.when(
         ~F.col("known_valid"),
-        F.coalesce(F.col("body").rlike(spec.BET_NEGATIVE_ZERO_PATTERN), F.lit(False)),
+        F.coalesce(
+            F.coalesce(F.col("payload_line"), F.col("body")).rlike(spec.BET_NEGATIVE_ZERO_PATTERN),
+            F.lit(False),
+        ),
     ).otherwise(F.lit(False))
     payload = "CASE WHEN nullif(to_json(payload), 'null') IS NULL THEN NULL ELSE payload END"
     df = (

@@ -25,9 +25,9 @@ paid (the ledger's, the real cost), else the exposure (rounds played × bet, an 
 bound, labelled so). Without a ledger the revenue is unknown and no ROI is given.
 
 Pure functions over per-player values; :func:`holdout_uplift` reads them from a
-:class:`~gptools.deliverylog.CampaignResults` and, when given, a ledger (a minimal DuckDB
-reader of the assumed layout, :mod:`gptools._ledger_columns`, to be unified with the wallet
-ledger reader).
+:class:`~gptools.deliverylog.CampaignResults` and, when given, a ledger (the wallet's
+reader, :mod:`._ledger`, on the results' engine: the reconciliation reads the same rows the
+same way).
 """
 
 from __future__ import annotations
@@ -47,9 +47,16 @@ import ibis.expr.types as ir
 import pandas as pd
 import pyarrow as pa
 
-from gptools import _ledger_columns as L
 from gptools import spec
 from gptools.deliverylog._contract import CAMPAIGN_ID
+from gptools.deliverylog._ledger import normalise, open_ledger
+from gptools.deliverylog._ledger_layout import (
+    CREDIT,
+    DEBIT,
+    DEFAULT_LEDGER_MAPPING,
+    ROLLBACK,
+    LedgerMapping,
+)
 from gptools.deliverylog._results import CampaignResults, _epoch_us
 from gptools.display import html_table
 
@@ -365,64 +372,55 @@ def paid_activity(plays: ir.Table, groups: ir.Table) -> ir.Table:
 
 
 def ledger_ngr(
-    ledger: str | Path, groups: pd.DataFrame, *, memory_limit: str = "1GB"
+    results: CampaignResults,
+    ledger: str | Path,
+    groups: pd.DataFrame,
+    *,
+    mapping: LedgerMapping = DEFAULT_LEDGER_MAPPING,
 ) -> pd.DataFrame:
     """Per campaign and group player with paid ledger rows in the period: paid debits,
     credits, rollbacks and ``ngr`` = debits - credits - rollbacks (exact Decimals).
 
-    ``ledger`` is a CSV (optionally gzip) or Parquet file with the columns of
-    :data:`gptools._ledger_columns.UPLIFT_COLUMNS` (a minimal reader, to be unified with
-    the wallet ledger reader); ``groups`` as for :func:`paid_activity`. Rows whose kind is
-    none of debit/credit/rollback count in ``rejected`` (a frame attribute)."""
-    import duckdb
-
-    path = Path(ledger)
-    if not path.is_file():
-        raise FileNotFoundError(f"ledger {path}: no such file")
-    name = path.name.lower()
-    if not name.endswith((".parquet", ".csv", ".csv.gz", ".tsv")):
-        raise ValueError(f"ledger {path}: expected a .csv, .csv.gz or .parquet file")
-    con = duckdb.connect()
+    ``ledger`` is read by the wallet's reader (:func:`._ledger.open_ledger`: CSV, JSONL,
+    Parquet or a database table, in ``mapping``'s layout) on ``results``' engine; the rows
+    it rejects are counted in ``rejected`` (a frame attribute), by reason in
+    ``rejected_by_reason``. ``groups`` as for :func:`paid_activity`."""
+    log = results.log
+    source = open_ledger(log, ledger, mapping=mapping)
     try:
-        con.execute(f"SET memory_limit = '{memory_limit}'")
-        if name.endswith(".parquet"):
-            raw = con.read_parquet(str(path))
-        else:
-            raw = con.read_csv(str(path), header=True, all_varchar=True)
-        raw.create_view("gp_raw")
-        con.register("gp_groups", pa.Table.from_pandas(groups, preserve_index=False))
-        amount = f"CAST({L.AMOUNT} AS DECIMAL(38, 9))"
-        kind = f"lower(CAST({L.KIND} AS VARCHAR))"
-        con.execute(
-            f"CREATE TEMP VIEW gp_ledger AS SELECT CAST({L.PLAYER_ID} AS VARCHAR) AS player_id, "
-            f"CAST({L.CURRENCY} AS VARCHAR) AS currency_code, {amount} AS amount, {kind} AS kind, "
-            f"CAST({L.FREE_ROUND} AS BOOLEAN) AS free_round, "
-            f"epoch_us(CAST({L.TIMESTAMP} AS TIMESTAMPTZ)) AS ts_us FROM gp_raw"
+        rows = normalise(source.raw, mapping)
+        bad = rows.filter(rows.reason.notnull())
+        rejected = log.execute(bad.group_by("reason").aggregate(rows=bad.count()))
+        used = rows.filter(rows.reason.isnull() & ~rows.free_round)
+        used = used.select(
+            "player_id", "currency_code", "amount", "kind", ts_us=results.x.epoch_us(used.ts)
         )
-        rejected = con.execute(
-            f"SELECT count(*) FROM gp_ledger WHERE kind IS NULL OR kind NOT IN {L.KINDS}"
-        ).fetchall()[0]
-        df: pd.DataFrame = (
-            con.sql(
-                "SELECT g.campaign_id, g.player_id, "
-                f"sum(CASE WHEN kind = '{L.DEBIT}' THEN amount ELSE 0 END) AS debits, "
-                f"sum(CASE WHEN kind = '{L.CREDIT}' THEN amount ELSE 0 END) AS credits, "
-                f"sum(CASE WHEN kind = '{L.ROLLBACK}' THEN amount ELSE 0 END) AS rollbacks "
-                "FROM gp_ledger l JOIN gp_groups g "
-                "ON l.player_id = g.player_id AND l.currency_code = g.currency_code "
-                "WHERE NOT l.free_round AND l.ts_us >= g.since_us "
-                "AND (g.until_us IS NULL OR l.ts_us < g.until_us) "
-                f"AND l.kind IN {L.KINDS} GROUP BY ALL ORDER BY ALL"
+        view = log.con.create_view(
+            f"gp_uplift_ledger_groups_{log.tag}",
+            ibis.memtable(pa.Table.from_pandas(groups, preserve_index=False)),
+            overwrite=True,
+        )
+        j = used.inner_join(view, ["player_id", "currency_code"])
+        j = j.filter((j.ts_us >= j.since_us) & (j.until_us.isnull() | (j.ts_us < j.until_us)))
+        zero = ibis.literal(0).cast(j.amount.type())
+        df: pd.DataFrame = log.execute(
+            j.group_by(["campaign_id", "player_id"])
+            .aggregate(
+                **{
+                    f"{kind}s": ibis.ifelse(j.kind == kind, j.amount, zero).sum()
+                    for kind in (DEBIT, CREDIT, ROLLBACK)
+                }
             )
-            .to_arrow_table()
-            .to_pandas()
-        )  # Decimals (.df() makes floats)
+            .order_by(["campaign_id", "player_id"])
+        )
     finally:
-        con.close()
+        source.close()
     for column in ("debits", "credits", "rollbacks"):
-        df[column] = df[column].map(Decimal)
+        df[column] = df[column].map(_amount)
     df["ngr"] = df.debits - df.credits - df.rollbacks
-    df.attrs["rejected"] = int(rejected[0]) if rejected else 0
+    by_reason = {str(r): int(n) for r, n in zip(rejected.reason, rejected.rows, strict=True)}
+    df.attrs["rejected"] = sum(by_reason.values())
+    df.attrs["rejected_by_reason"] = dict(sorted(by_reason.items()))
     return df
 
 
@@ -448,6 +446,7 @@ def player_values(
     *,
     until: datetime | None = None,
     ledger: str | Path | None = None,
+    ledger_mapping: LedgerMapping = DEFAULT_LEDGER_MAPPING,
 ) -> pd.DataFrame:
     """Per campaign and player of either group: ``arm``, ``rounds``, ``turnover``,
     ``active_days`` (from the log's unclaimed plays) and, with a ``ledger``, ``ngr``; zero
@@ -467,11 +466,11 @@ def player_values(
     out["active_days"] = out["active_days"].fillna(0).astype("int64")
     out["turnover"] = out["turnover"].map(_amount)
     if ledger is not None:
-        ngr = ledger_ngr(ledger, frame)
+        ngr = ledger_ngr(results, ledger, frame, mapping=ledger_mapping)
         out = out.merge(ngr[["campaign_id", "player_id", "ngr"]], how="left",
                         on=["campaign_id", "player_id"])  # fmt: skip
         out["ngr"] = out["ngr"].map(_amount)
-        out.attrs["ledger_rejected"] = ngr.attrs["rejected"]
+        out.attrs["ledger_rejected"] = ngr.attrs["rejected_by_reason"]
     return out.sort_values(["campaign_id", "arm", "player_id"]).reset_index(drop=True)
 
 
@@ -486,6 +485,7 @@ def holdout_uplift(
     *,
     until: datetime | None = None,
     ledger: str | Path | None = None,
+    ledger_mapping: LedgerMapping = DEFAULT_LEDGER_MAPPING,
     cost: Mapping[str, Decimal | None] | None = None,
     min_group: int = MIN_GROUP,
 ) -> UpliftReport:
@@ -498,13 +498,15 @@ def holdout_uplift(
     one is costed at its exposure (rounds played × bet, from ``results``), labelled as an
     upper bound. Campaigns of one currency share that currency's cost in proportion to
     their exposure."""
-    values = player_values(results, groups, until=until, ledger=ledger)
+    values = player_values(
+        results, groups, until=until, ledger=ledger, ledger_mapping=ledger_mapping
+    )
     entries = {e["campaign_id"]: e for e in results.report.campaigns}
     notes = []
-    if ledger is not None and values.attrs.get("ledger_rejected"):
-        notes.append(
-            f"{values.attrs['ledger_rejected']:,} ledger rows of no known kind were not used"
-        )
+    rejected: dict[str, int] = values.attrs.get("ledger_rejected") or {}
+    if rejected:
+        reasons = ", ".join(f"{reason} {n:,}" for reason, n in rejected.items())
+        notes.append(f"{sum(rejected.values()):,} ledger rows rejected, not used ({reasons})")
     out = []
     for cid in groups:
         terms = results.campaigns[cid]

@@ -14,8 +14,8 @@ from gptools.errors import require_extra as _require_extra
 
 _require_extra("analysis", "The wallet reconciliation")
 
-from gptools.wallet._layout import DEFAULT_LEDGER_MAPPING, LEDGER_FIELDS, LedgerMapping  # noqa: E402
-from gptools.wallet._ledger import LEDGER_FORMATS, LEDGER_REASONS, LedgerError  # noqa: E402
+from gptools.deliverylog._ledger import LEDGER_FORMATS, LEDGER_REASONS, LedgerError  # noqa: E402
+from gptools.deliverylog._ledger_layout import DEFAULT_LEDGER_MAPPING, LEDGER_FIELDS, LedgerMapping  # noqa: E402
 from gptools.wallet._reconcile import (  # noqa: E402
     Reconciliation,
     ReconciliationReport,

@@ -28,19 +28,19 @@ import pandas as pd
 from gptools import spec
 from gptools.deliverylog import ColumnMapping, LogFormat
 from gptools.deliverylog._engines import LogOptions, open_log
-from gptools.deliverylog._owner import LogOwner
-from gptools.deliverylog._results import CampaignResults, CampaignTerms, money
-from gptools.display import html_table
-from gptools.errors import GptoolsError
-from gptools.wallet import _rounds as q
-from gptools.wallet._layout import DEFAULT_LEDGER_MAPPING, LedgerMapping
-from gptools.wallet._ledger import (
+from gptools.deliverylog._ledger import (
     LedgerError,
     LedgerFormat,
     LedgerSource,
     normalise,
     open_ledger,
 )
+from gptools.deliverylog._ledger_layout import DEFAULT_LEDGER_MAPPING, LedgerMapping
+from gptools.deliverylog._owner import LogOwner
+from gptools.deliverylog._results import CampaignResults, CampaignTerms, money
+from gptools.display import html_table
+from gptools.errors import GptoolsError
+from gptools.wallet import _rounds as q
 
 _EXCEPTION_COLUMNS = {
     "round": ["round_id", "campaign_id", "player_id", "game_id", "currency_code", "debits",

@@ -9,7 +9,7 @@ from types import ModuleType
 import ibis
 import ibis.expr.types as ir
 
-from gptools.wallet._layout import CREDIT, DEBIT, ROLLBACK
+from gptools.deliverylog._ledger_layout import CREDIT, DEBIT, ROLLBACK
 
 #: The exception lists, each a list to act on, in the order the report shows them.
 EXCEPTION_KINDS: tuple[str, ...] = (

@@ -88,7 +88,12 @@ def test_results_with_a_ledger_add_the_uplift_and_roi(
     bad.write_text("player_id,currency,amount,type,free_round,timestamp\n"
                    "h-001,EUR,lots,debit,false,2030-03-02T00:00:00Z\n")  # fmt: skip
     refused = _invoke(cli_runner, "campaigns", "results", str(log), "--ledger", str(bad))
-    assert refused.exit_code == 2 and f"--ledger {bad}: cannot read it" in refused.output
+    assert refused.exit_code == 2
+    assert refused.output == (
+        f"Error: --ledger: cannot read it: {bad}: has no column for transaction_id "
+        "('transaction_id'), round_id ('round_id'), game_id ('game_id'); name the columns "
+        "with a LedgerMapping or --ledger-column FIELD=NAME\n"
+    )
 
 
 def test_a_ledger_without_a_holdout_campaign_is_refused(

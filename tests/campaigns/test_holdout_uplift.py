@@ -5,7 +5,7 @@ definition says."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,7 @@ from gptools.deliverylog._uplift import t_quantile, welch_difference
 from gptools.models import dumps_wire, loads_wire
 from gptools.sandbox import RunningSandbox
 from gptools.sandbox._paid_play import write_paid_ledger
+from gptools.wallet import LedgerError
 from tests.campaigns.conftest import NOW, make_plan
 
 PLAYERS = tuple(f"u-{i:04d}" for i in range(1000))
@@ -163,42 +164,62 @@ def test_the_t_quantile_and_a_degenerate_difference() -> None:
     assert d.difference == 1 and abs(d.df - 48 / 13) < 1e-12 and d.low < 0 < d.high
 
 
-def test_the_ledger_reader_nets_paid_rows_only(tmp_path: Path) -> None:
+def test_the_ledger_reader_nets_paid_rows_only(played: Any, tmp_path: Path) -> None:
+    """The uplift reads the ledger with the wallet's reader on the results' engine: paid
+    rows of the group's currency from the start net to NGR; a free round, a row before the
+    start and another currency's are not revenue; a row the reader rejects is counted by
+    its reason."""
     import pandas as pd
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     from gptools.deliverylog._uplift import ledger_ngr
 
-    rows = [  # player, currency, amount, kind, free_round, timestamp
-        ("a", "EUR", "5.00", "debit", "false", "2030-03-01T10:00:00Z"),
-        ("a", "EUR", "1.25", "credit", "false", "2030-03-01T10:00:01Z"),
-        ("a", "EUR", "2.00", "debit", "false", "2030-03-02T00:00:00+02:00"),
-        ("a", "EUR", "2.00", "rollback", "false", "2030-03-02T00:00:01+02:00"),
-        ("a", "EUR", "0.20", "debit", "true", "2030-03-02T10:00:00Z"),  # a free round
-        ("a", "EUR", "9.00", "debit", "false", "2030-03-01T09:59:59Z"),  # before the start
-        ("a", "JPY", "100", "debit", "false", "2030-03-03T10:00:00Z"),  # another currency
-        ("b", "EUR", "0.10", "debit", "false", "2030-03-03T10:00:00Z"),
-        ("b", "EUR", "7.00", "bonus", "false", "2030-03-03T10:00:00Z"),  # no known kind
+    record, groups, _, log, _ = played
+    a, b = groups.treatment[0], groups.holdout[0]
+    start = record.start_utc
+
+    def at(seconds: int, hours: int = 0) -> str:
+        """A time ``seconds`` after the start, written with a zone ``hours`` east of UTC."""
+        return (
+            (start + timedelta(seconds=seconds))
+            .astimezone(timezone(timedelta(hours=hours)))
+            .isoformat()
+        )
+
+    rows = [  # player, currency, amount, type, free_round, timestamp
+        (a, "EUR", "5.00", "debit", "false", at(0)),
+        (a, "EUR", "1.25", "credit", "false", at(1)),
+        (a, "EUR", "2.00", "debit", "false", at(3600, 2)),
+        (a, "EUR", "2.00", "rollback", "false", at(3601, 2)),
+        (a, "EUR", "0.20", "debit", "true", at(7200)),  # a free round
+        (a, "EUR", "9.00", "debit", "false", at(-1)),  # before the start
+        (a, "JPY", "100", "debit", "false", at(10)),  # another currency
+        (b, "EUR", "0.10", "debit", "false", at(20)),
+        (b, "EUR", "7.00", "bonus", "false", at(20)),  # no known type: rejected
     ]
-    columns = ["player_id", "currency", "amount", "type", "free_round", "timestamp"]
+    columns = ["transaction_id", "round_id", "player_id", "game_id", "currency", "amount",
+               "type", "free_round", "timestamp"]  # fmt: skip
+    full = [(f"T-{i}", f"R-{i}", p, "vs20olympgate", *rest) for i, (p, *rest) in enumerate(rows)]
     csv_file = tmp_path / "ledger.csv"
-    csv_file.write_text("\n".join([",".join(columns), *(",".join(r) for r in rows)]) + "\n")
+    csv_file.write_text("\n".join([",".join(columns), *(",".join(r) for r in full)]) + "\n")
     parquet = tmp_path / "ledger.parquet"
-    pq.write_table(pa.table({c: [r[i] for r in rows] for i, c in enumerate(columns)}), parquet)
-    start = int(datetime(2030, 3, 1, 10, tzinfo=UTC).timestamp() * 1_000_000)
-    groups = pd.DataFrame(
-        {"campaign_id": ["C", "C"], "player_id": ["a", "b"], "currency_code": ["EUR", "EUR"],
-         "since_us": [start, start], "until_us": pd.array([None, None], dtype="Int64")}
+    pq.write_table(pa.table({c: [r[i] for r in full] for i, c in enumerate(columns)}), parquet)
+    since = int(start.timestamp() * 1_000_000)
+    frame = pd.DataFrame(
+        {"campaign_id": ["C", "C"], "player_id": [a, b], "currency_code": ["EUR", "EUR"],
+         "since_us": [since, since], "until_us": pd.array([None, None], dtype="Int64")}
     )  # fmt: skip
-    for source in (csv_file, parquet):
-        got = ledger_ngr(source, groups)
-        assert got.attrs["rejected"] == 1
-        assert list(got.player_id) == ["a", "b"]
-        assert list(got.ngr) == [Decimal("3.75"), Decimal("0.10")], source
-        assert all(isinstance(v, Decimal) for v in got.ngr)
-    with pytest.raises(ValueError, match=r"expected a \.csv"):
-        ledger_ngr(_touch(tmp_path / "l.xlsx"), groups)
+    with campaign_results(log, [record]) as results:
+        for source in (csv_file, parquet):
+            got = ledger_ngr(results, source, frame)
+            assert got.attrs["rejected_by_reason"] == {"bad_value:type": 1}, source
+            assert list(got.player_id) == sorted([a, b])
+            ngr = dict(zip(got.player_id, got.ngr, strict=True))
+            assert ngr == {a: Decimal("3.75"), b: Decimal("0.10")}, source
+            assert all(isinstance(v, Decimal) for v in got.ngr)
+        with pytest.raises(LedgerError, match=r"l\.xlsx"):
+            ledger_ngr(results, _touch(tmp_path / "l.xlsx"), frame)
 
 
 def _touch(path: Path) -> Path:

@@ -10,7 +10,6 @@ import pytest
 
 from gptools.deliverylog._engines import LogOptions
 from gptools.wallet import EXCEPTION_KINDS, reconcile
-from tests.deliverylog.conftest import spark  # noqa: F401  (a session fixture)
 from tests.wallet.ledgers import REJECTED, TERMS, write, write_log
 
 
@@ -22,7 +21,7 @@ def _outcome(rec: Any) -> tuple[dict[str, Any], dict[str, list[Any]]]:
 
 
 @pytest.mark.parametrize("kind", ["csv", "parquet"])
-def test_both_engines_agree(tmp_path: Path, spark: Any, kind: str) -> None:  # noqa: F811
+def test_both_engines_agree(tmp_path: Path, spark: Any, kind: str) -> None:
     log = write_log(tmp_path / "log.jsonl")
     source = write(tmp_path / f"ledger.{kind}", kind)
     with reconcile(source, log, [TERMS]) as rec:

@@ -39,8 +39,8 @@ from gptools._secrets import redact_url, scrub
 from gptools._store_url import parse_store_url
 from gptools.deliverylog._contract import BET_DECIMAL, BaseDeliveryLog
 from gptools.deliverylog._files import ReadableFiles, magic, readable
+from gptools.deliverylog._ledger_layout import DEFAULT_LEDGER_MAPPING, LEDGER_FIELDS, LedgerMapping
 from gptools.errors import GptoolsError, import_extra
-from gptools.wallet._layout import DEFAULT_LEDGER_MAPPING, LEDGER_FIELDS, LedgerMapping
 
 LedgerFormat = Literal["auto", "csv", "jsonl", "parquet", "sqlite", "postgres"]
 LEDGER_FORMATS: tuple[str, ...] = get_args(LedgerFormat)
@@ -234,7 +234,7 @@ def _select(src: ir.Table, mapping: LedgerMapping, shown: str) -> ir.Table:
     if absent:
         raise LedgerError(
             f"{shown}: has no column for {', '.join(absent)}; name the columns with a "
-            "LedgerMapping or --column FIELD=NAME"
+            "LedgerMapping or --ledger-column FIELD=NAME"
         )
     return src.select(**{f: src[c] for f, c in mapping.columns().items()})
 

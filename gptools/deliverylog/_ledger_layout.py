@@ -79,7 +79,7 @@ class LedgerMapping:
         return {name: getattr(self, name) for name in LEDGER_FIELDS}
 
     def with_columns(self, columns: Mapping[str, str]) -> LedgerMapping:
-        """This mapping with some fields' columns renamed (``--column FIELD=NAME``); an
+        """This mapping with some fields' columns renamed (``--ledger-column FIELD=NAME``); an
         unknown field is a ``ValueError`` naming the known ones."""
         unknown = sorted(set(columns) - set(LEDGER_FIELDS))
         if unknown:
