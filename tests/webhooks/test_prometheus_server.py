@@ -10,7 +10,11 @@ deadline, never a sleep). A pending alert is enough: its expression holds, and i
 The phases run in order on one receiver and one Prometheus (the module's fixture):
 healthy traffic, a store outage, then the provider's deliveries with a key the receiver
 does not accept, then a delivery with an event type never seen before; the last test
-queries every panel of the shipped dashboard."""
+queries every panel of the shipped dashboard. Each phase starts from the state the one
+before left (the outage's proxy reopened by the next, its 503s in the dashboard's
+window), so the module is one xdist group: ``--dist loadgroup`` runs it whole, in order,
+on one worker, instead of spreading its phases over workers that each start their own
+stack."""
 
 from __future__ import annotations
 
@@ -37,6 +41,9 @@ from tests.webhooks.conftest import (
     free_port,
     start_receiver_process,
 )
+
+#: The phases depend on each other's order: one worker runs them all (see above).
+pytestmark = pytest.mark.xdist_group("prometheus-server")
 
 JOB = "gptools-webhooks"
 #: How long a phase may take to reach its state (each usually takes a few seconds).

@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from gptools.webhooks import migrate
+from gptools.webhooks._migrations import MIGRATIONS, SCHEMA_VERSION
 from tests._support.proxy import TcpProxy
 from tests.webhooks.conftest import JSON, ReceiverProcess, event, wire
 from tests.webhooks.legacy_store import legacy_store
@@ -92,7 +93,8 @@ def test_a_receiver_started_while_the_store_is_down_serves_once_it_is_back(
     assert (stored.status_code, stored.json()["status"]) == (200, "accepted")
     again = httpx.post(rp.url, content=wire(event(action_id)), headers=HEADERS, timeout=5)
     assert (again.status_code, again.json()["status"]) == (200, "duplicate")
-    assert _versions(pg_url) == [(1, 0)]  # a worker created the new store when it connected
+    # A worker created the new store when it connected: every migration, in order.
+    assert _versions(pg_url) == [(m.version, m.compatible_from) for m in MIGRATIONS]
 
 
 def test_a_worker_that_finds_an_older_store_says_so_once_and_waits_for_the_migration(
@@ -120,7 +122,7 @@ def test_a_worker_that_finds_an_older_store_says_so_once_and_waits_for_the_migra
     assert _mismatches(rp.log) == 1
     _until(  # the gauges are handed over every half second
         lambda: (
-            "\ngptools_webhook_schema_version 1.0\n"
+            f"\ngptools_webhook_schema_version {float(SCHEMA_VERSION)}\n"
             in httpx.get(f"{rp.base_url}/metrics", timeout=5).text
         ),
         10,
