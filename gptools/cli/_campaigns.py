@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -34,6 +37,9 @@ from gptools.cli._params import (
     max_line_bytes_option,
 )
 from gptools.errors import MissingExtraError
+
+if TYPE_CHECKING:
+    from gptools.deliverylog import CampaignResults, LogOptions
 
 
 @campaigns.command("plan")
@@ -524,19 +530,19 @@ def results_command(
             DEFAULT_MAX_LINE_BYTES,
             ColumnMapping,
             DeliveryLogError,
-            campaign_results,
+            LogOptions,
         )
 
-        with campaign_results(
-            source, records, format=fmt, table=table,  # type: ignore[arg-type]
-            engine=engine, spark_master=spark_master, force=force,
+        options = LogOptions(
+            format=fmt, table=table, spark_master=spark_master, force=force,  # type: ignore[arg-type]
             max_line_bytes=DEFAULT_MAX_LINE_BYTES if max_line_bytes is None else max_line_bytes,
             mapping=ColumnMapping(**fields),  # type: ignore[arg-type]
-        ) as results:  # fmt: skip
+        )  # fmt: skip
+        with _opened(source, records, engine, options, ledger) as (results, cost):
             report = results.report
             unreached = results.unreached()
             apart = None if report.attributed else results.apart_in_time()
-            uplift = _uplift(results, groups, ledger)
+            uplift = _uplift(results, groups, ledger, cost)
     except MissingExtraError as exc:
         fail(str(exc))
     except (DeliveryLogError, ImportError, ValueError, OSError) as exc:
@@ -589,16 +595,45 @@ def results_command(
     emit(document, as_json=as_json, human=human)
 
 
-def _uplift(results: Any, groups: dict[str, Any], ledger: Path | None) -> Any:
-    """The holdout uplift of the campaigns with a holdout group (``None``: none has one);
-    a ledger the wallet's reader cannot read is bad input, named."""
+@contextlib.contextmanager
+def _opened(
+    source: str, records: list[Any], engine: str, options: LogOptions, ledger: Path | None
+) -> Iterator[tuple[CampaignResults, dict[str, Decimal] | None]]:
+    """The campaign results of ``source`` and, with a ``ledger``, each campaign's real
+    cost (its winnings, from the reconciliation on the same opened log); a ledger the
+    wallet's reader cannot read is bad input, named."""
+    if ledger is None:
+        from gptools.deliverylog import campaign_results, open_log
+
+        with campaign_results(open_log(source, engine, options), records) as results:
+            yield results, None
+        return
+    from gptools.wallet import LedgerError, reconcile
+
+    try:
+        rec = reconcile(ledger, source, records, engine=engine, options=options)
+    except LedgerError as exc:
+        raise ValueError(f"--ledger: cannot read it: {exc}") from None
+    with rec:
+        try:
+            cost = rec.report.winnings()
+        except LedgerError as exc:
+            raise ValueError(f"--ledger: cannot read it: {exc}") from None
+        yield rec.results, cost
+
+
+def _uplift(
+    results: Any, groups: dict[str, Any], ledger: Path | None, cost: dict[str, Any] | None
+) -> Any:
+    """The holdout uplift of the campaigns with a holdout group (``None``: none has one),
+    costed at the ledger's winnings where it holds a campaign's free rounds."""
     if not groups:
         return None
     from gptools.deliverylog import holdout_uplift
     from gptools.wallet import LedgerError
 
     try:
-        return holdout_uplift(results, groups, ledger=ledger)
+        return holdout_uplift(results, groups, ledger=ledger, cost=cost)
     except LedgerError as exc:
         raise ValueError(f"--ledger: cannot read it: {exc}") from None
 

@@ -37,7 +37,7 @@ from gptools.deliverylog._contract import (  # noqa: E402
     DeliveryLogError,
     LogFormat,
 )
-from gptools.deliverylog._engines import ENGINES  # noqa: E402
+from gptools.deliverylog._engines import ENGINES, LogOptions, open_log  # noqa: E402
 from gptools.deliverylog._files import DEFAULT_MAX_LINE_BYTES  # noqa: E402
 from gptools.deliverylog._readers import DeliveryLog, read_delivery_log  # noqa: E402
 from gptools.deliverylog._report import DeliveryReport  # noqa: E402
@@ -76,11 +76,13 @@ __all__ = [
     "DeliveryLogError",
     "DeliveryReport",
     "LogFormat",
+    "LogOptions",
     "MetricUplift",
     "UpliftReport",
     "analyze",
     "campaign_results",
     "holdout_uplift",
+    "open_log",
     "plain_value",
     "plot_attempts_per_action",
     "plot_budget_used",

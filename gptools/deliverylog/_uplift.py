@@ -493,11 +493,11 @@ def holdout_uplift(
     ids) on paid play from its start (to ``until``): turnover and active days from the
     log, net gaming revenue from the ``ledger`` when given, ROI against ``cost``.
 
-    ``cost`` maps a campaign's **currency** to its real cost (the winnings the ledger
-    credited to its free rounds, from the reconciliation), or ``None``; a currency without
-    one is costed at its exposure (rounds played × bet, from ``results``), labelled as an
-    upper bound. Campaigns of one currency share that currency's cost in proportion to
-    their exposure."""
+    ``cost`` maps a **campaign id** to its real cost in its currency (the winnings the
+    ledger credited to its free rounds: ``Reconciliation.report.winnings()``), or
+    ``None``; a campaign without one is costed at its exposure (rounds played × bet, from
+    ``results``), labelled as an upper bound. The ledger is read in ``ledger_mapping``'s
+    layout (:class:`gptools.wallet.LedgerMapping`)."""
     values = player_values(
         results, groups, until=until, ledger=ledger, ledger_mapping=ledger_mapping
     )
@@ -519,12 +519,9 @@ def holdout_uplift(
             t = [Decimal(v) for v in mine.loc[mine.arm == "treatment", name]]
             h = [Decimal(v) for v in mine.loc[mine.arm == "holdout", name]]
             metrics.append(metric_uplift(name, unit, t, h, min_group=min_group))
-        given = (cost or {}).get(terms.currency)
+        given = (cost or {}).get(cid)
         if given is not None:
-            same = [c for c in groups if results.campaigns[c].currency == terms.currency]
-            total = sum((entries[c]["exposure_used"] for c in same), Decimal(0))
-            share = entries[cid]["exposure_used"] / total if total else Decimal(1) / len(same)
-            amount, basis = _round(given * share, terms.currency), COST_BASES["ledger"]
+            amount, basis = _round(given, terms.currency), COST_BASES["ledger"]
         else:
             amount, basis = entries[cid]["exposure_used"], COST_BASES["exposure"]
         out.append(

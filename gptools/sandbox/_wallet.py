@@ -33,14 +33,13 @@ from gptools import spec
 from gptools._private_files import private_replacement
 from gptools.models import GameEventNotification
 from gptools.sandbox._catalogue import minor_unit_exponent
+from gptools.sandbox._paid_play import WIN_MULTIPLIERS
 from gptools.sandbox._players import CampaignPlayed
 
 #: The model's defaults: rounds rolled back, rounds whose event is never delivered, rounds
 #: that win something, and the win multipliers of the bet a winning round draws from.
 DEFAULT_ROLLBACK_SHARE = 0.03
 DEFAULT_UNDELIVERED_SHARE = 0.03
-DEFAULT_WIN_SHARE = 0.4
-WIN_MULTIPLIERS = (Decimal("0.5"), Decimal(1), Decimal(2), Decimal(5), Decimal(20))
 #: The exception kinds the truth lists round ids (or players) for.
 TRUTH_KINDS = (
     "debit_without_credit", "credit_without_debit", "rollbacks", "unattributed_debits",
@@ -51,17 +50,17 @@ TRUTH_KINDS = (
 
 @dataclass(frozen=True, slots=True)
 class WalletModel:
-    """How the wallet side is drawn: shares of rollbacks, undelivered rounds and wins,
-    and whether the decoys are added; ``seed`` makes it reproducible."""
+    """How the wallet side is drawn: shares of rollbacks and undelivered rounds, and
+    whether the decoys are added; ``seed`` makes it reproducible. A round's win is its bet
+    times one of the paid play's :data:`~gptools.sandbox._paid_play.WIN_MULTIPLIERS`."""
 
     seed: int = 0
     rollback_share: float = DEFAULT_ROLLBACK_SHARE
     undelivered_share: float = DEFAULT_UNDELIVERED_SHARE
-    win_share: float = DEFAULT_WIN_SHARE
     decoys: bool = True
 
     def __post_init__(self) -> None:
-        for name in ("rollback_share", "undelivered_share", "win_share"):
+        for name in ("rollback_share", "undelivered_share"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name} must be between 0 and 1, got {value}")
@@ -151,9 +150,9 @@ def wallet_side(
         if r == decoy.get("no_credit"):
             lists["debit_without_credit"].append(r)
         else:
-            win = Decimal(0)
-            if rng.random() < model.win_share:
-                win = (bet * rng.choice(WIN_MULTIPLIERS)).quantize(quantum)
+            # The paid rounds' win table: a free round plays the same game (return to
+            # player RTP), so its winnings are below its bet on average, not always.
+            win = (bet * rng.choice(WIN_MULTIPLIERS)).quantize(quantum)
             row(e, "credit", win, delay=900)
             winnings += win
             settled += 1

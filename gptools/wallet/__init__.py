@@ -16,6 +16,7 @@ _require_extra("analysis", "The wallet reconciliation")
 
 from gptools.deliverylog._ledger import LEDGER_FORMATS, LEDGER_REASONS, LedgerError  # noqa: E402
 from gptools.deliverylog._ledger_layout import DEFAULT_LEDGER_MAPPING, LEDGER_FIELDS, LedgerMapping  # noqa: E402
+from gptools.wallet._charts import plot_cost  # noqa: E402
 from gptools.wallet._reconcile import (  # noqa: E402
     Reconciliation,
     ReconciliationReport,
@@ -33,5 +34,6 @@ __all__ = [
     "LedgerMapping",
     "Reconciliation",
     "ReconciliationReport",
+    "plot_cost",
     "reconcile",
 ]

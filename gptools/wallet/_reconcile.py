@@ -83,6 +83,13 @@ class ReconciliationReport:
             and self.used == self.free_round_rows + self.paid_rows
         )
 
+    def winnings(self) -> dict[str, Decimal]:
+        """Per campaign id the ledger holds free rounds of, the winnings they were credited:
+        its real cost, in its currency (what :func:`gptools.deliverylog.holdout_uplift`
+        takes as ``cost``). A campaign with no wallet round is left out: a ledger without
+        its free rounds does not know its cost (zero would be a claim)."""
+        return {c["campaign_id"]: c["winnings"] for c in self.campaigns if c["wallet_rounds"]}
+
     def by_currency(self) -> list[dict[str, Any]]:
         """Per currency: campaigns, rounds granted, game events, wallet rounds, debited,
         winnings, exposure and the winnings' share of it."""

@@ -18,6 +18,7 @@ from gptools.deliverylog import campaign_results, holdout_uplift
 from gptools.models import dumps_wire, loads_wire
 from gptools.sandbox import RunningSandbox
 from gptools.sandbox._paid_play import write_paid_ledger
+from gptools.wallet import reconcile
 
 NOW = "2029-12-01T12:00:00+00:00"
 
@@ -112,3 +113,44 @@ def test_a_ledger_without_a_holdout_campaign_is_refused(
     missing = _invoke(cli_runner, "campaigns", "results", str(log), "--ledger",
                       str(tmp_path / "none.csv"))  # fmt: skip
     assert missing.exit_code == 2 and "does not exist" in missing.output
+
+
+def test_a_ledger_with_the_free_rounds_costs_the_roi_at_their_winnings(
+    cli_runner: CliRunner, fresh_sandbox: RunningSandbox, tmp_path: Path
+) -> None:
+    """With the campaign's free rounds in the ledger (the sandbox's wallet side beside the
+    paid play), ROI is against the winnings they were credited: the real cost, the
+    reconciliation's number and the sandbox's truth, not the exposure."""
+    applied = _invoke(cli_runner, "campaigns", "apply", str(_plan(tmp_path / "p.json", "25%")),
+                      "--now", NOW)  # fmt: skip
+    assert applied.exit_code == 0, applied.output
+    (record,) = CampaignRegister().campaigns()
+    groups = CampaignRegister().holdout_groups(record)
+    assert groups is not None
+    base = f"{fresh_sandbox.base_url}/_sandbox/campaigns/{record.campaign_id}"
+    ask = {"holdout": list(groups.holdout), "seed": 2, "roundsMean": 6}
+    paid = loads_wire(httpx.post(f"{base}/paid-play", content=dumps_wire(ask), timeout=30).content)
+    wallet = loads_wire(httpx.get(f"{base}/wallet", params={"seed": 3, "wallet_seed": 3},
+                                  timeout=30).content)  # fmt: skip
+    assert wallet["truth"]["winnings"] > 0
+    lines = []
+    for event in (*paid["events"], *wallet["delivered"]):
+        moment = datetime.fromisoformat(event["timestamp"]).replace(tzinfo=UTC)
+        at = (moment + timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        lines.append(dumps_wire({"received_at": at, "status": 200, "latency_ms": Decimal(2),
+                                 "payload": event}))  # fmt: skip
+    log = tmp_path / "log.jsonl"
+    log.write_bytes(b"\n".join(lines) + b"\n")
+    ledger = write_paid_ledger(tmp_path / "ledger.csv", [*paid["ledger"], *wallet["rows"]])
+
+    result = _invoke(cli_runner, "campaigns", "results", str(log), "--ledger", str(ledger),
+                     "--json")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    (campaign,) = json.loads(result.stdout)["uplift"]["campaigns"]
+    assert campaign["cost"] == str(wallet["truth"]["winnings"])
+    assert campaign["cost_basis"] == "winnings credited (ledger): the real cost"
+    with reconcile(ledger, log, [record]) as rec:
+        assert rec.report.winnings() == {record.campaign_id: wallet["truth"]["winnings"]}
+        expected = holdout_uplift(rec.results, {record.campaign_id: groups}, ledger=ledger,
+                                  cost=rec.report.winnings())  # fmt: skip
+    assert json.loads(result.stdout)["uplift"] == json.loads(json.dumps(expected.to_dict()))

@@ -121,7 +121,7 @@ def test_roi_against_a_real_cost_and_a_refusal_when_too_small(played: Any) -> No
                           groups.treatment, groups.holdout[:29])  # fmt: skip
     with campaign_results(log, [record]) as results:
         costed = holdout_uplift(results, {record.campaign_id: groups}, ledger=ledger,
-                                cost={"EUR": Decimal("1000.00")})  # fmt: skip
+                                cost={record.campaign_id: Decimal("1000.00")})  # fmt: skip
         refused = holdout_uplift(results, {record.campaign_id: small}, ledger=ledger)
         no_ledger = holdout_uplift(results, {record.campaign_id: groups})
     (c,) = costed.campaigns
