@@ -14,7 +14,8 @@ players of a campaign were the plan's ``player_ids`` when apply had sent them
 campaign, once each), so that the register alone answers who is in a campaign. Version 3
 adds ``holdouts`` (per campaign of a plan with a holdout share: the split's seed, share,
 method and each group's size and digest) and ``holdout_players`` (both groups, player by
-player). The first
+player). Version 4 adds ``brand_groups`` and ``brand_group_members`` (a multi-brand
+promotion and each of its campaigns' state). The first
 write migrates a version-1 file (:func:`migrate`: apply's players copied over); a register
 that cannot be written is read as it is (:func:`has_loads`).
 
@@ -45,7 +46,7 @@ ENV_REGISTER: Final = "GPTOOLS_REGISTER"
 #: How long a write waits for another process's write to finish.
 BUSY_TIMEOUT_S: Final = 30.0
 #: The version of the register's layout this code writes.
-VERSION: Final = 3
+VERSION: Final = 4
 #: The load key of the players ``apply_plan(add_participants=True)`` sent itself (not
 #: through the loader, which names each load by its journal's identity).
 APPLY_LOAD: Final = "apply"
@@ -159,6 +160,35 @@ UPSERT_LOAD: Final = (
     )
 )  # fmt: skip
 
+#: A multi-brand promotion (:mod:`gptools.campaigns._group`): its plan and brands.
+BRAND_GROUPS: Final = """
+CREATE TABLE IF NOT EXISTS brand_groups (
+    server TEXT NOT NULL,
+    name TEXT NOT NULL,
+    plan_hash TEXT NOT NULL,
+    plan_json TEXT NOT NULL,
+    brands TEXT NOT NULL,
+    recorded_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    PRIMARY KEY (server, name)
+)
+"""
+#: Each campaign of a group: its brand, currency, requestId, campaign id and state.
+BRAND_GROUP_MEMBERS: Final = """
+CREATE TABLE IF NOT EXISTS brand_group_members (
+    server TEXT NOT NULL,
+    name TEXT NOT NULL,
+    brand INTEGER NOT NULL,
+    currency TEXT NOT NULL,
+    request_id TEXT NOT NULL,
+    campaign_id TEXT,
+    status TEXT NOT NULL,
+    error TEXT,
+    updated_at TEXT NOT NULL,
+    PRIMARY KEY (server, name, request_id)
+)
+"""
+
 #: Add a player once per campaign (the first load that acknowledged it keeps it).
 INSERT_PLAYER: Final = (
     "INSERT OR IGNORE INTO players (server, campaign_id, player_id, load_key) VALUES (?,?,?,?)"
@@ -188,7 +218,15 @@ def migrate(db: sqlite3.Connection) -> None:
     was = version(db)
     if was >= VERSION:
         return
-    for statement in (CAMPAIGNS, LOADS, PLAYERS, HOLDOUTS, HOLDOUT_PLAYERS):
+    for statement in (
+        CAMPAIGNS,
+        LOADS,
+        PLAYERS,
+        HOLDOUTS,
+        HOLDOUT_PLAYERS,
+        BRAND_GROUPS,
+        BRAND_GROUP_MEMBERS,
+    ):
         db.execute(statement)
     if was < 2:
         _copy_apply_players(db)

@@ -51,6 +51,11 @@ def time_limit_s() -> float:
 #: The pytest-xdist group of every test that uses Spark: they all run on one worker, in one
 #: JVM (``--dist loadgroup``).
 SPARK_GROUP = "spark"
+#: The hang guard of a Spark test (pytest-timeout's, unless the test sets its own). The
+#: suite's 300 s interrupts a py4j call mid-answer, which leaves the shared session's
+#: connection out of step: every later Spark test of the run failed with it (seen: one
+#: compile-heavy test at 337 s on a loaded machine took 20 others down).
+SPARK_HANG_GUARD_S = 900
 
 
 def _uses_spark(item: pytest.Item) -> bool:
@@ -69,11 +74,14 @@ def _uses_spark(item: pytest.Item) -> bool:
 def pytest_collection_modifyitems(
     config: pytest.Config, items: list[pytest.Item]
 ) -> Generator[None, None, None]:
-    """Put every Spark test in the one xdist group (before xdist reads the groups), then
-    make sure xdist's grouping took (:func:`_name_groups`)."""
+    """Put every Spark test in the one xdist group (before xdist reads the groups) with
+    its own hang guard (:data:`SPARK_HANG_GUARD_S`), then make sure xdist's grouping took
+    (:func:`_name_groups`)."""
     for item in items:
         if _uses_spark(item):
             item.add_marker(pytest.mark.xdist_group(SPARK_GROUP))
+            # Appended: a test's own timeout mark stays the closest, and wins.
+            item.add_marker(pytest.mark.timeout(SPARK_HANG_GUARD_S))
     yield
     _name_groups(config, items)
 

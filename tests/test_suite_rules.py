@@ -18,7 +18,7 @@ CONFTEST = (Path(__file__).parent / "conftest.py").read_text()
 def suite(pytester: pytest.Pytester) -> pytest.Pytester:
     """A scratch test directory with the suite's conftest."""
     pytester.makeconftest(CONFTEST)
-    pytester.makeini("[pytest]\nmarkers =\n    spark: x\n    over_time_limit: x\n")
+    pytester.makeini("[pytest]\nmarkers =\n    spark: x\n    over_time_limit: x\n    timeout: x\n")
     return pytester
 
 
@@ -41,15 +41,27 @@ def test_spark_tests_are_grouped_by_fixture_parameter_or_mark(suite: pytest.Pyte
 
         def test_plain(): pass
 
+        @pytest.mark.spark
+        @pytest.mark.timeout(1000)
+        def test_marked_with_its_own_guard(): pass
+
         def test_zz_report(request):
             grouped = sorted(
                 item.name for item in request.session.items
                 if item.get_closest_marker("xdist_group") is not None
             )
-            assert grouped == ["test_engine[spark]", "test_fixture", "test_marked"], grouped
+            assert grouped == ["test_engine[spark]", "test_fixture", "test_marked",
+                               "test_marked_with_its_own_guard"], grouped
+            guards = {
+                item.name: item.get_closest_marker("timeout").args[0]
+                for item in request.session.items
+                if item.get_closest_marker("timeout") is not None
+            }
+            assert guards == {"test_engine[spark]": 900, "test_fixture": 900,
+                              "test_marked": 900, "test_marked_with_its_own_guard": 1000}
         """
     )
-    suite.runpytest_inprocess("-p", "no:cacheprovider").assert_outcomes(passed=6)
+    suite.runpytest_inprocess("-p", "no:cacheprovider").assert_outcomes(passed=7)
 
 
 def test_a_test_over_the_limit_fails_unless_marked(

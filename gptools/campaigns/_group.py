@@ -52,33 +52,6 @@ from gptools.models import CampaignRequest
 MemberStatus = Literal["pending", "created", "failed", "superseded"]
 MEMBER_STATUSES: Final = ("pending", "created", "failed", "superseded")
 
-_GROUPS: Final = """
-CREATE TABLE IF NOT EXISTS brand_groups (
-    server TEXT NOT NULL,
-    name TEXT NOT NULL,
-    plan_hash TEXT NOT NULL,
-    plan_json TEXT NOT NULL,
-    brands TEXT NOT NULL,
-    recorded_at TEXT NOT NULL,
-    updated_at TEXT NOT NULL,
-    PRIMARY KEY (server, name)
-)
-"""
-_MEMBERS: Final = """
-CREATE TABLE IF NOT EXISTS brand_group_members (
-    server TEXT NOT NULL,
-    name TEXT NOT NULL,
-    brand INTEGER NOT NULL,
-    currency TEXT NOT NULL,
-    request_id TEXT NOT NULL,
-    campaign_id TEXT,
-    status TEXT NOT NULL,
-    error TEXT,
-    updated_at TEXT NOT NULL,
-    PRIMARY KEY (server, name, request_id)
-)
-"""
-
 
 @dataclass(frozen=True, slots=True)
 class GroupMember:
@@ -194,8 +167,6 @@ class BrandGroups:
         digest = hashlib.sha256(content.encode()).hexdigest()
         brands = sorted({m.brand for m in members}, key=[m.brand for m in members].index)
         with writing(self.register.path) as db:
-            db.execute(_GROUPS)
-            db.execute(_MEMBERS)
             db.execute(
                 "INSERT INTO brand_groups VALUES (?,?,?,?,?,?,?) ON CONFLICT (server, name) "
                 "DO UPDATE SET plan_hash = excluded.plan_hash, plan_json = excluded.plan_json, "

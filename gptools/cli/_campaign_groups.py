@@ -91,6 +91,12 @@ def apply_brands_file(
     incomplete: GroupIncompleteError | None = None
     with cli_errors(PlayerListError), connect_client() as client:
         reviewed = check_brands(client, plan, now=now)
+        # As for one brand: a member the register already holds for this server existed
+        # before this run (found again by its requestId, not created now).
+        known = {
+            r.request_id
+            for r in register.campaigns(server=client.server_identity, with_players=False)
+        }
         try:
             group = apply_brands(client, reviewed, register=register)
         except GroupIncompleteError as exc:
@@ -113,7 +119,9 @@ def apply_brands_file(
         summary = None if loads is None else loads.summaries.get((m.brand, m.currency))
         members.append(
             {"brand": m.brand, "currency": m.currency, "requestId": m.request_id,
-             "campaignId": m.campaign_id, "status": m.status, "error": m.error,
+             "campaignId": m.campaign_id,
+             "status": "existed" if m.status == "created" and m.request_id in known else m.status,
+             "error": m.error,
              "participants": None if summary is None else summary.counts()}
         )  # fmt: skip
     document = {
@@ -135,8 +143,9 @@ def apply_brands_file(
         for m in members:
             p = m["participants"]
             players = "" if p is None else f"; players loaded {p['loaded']}"
-            what = m["campaignId"] if m["status"] == "created" else m["error"] or ""
-            lines.append(f"  brand {m['brand']} {m['currency']}: {m['status']} {what}{players}")
+            status = "already existed" if m["status"] == "existed" else m["status"]
+            what = m["campaignId"] if m["status"] in ("created", "existed") else m["error"] or ""
+            lines.append(f"  brand {m['brand']} {m['currency']}: {status} {what}{players}")
         return "\n".join(lines)
 
     emit(document, as_json=as_json, human=human)

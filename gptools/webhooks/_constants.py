@@ -95,6 +95,11 @@ LOG_READ_BATCH: Final = 5000
 #: this size; CONCURRENTLY blocks none, but waits for every transaction in progress in
 #: the database, which on a small table costs more than it saves.
 PG_ONLINE_INDEX_BYTES: Final = 16 * 2**20
+#: How often a migration waiting for another one's lock asks for it again. It asks
+#: (``pg_try_advisory_lock``) rather than waits inside a statement: a waiting statement
+#: holds a snapshot, which the other run's CREATE INDEX CONCURRENTLY waits for, while that
+#: run holds the lock: a deadlock.
+PG_MIGRATION_LOCK_POLL: Final = timedelta(milliseconds=200)
 
 # -- store outages: the spool and the unacknowledged actions ----------------------------
 

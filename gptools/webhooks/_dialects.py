@@ -8,11 +8,13 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import time
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from gptools.webhooks._constants import (
+    PG_MIGRATION_LOCK_POLL,
     PG_ONLINE_INDEX_BYTES,
     POSTGRES_PURGE_STEP,
     SQLITE_PURGE_STEP,
@@ -251,8 +253,11 @@ class _PostgresDialect(Dialect):
     @contextlib.contextmanager
     def migration_guard(self, execute: Callable[..., Any]) -> Iterator[None]:
         # Concurrent CREATE ... IF NOT EXISTS can still collide, and two runs would build
-        # the same index at once: one run at a time, in the whole database.
-        execute(f"SELECT pg_advisory_lock({_PG_MIGRATION_LOCK})")
+        # the same index at once: one run at a time, in the whole database. Asked for
+        # again and again, never waited for in a statement (PG_MIGRATION_LOCK_POLL).
+        poll = PG_MIGRATION_LOCK_POLL.total_seconds()
+        while not execute(f"SELECT pg_try_advisory_lock({_PG_MIGRATION_LOCK})").fetchone()[0]:
+            time.sleep(poll)  # another run migrates: it may take as long as an index build
         try:
             yield
         finally:

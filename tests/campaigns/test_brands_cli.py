@@ -78,8 +78,9 @@ def test_apply_twice_then_report_the_group_as_one(
     second = aggregator_cli.invoke(cli, args)
     assert second.exit_code == 0, second.output
     again = json.loads(second.stdout)["members"]
+    # The same campaigns, each found again by its requestId: none created by this run.
     assert [(m["campaignId"], m["status"]) for m in again] == [
-        (m["campaignId"], m["status"]) for m in doc["members"]
+        (m["campaignId"], "existed") for m in doc["members"]
     ]
     assert {m["participants"]["loaded_this_run"] for m in again} == {0}
     assert len([r for r in fresh_sandbox.state.requests if r.method == "POST"]) == posts
@@ -148,5 +149,12 @@ def test_a_failing_brand_is_named_and_a_rerun_completes(
     fresh_sandbox.faults.clear()
     again = aggregator_cli.invoke(cli, args)
     assert again.exit_code == 0, again.output
-    assert json.loads(again.stdout)["complete"]
+    rerun = json.loads(again.stdout)
+    assert rerun["complete"]
+    assert [(m["brand"], m["status"]) for m in rerun["members"] if m["status"] != "existed"] == [
+        (2005, "created")
+    ]
     assert len(fresh_sandbox.state.campaigns) == 31
+    human = aggregator_cli.invoke(cli, [*args[:-2], "--no-progress"])
+    assert human.exit_code == 0, human.output
+    assert "brand 2005 EUR: already existed CMP-" in human.output

@@ -42,6 +42,18 @@ def _invoke(runner: CliRunner, *args: str) -> Any:
     return runner.invoke(cli, list(args))
 
 
+def _log(path: Path, events: list[dict[str, Any]]) -> Path:
+    """A delivery log of ``events``, each received a second after its time."""
+    lines = []
+    for event in events:
+        moment = datetime.fromisoformat(event["timestamp"]).replace(tzinfo=UTC)
+        at = (moment + timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        lines.append(dumps_wire({"received_at": at, "status": 200, "latency_ms": Decimal(2),
+                                 "payload": event}))  # fmt: skip
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    return path
+
+
 def test_results_with_a_ledger_add_the_uplift_and_roi(
     cli_runner: CliRunner, fresh_sandbox: RunningSandbox, tmp_path: Path
 ) -> None:
@@ -56,14 +68,7 @@ def test_results_with_a_ledger_add_the_uplift_and_roi(
                                                  "roundsMean": 6}), timeout=30)  # fmt: skip
     truth = loads_wire(answer.content)
     free = loads_wire(httpx.get(url.replace("paid-play", "play"), timeout=30).content)
-    lines = []
-    for event in (*truth["events"], *free["events"]):
-        moment = datetime.fromisoformat(event["timestamp"]).replace(tzinfo=UTC)
-        at = (moment + timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-        lines.append(dumps_wire({"received_at": at, "status": 200, "latency_ms": Decimal(2),
-                                 "payload": event}))  # fmt: skip
-    log = tmp_path / "log.jsonl"
-    log.write_bytes(b"\n".join(lines) + b"\n")
+    log = _log(tmp_path / "log.jsonl", [*truth["events"], *free["events"]])
     ledger = write_paid_ledger(tmp_path / "ledger.csv", truth["ledger"])
 
     result = _invoke(cli_runner, "campaigns", "results", str(log), "--ledger", str(ledger),
@@ -133,14 +138,7 @@ def test_a_ledger_with_the_free_rounds_costs_the_roi_at_their_winnings(
     wallet = loads_wire(httpx.get(f"{base}/wallet", params={"seed": 3, "wallet_seed": 3},
                                   timeout=30).content)  # fmt: skip
     assert wallet["truth"]["winnings"] > 0
-    lines = []
-    for event in (*paid["events"], *wallet["delivered"]):
-        moment = datetime.fromisoformat(event["timestamp"]).replace(tzinfo=UTC)
-        at = (moment + timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-        lines.append(dumps_wire({"received_at": at, "status": 200, "latency_ms": Decimal(2),
-                                 "payload": event}))  # fmt: skip
-    log = tmp_path / "log.jsonl"
-    log.write_bytes(b"\n".join(lines) + b"\n")
+    log = _log(tmp_path / "log.jsonl", [*paid["events"], *wallet["delivered"]])
     ledger = write_paid_ledger(tmp_path / "ledger.csv", [*paid["ledger"], *wallet["rows"]])
 
     result = _invoke(cli_runner, "campaigns", "results", str(log), "--ledger", str(ledger),

@@ -136,7 +136,16 @@ def test_a_register_from_before_loads_were_recorded_is_read_then_migrated(
     (pruned,) = prune_journals(journals, register=register)
     assert not pruned.path.exists()
     with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == 3  # version 3: holdout groups
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 4
+        # Every later version's tables, the multi-brand groups' (version 4) included.
+        assert {
+            "loads",
+            "players",
+            "holdouts",
+            "holdout_players",
+            "brand_groups",
+            "brand_group_members",
+        } <= {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     db.close()
     assert register.get("CMP-000001", server=server).players == ("p1", "p2")
     assert register.participant_counts()[(server, campaign)] == ParticipantCounts(2)

@@ -430,3 +430,55 @@ def test_each_worker_exports_the_schema_version_it_found(tmp_path: Path) -> None
         ):
             assert datetime.now(UTC) < deadline, f"the gauge never said version {NEXT}"
             threading.Event().wait(0.1)
+
+
+def test_a_migration_waits_for_another_without_a_deadlock(pg_url: str) -> None:
+    """Two migrations at once in one database: while one holds the migration lock and
+    builds an index CONCURRENTLY (a large table's), the other waits for the lock. Waiting
+    inside a statement would hold a snapshot the build waits for, while the build's
+    session holds the lock the statement waits for: PostgreSQL's deadlock detector then
+    kills one of them (seen in CI: two stores created at once)."""
+    from gptools.webhooks._dialects import _PG_MIGRATION_LOCK
+
+    scratch = f"t_{uuid.uuid4().hex[:12]}"
+    holder = psycopg.connect(PG_DSN, autocommit=True)
+    outcome: dict[str, Any] = {}
+    try:
+        holder.execute(f'CREATE SCHEMA "{scratch}"')
+        holder.execute(f'CREATE TABLE "{scratch}".big (x int)')
+        holder.execute(f'INSERT INTO "{scratch}".big SELECT generate_series(1, 1000)')
+        holder.execute(f"SELECT pg_advisory_lock({_PG_MIGRATION_LOCK})")
+
+        def create() -> None:
+            try:
+                open_store(pg_url, create=True).connect().close()
+                outcome["store"] = "created"
+            except Exception as exc:  # reported by the assertion below
+                outcome["store"] = f"{type(exc).__name__}: {exc}"
+
+        waiter = threading.Thread(target=create)
+        waiter.start()
+        # The other migration has asked for the lock (its last statement names it).
+        with psycopg.connect(PG_DSN, autocommit=True) as look:
+            for _ in range(600):
+                asked = look.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE pid <> %s AND query LIKE %s",
+                    (holder.info.backend_pid, f"%advisory_lock({_PG_MIGRATION_LOCK})%"),
+                ).fetchone()
+                if asked and asked[0]:
+                    break
+                waiter.join(0.05)
+        holder.execute("SET statement_timeout = '60s'")
+        try:
+            holder.execute(f'CREATE INDEX CONCURRENTLY big_x ON "{scratch}".big (x)')
+            outcome["build"] = "built"
+        except psycopg.Error as exc:
+            outcome["build"] = f"{type(exc).__name__}: {exc}"
+        holder.execute(f"SELECT pg_advisory_unlock({_PG_MIGRATION_LOCK})")
+        waiter.join(120)
+        assert not waiter.is_alive()
+        assert outcome == {"build": "built", "store": "created"}
+        assert _versions(pg_url) == VERSIONS
+    finally:
+        holder.execute(f'DROP SCHEMA IF EXISTS "{scratch}" CASCADE')
+        holder.close()
