@@ -203,6 +203,15 @@ def find(
 )
 @click.option("--url", default=None, help="POST each notification to this URL instead.")
 @click.option(
+    "--forward",
+    "forward",
+    multiple=True,
+    metavar="NAME",
+    help="Forward the actions again to this destination of the receiver's forwarding "
+    "stage (repeat), instead of running the handler; the receiver serving the store with "
+    "that destination publishes them.",
+)
+@click.option(
     "--rate",
     type=click.FloatRange(min=0.001, max=1_000_000.0),
     default=None,
@@ -210,11 +219,13 @@ def find(
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def replay_command(plan_only: bool, replay_id: str | None, handler: str | None, url: str | None,
-                   rate: float | None, as_json: bool, **options: Any) -> None:  # fmt: skip
+                   forward: tuple[str, ...], rate: float | None, as_json: bool,
+                   **options: Any) -> None:  # fmt: skip
     """Run the handler again for the stored actions the filter chooses, through the
     durable processing queue (retries, dead letters, one run per action). Without
-    --handler or --url, the receiver serving the store runs them. Resumable after a crash
-    or Ctrl-C, idempotent per --id, recorded in the store's replays table."""
+    --handler or --url, the receiver serving the store runs them; with --forward, it
+    forwards them again to those destinations instead. Resumable after a crash or Ctrl-C,
+    idempotent per --id, recorded in the store's replays table."""
     from gptools.webhooks import (
         SchemaVersionError,
         StoreError,
@@ -227,9 +238,16 @@ def replay_command(plan_only: bool, replay_id: str | None, handler: str | None, 
 
     if handler and url:
         fail("give --handler or --url, not both", bad_input=True)
+    if forward and (handler or url):
+        fail("--forward sends the actions again, --handler/--url runs them: give one",
+             bad_input=True)  # fmt: skip
     wanted = _filter(options)
     store = _store(options["store_url"])
-    target = f"handler {handler}" if handler else f"POST {url}" if url else "the receiver's queue"
+    target = (
+        f"handler {handler}" if handler else f"POST {url}" if url
+        else f"forward to {', '.join(dict.fromkeys(forward))}" if forward
+        else "the receiver's queue"
+    )  # fmt: skip
     try:
         if plan_only:
             plan = plan_replay(store, wanted, replay_id=replay_id, target=target)
@@ -244,6 +262,7 @@ def replay_command(plan_only: bool, replay_id: str | None, handler: str | None, 
             target=target,
             rate=rate,
             show_progress=None if not as_json else False,
+            forward=forward,
         )
     except ValueError as exc:
         fail(str(exc), bad_input=True)

@@ -33,7 +33,8 @@ _KINDS: dict[str, DestinationKind] = {
     "http": "http",
     "https": "http",
 }
-_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+#: What a destination's name may be.
+DESTINATION_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 #: The query parameters of a URL that are ours, not the client library's.
 OWN_PARAMETERS: dict[DestinationKind, tuple[str, ...]] = {
     "rabbitmq": ("queue", "exchange", "routing_key"),
@@ -81,7 +82,7 @@ def parse_destinations(text: str) -> tuple[Destination, ...]:
                 "nats://, tls://, http:// or https://"
             )
         name = name or kind
-        if not _NAME.fullmatch(name):
+        if not DESTINATION_NAME.fullmatch(name):
             raise ValueError(f"destination name {name!r}: letters, digits, '_', '.', '-' (1-64)")
         if any(d.name == name for d in out):
             raise ValueError(f"two destinations named {name!r}: name them (NAME=URL)")

@@ -10,9 +10,22 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Final
 
 from gptools.webhooks._connection import ConnectionCore
 from gptools.webhooks._records import ActionState
+
+#: Put an action back in one destination's queue: pending, attempts from zero, due now,
+#: the body as given; inserted when that destination never had it (a replay to one added
+#: since). A row still pending is left as it is: it is sent anyway.
+REQUEUE_FORWARD: Final = (
+    "INSERT INTO webhook_forwards (action_id, destination, first_received_at, body,"
+    " next_attempt_at) VALUES (?, ?, ?, ?, ?)"
+    " ON CONFLICT (action_id, destination) DO UPDATE SET state = 'pending', attempts = 0,"
+    " lease_until = NULL, lease_owner = NULL, last_error = NULL,"
+    " next_attempt_at = excluded.next_attempt_at, body = excluded.body"
+    " WHERE webhook_forwards.state <> 'pending'"
+)
 
 
 @dataclass(frozen=True, slots=True)

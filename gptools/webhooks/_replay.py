@@ -12,6 +12,13 @@ them as it runs live deliveries: leases, retries with backoff, dead letters, one
 successful run per action. With a ``handler`` the replay runs the queue itself until its
 actions are done; without one, a receiver serving the store runs them.
 
+A replay may forward instead (``forward``: destination names): each chosen action is put
+back in the queue of each named destination of the forwarding stage (``webhook_forwards``:
+pending, attempts from zero, due now; a destination that never had it gets it), in the
+same batches and with the same bookkeeping, and the handler is not run again. A receiver
+serving the store with those destinations publishes them, each with its actionId as the
+message id, as it forwards live actions.
+
 Only stored actions can be replayed (acknowledged ones; their dedupe key keeps them for
 the store's ``retention``). Actions the filter matches in the log whose stored copy is
 gone past that retention are counted apart (``gone``) and named in the plan.
@@ -25,7 +32,7 @@ import logging
 import socket
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final
@@ -34,6 +41,8 @@ from gptools._progress import progress
 from gptools.webhooks._dialects import SQLITE
 from gptools.webhooks._find import FindFilter
 from gptools.webhooks._find_schema import INDEXED_FIELDS, field_sql
+from gptools.webhooks._forward_destinations import DESTINATION_NAME
+from gptools.webhooks._forward_store import REQUEUE_FORWARD
 from gptools.webhooks._queue import Handler, ProcessingQueue
 from gptools.webhooks._records import Clock, utc_now
 from gptools.webhooks._store import Store, StoreConnection
@@ -87,7 +96,11 @@ class ReplayPlan:
         lines = [
             f"replay {self.replay_id}: {self.actions} stored actions ({self.deliveries} "
             f"deliveries) match {self.filter.to_dict() or 'everything'}; {self.target} "
-            "would run each once"
+            + (
+                "would send each again"
+                if self.target.startswith("forward to")
+                else "would run each once"
+            )
         ]
         if self.queued:
             lines.append(f"  {self.queued} of them were queued by an earlier run of this replay")
@@ -111,6 +124,7 @@ class ReplayResult:
     queued_total: int
     gone: int
     done: bool
+    forward: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data."""
@@ -121,10 +135,17 @@ class ReplayResult:
             "queued_total": self.queued_total,
             "gone": self.gone,
             "done": self.done,
+            "forward": list(self.forward),
         }
 
     def __str__(self) -> str:
-        state = "all run" if self.done else "queued for the receiver's handler"
+        state = (
+            "all run"
+            if self.done
+            else f"queued for the receiver's forwarding to {', '.join(self.forward)}"
+            if self.forward
+            else "queued for the receiver's handler"
+        )
         return (
             f"replay {self.replay_id}: {self.actions} actions, {self.queued} queued now "
             f"({self.queued_total} in all), {state}; {self.gone} gone past retention"
@@ -330,14 +351,17 @@ def _start(
     return len(ids), gone, 0
 
 
-def _queue_batch(conn: StoreConnection, rid: str, now: datetime, batch: int) -> int:
+def _queue_batch(
+    conn: StoreConnection, rid: str, now: datetime, batch: int, forward: tuple[str, ...] = ()
+) -> int:
     """Put the next ``batch`` of the replay's unqueued actions back in the processing
-    queue and mark them queued, in one transaction; how many."""
+    queue (with ``forward``: in those destinations' forwarding queues) and mark them
+    queued, in one transaction; how many."""
     false = "0" if conn._d is SQLITE else "false"
     true = "1" if conn._d is SQLITE else "true"
     with conn._transaction():
         rows = conn._execute(
-            "SELECT r.action_id, w.body FROM replay_items r"
+            "SELECT r.action_id, w.body, w.first_received_at FROM replay_items r"
             " JOIN webhook_actions w ON w.action_id = r.action_id"
             f" WHERE r.replay_id = ? AND r.queued = {false} ORDER BY r.action_id LIMIT {batch}",
             (rid,),
@@ -358,20 +382,30 @@ def _queue_batch(conn: StoreConnection, rid: str, now: datetime, batch: int) -> 
             conn._execute("UPDATE replays SET gone = gone + ? WHERE replay_id = ?", (missing, rid))
         ts = conn._ts(now)
         cur = conn.raw.cursor()
-        # A pending action runs anyway (it is live): only finished ones go back.
-        cur.executemany(
-            conn._sql(
-                "UPDATE webhook_actions SET state = 'pending', attempts = 0, lease_until = NULL,"
-                " lease_owner = NULL, last_error = NULL, next_attempt_at = ?, body = ?"
-                " WHERE action_id = ? AND state <> 'pending'"
-            ),
-            [(ts, _body_of(conn, str(a), str(b)), str(a)) for a, b in rows],
-        )
+        if forward:
+            cur.executemany(
+                conn._sql(REQUEUE_FORWARD),
+                [
+                    (str(a), d, first, _body_of(conn, str(a), str(b)), ts)
+                    for a, b, first in rows
+                    for d in forward
+                ],
+            )
+        else:
+            # A pending action runs anyway (it is live): only finished ones go back.
+            cur.executemany(
+                conn._sql(
+                    "UPDATE webhook_actions SET state = 'pending', attempts = 0,"
+                    " lease_until = NULL, lease_owner = NULL, last_error = NULL,"
+                    " next_attempt_at = ?, body = ? WHERE action_id = ? AND state <> 'pending'"
+                ),
+                [(ts, _body_of(conn, str(a), str(b)), str(a)) for a, b, _ in rows],
+            )
         cur.executemany(
             conn._sql(
                 f"UPDATE replay_items SET queued = {true} WHERE replay_id = ? AND action_id = ?"
             ),
-            [(rid, str(a)) for a, _ in rows],
+            [(rid, str(a)) for a, _, _ in rows],
         )
         conn._execute(
             "UPDATE replays SET queued = queued + ? WHERE replay_id = ?", (len(rows), rid)
@@ -403,13 +437,22 @@ def replay(
     queue_options: dict[str, Any] | None = None,
     clock: Clock = utc_now,
     on_queued: Callable[[int], None] | None = None,
+    forward: Sequence[str] = (),
 ) -> ReplayResult:
     """Replay the stored actions ``wanted`` chooses (see the module's docstring): record
     the replay, queue its actions at most ``rate`` a second (None: as fast as the store
     takes them) in batches of ``batch``, and, with ``handler``, run the processing queue
     (``queue_options`` as :class:`ProcessingQueue` takes them) until they are all run.
-    Resumable and idempotent per ``replay_id`` (default: :func:`replay_id_of`)."""
+    Resumable and idempotent per ``replay_id`` (default: :func:`replay_id_of`). With
+    ``forward`` (destination names), the actions are forwarded again instead of run (see
+    the module's docstring): no ``handler`` then."""
     _refuse(wanted)
+    destinations = tuple(dict.fromkeys(forward))
+    if destinations and handler is not None:
+        raise ValueError("a replay forwards again or runs a handler, not both")
+    bad = [d for d in destinations if not DESTINATION_NAME.fullmatch(d)]
+    if bad:
+        raise ValueError(f"not a destination name: {', '.join(map(repr, bad))}")
     if rate is not None and rate <= 0:
         raise ValueError(f"rate must be positive, got {rate}")
     if batch < 1:
@@ -437,7 +480,7 @@ def replay(
             started = time.monotonic()
             while True:
                 with conn._errors("queue a replay's actions"):
-                    n = _queue_batch(conn, rid, clock(), step)
+                    n = _queue_batch(conn, rid, clock(), step, destinations)
                 if n == 0:
                     break
                 queued += n
@@ -477,7 +520,7 @@ def replay(
         if queue is not None:
             queue.stop()
     assert total is not None
-    return ReplayResult(rid, actions, queued, total[3], total[2], done)
+    return ReplayResult(rid, actions, queued, total[3], total[2], done, destinations)
 
 
 def post_handler(url: str, *, timeout: timedelta = timedelta(seconds=10)) -> Handler:

@@ -339,3 +339,47 @@ def test_done_forwards_are_purged_past_the_logs_retention(store_url: str) -> Non
         assert isinstance(claimed[waiting], ClaimedForward)
     finally:
         conn.close()
+
+
+def test_a_replay_forwards_the_chosen_actions_again_to_the_named_destination(
+    tmp_path: Path,
+) -> None:
+    """`webhooks replay --forward NAME` puts the chosen actions back in that destination's
+    queue (the others' are untouched); the receiver publishes them again with the same
+    actionId as Idempotency-Key; the same replay run again sends nothing new."""
+    import json
+
+    from click.testing import CliRunner
+
+    from gptools.cli import cli
+
+    store_url = f"sqlite:///{tmp_path / 's.db'}"
+    ids = _ids(4)
+    bodies = {a: wire(event(a, playerId="p-a" if i < 2 else "p-b")) for i, a in enumerate(ids)}
+    base = ["webhooks", "replay", "--store", store_url, "--player-id", "p-a"]
+    with http_sink() as dwh, http_sink() as crm:
+        receiver = WebhookReceiver(store_url, auth=ReceiverAuth.none(),
+                                   forward=f"dwh={dwh.url} crm={crm.url}", **FAST)  # fmt: skip
+        with serve_in_thread(receiver) as srv:
+            _post_all(srv.url, ids, bodies)
+            _until("forwarded", _all_done(store_url, ["dwh", "crm"], 4))
+            plan = CliRunner().invoke(cli, [*base, "--forward", "dwh", "--plan"])
+            assert plan.exit_code == 0, plan.output
+            assert "forward to dwh would send each again" in plan.output
+            first = CliRunner().invoke(cli, [*base, "--forward", "dwh", "--json"])
+            assert first.exit_code == 0, first.output
+            doc = json.loads(first.stdout)
+            assert (doc["actions"], doc["queued"], doc["forward"]) == (2, 2, ["dwh"])
+            receiver.forwarder.wake()  # type: ignore[union-attr]
+            _until("sent again", lambda: len(dwh.received) == 6)
+            _until("done again", _all_done(store_url, ["dwh", "crm"], 4))
+            again = CliRunner().invoke(cli, [*base, "--forward", "dwh", "--json"])
+            assert again.exit_code == 0, again.output
+            assert json.loads(again.stdout)["queued"] == 0
+    assert sorted(dwh.received) == sorted((a, bodies[a].decode()) for a in [*ids, *ids[:2]])
+    assert sorted(crm.received) == sorted((a, bodies[a].decode()) for a in ids)
+    both = CliRunner().invoke(cli, [*base, "--forward", "dwh", "--url", "http://127.0.0.1:9"])
+    assert both.exit_code == 2
+    assert "--forward sends the actions again, --handler/--url runs them" in both.output
+    bad = CliRunner().invoke(cli, [*base, "--forward", "no good"])
+    assert bad.exit_code == 2 and "not a destination name: 'no good'" in bad.output

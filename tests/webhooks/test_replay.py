@@ -138,3 +138,35 @@ def test_cli_plan_then_replay_through_the_receivers_queue(tmp_path: Path) -> Non
         conn.close()
     refused = runner.invoke(cli, ["webhooks", "replay", "--store", url, "--since", "2026-03-02"])
     assert refused.exit_code == 2 and "has no zone" in refused.output
+
+
+def test_a_forward_replay_requeues_only_the_named_destinations_forwards(store_url: str) -> None:
+    """On both stores: the chosen actions' forward to ``dwh`` is pending again (a done one
+    set back, attempts from zero; one it never had inserted), ``crm``'s is left done, and
+    the processing queue is not touched."""
+    fill(store_url)
+    conn = open_store(store_url, create=False).connect()
+    try:
+        for action_id in (A1, A5):
+            conn.enqueue_forwards(action_id, "{}", ["dwh", "crm"], T0)
+        conn.raw.execute("UPDATE webhook_forwards SET state = 'done', attempts = 1")
+        pending_before = conn.queue_counts().pending
+    finally:
+        conn.close()
+    result = replay(open_store(store_url, create=False), FindFilter(player_id="p-1"),
+                    forward=["dwh"], show_progress=False)  # fmt: skip
+    assert (result.actions, result.queued, result.forward, result.done) == (2, 2, ("dwh",), False)
+    assert "queued for the receiver's forwarding to dwh" in str(result)
+    conn = open_store(store_url, create=False).connect()
+    try:
+        rows = {(r.action_id, r.destination): (r.state, r.attempts) for r in conn.forwards()}
+        assert conn.queue_counts().pending == pending_before
+    finally:
+        conn.close()
+    assert rows == {
+        (A1, "dwh"): ("pending", 0), (A2, "dwh"): ("pending", 0),
+        (A1, "crm"): ("done", 1), (A5, "dwh"): ("done", 1), (A5, "crm"): ("done", 1),
+    }  # fmt: skip
+    with pytest.raises(ValueError, match="forwards again or runs a handler, not both"):
+        replay(open_store(store_url, create=False), FindFilter(player_id="p-1"),
+               forward=["dwh"], handler=lambda e: None, show_progress=False)  # fmt: skip
