@@ -294,23 +294,30 @@ def _log_files(directory: Path) -> list[Path]:
     )  # fmt: skip
 
 
-def resolve_files(source: str | Path, fmt: str) -> list[str]:
+def resolve_files(
+    source: str | Path,
+    fmt: str,
+    *,
+    format_of: Callable[[Path], str | None] = _file_format,
+    error: Callable[[str], Exception] = DeliveryLogError,
+) -> list[str]:
     """The files a file source names: the file itself (a path that exists is literal,
     glob characters and all), the matches of a glob (``**`` recurses), or every file of
-    the format under a directory (partitions such as ``date=2026-03-01/`` included),
-    sorted. A name that matches nothing is an error."""
+    the format (``format_of`` a name: a log's by default) under a directory (partitions
+    such as ``date=2026-03-01/`` included), sorted. A name that matches nothing is an
+    ``error`` (a log's by default; the wallet's ledger raises its own)."""
     text = str(source)
     path = Path(text)
     if path.is_dir():
-        files = [p for p in _log_files(path) if _file_format(p) == fmt]
+        files = [p for p in _log_files(path) if format_of(p) == fmt]
     elif path.is_file():
         files = [path]
     elif glob.has_magic(text):
         files = sorted(Path(p) for p in glob.glob(text, recursive=True) if Path(p).is_file())
     else:
-        raise DeliveryLogError(f"{text}: no such file")
+        raise error(f"{text}: no such file")
     if not files:
-        raise DeliveryLogError(f"{text}: no {fmt} file matches")
+        raise error(f"{text}: no {fmt} file matches")
     return [str(p) for p in files]
 
 

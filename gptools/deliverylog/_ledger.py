@@ -18,7 +18,6 @@ ledger's typed fields, each row with ``reason`` NULL (used) or the first check i
 from __future__ import annotations
 
 import contextlib
-import glob
 import os
 import sqlite3
 import tempfile
@@ -37,7 +36,7 @@ from gptools import spec
 from gptools._private_files import sqlite_read_uri
 from gptools._secrets import redact_url, scrub
 from gptools._store_url import parse_store_url
-from gptools.deliverylog._contract import BET_DECIMAL, BaseDeliveryLog
+from gptools.deliverylog._contract import BET_DECIMAL, BaseDeliveryLog, resolve_files
 from gptools.deliverylog._files import ReadableFiles, magic, readable
 from gptools.deliverylog._ledger_layout import DEFAULT_LEDGER_MAPPING, LEDGER_FIELDS, LedgerMapping
 from gptools.errors import GptoolsError, import_extra
@@ -111,23 +110,7 @@ def _by_name(path: Path) -> str | None:
 
 
 def _files(source: str | Path, fmt: str) -> list[str]:
-    text = str(source)
-    path = Path(text)
-    if path.is_dir():
-        files = [
-            p for p in sorted(path.rglob("*"))
-            if p.is_file() and _by_name(p) == fmt
-            and not any(part.startswith((".", "_")) for part in p.relative_to(path).parts)
-        ]  # fmt: skip
-    elif path.is_file():
-        files = [path]
-    elif glob.has_magic(text):
-        files = sorted(Path(p) for p in glob.glob(text, recursive=True) if Path(p).is_file())
-    else:
-        raise LedgerError(f"{text}: no such file")
-    if not files:
-        raise LedgerError(f"{text}: no {fmt} file matches")
-    return [str(p) for p in files]
+    return resolve_files(source, fmt, format_of=_by_name, error=LedgerError)
 
 
 @dataclass
