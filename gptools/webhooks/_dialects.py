@@ -255,9 +255,23 @@ class _PostgresDialect(Dialect):
         # Concurrent CREATE ... IF NOT EXISTS can still collide, and two runs would build
         # the same index at once: one run at a time, in the whole database. Asked for
         # again and again, never waited for in a statement (PG_MIGRATION_LOCK_POLL).
+        # The connection's lock_timeout still bounds the wait, as it bounded the blocking
+        # call (0: none): a receiver's loops retry a store they cannot open.
+        limit = float(
+            execute(
+                "SELECT extract(epoch FROM current_setting('lock_timeout')::interval)"
+            ).fetchone()[0]
+        )
+        deadline = time.monotonic() + limit
         poll = PG_MIGRATION_LOCK_POLL.total_seconds()
         while not execute(f"SELECT pg_try_advisory_lock({_PG_MIGRATION_LOCK})").fetchone()[0]:
-            time.sleep(poll)  # another run migrates: it may take as long as an index build
+            left = deadline - time.monotonic()
+            if limit and left <= 0:
+                raise TimeoutError(
+                    f"another run holds the migration lock: lock timeout after {limit:g} s"
+                )
+            # Another run migrates (as long as an index build may take, with no limit).
+            time.sleep(min(poll, left) if limit else poll)
         try:
             yield
         finally:

@@ -451,7 +451,10 @@ def test_a_migration_waits_for_another_without_a_deadlock(pg_url: str) -> None:
 
         def create() -> None:
             try:
-                open_store(pg_url, create=True).connect().close()
+                # Patient: the wait is bounded by the connection's lock timeout.
+                open_store(
+                    pg_url, create=True, lock_timeout=timedelta(seconds=60)
+                ).connect().close()
                 outcome["store"] = "created"
             except Exception as exc:  # reported by the assertion below
                 outcome["store"] = f"{type(exc).__name__}: {exc}"
