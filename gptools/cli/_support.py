@@ -230,6 +230,7 @@ def replay_command(plan_only: bool, replay_id: str | None, handler: str | None, 
         SchemaVersionError,
         StoreError,
         StoreNotFoundError,
+        forward_target,
         load_handler,
         plan_replay,
         post_handler,
@@ -245,7 +246,7 @@ def replay_command(plan_only: bool, replay_id: str | None, handler: str | None, 
     store = _store(options["store_url"])
     target = (
         f"handler {handler}" if handler else f"POST {url}" if url
-        else f"forward to {', '.join(dict.fromkeys(forward))}" if forward
+        else forward_target(forward) if forward
         else "the receiver's queue"
     )  # fmt: skip
     try:

@@ -48,7 +48,14 @@ from gptools.webhooks._records import (
     StoreUnreachableError,
 )
 from gptools.webhooks._reload import ReloadError, ReloadResult, reload_receiver
-from gptools.webhooks._replay import ReplayPlan, ReplayResult, plan_replay, post_handler, replay
+from gptools.webhooks._replay import (
+    ReplayPlan,
+    ReplayResult,
+    forward_target,
+    plan_replay,
+    post_handler,
+    replay,
+)
 from gptools.webhooks._schema import LOG_COLUMNS
 from gptools.webhooks._serve import ListenError, ServeError, serve
 from gptools.webhooks._server_limits import ServerLimits
@@ -91,6 +98,7 @@ __all__ = [
     "export_log",
     "find_actions",
     "find_in_log",
+    "forward_target",
     "load_handler",
     "migrate",
     "open_output",

@@ -56,6 +56,15 @@ MAX_REPLAY_ACTIONS: Final = 10_000_000
 _NAMESPACE = uuid.UUID("7f3c1f40-55f5-4b9f-9a55-3c1d2b0e4a38")
 
 
+#: What a replay that forwards again is called (its target, and part of its id).
+FORWARD_TARGET: Final = "forward to "
+
+
+def forward_target(destinations: Sequence[str]) -> str:
+    """The target of a replay that forwards again to ``destinations``."""
+    return FORWARD_TARGET + ", ".join(dict.fromkeys(destinations))
+
+
 def replay_id_of(wanted: FindFilter, target: str) -> str:
     """The id of the replay of ``wanted`` to ``target`` when none is given: the same
     filter and target are the same replay (running it twice queues nothing new)."""
@@ -98,7 +107,7 @@ class ReplayPlan:
             f"deliveries) match {self.filter.to_dict() or 'everything'}; {self.target} "
             + (
                 "would send each again"
-                if self.target.startswith("forward to")
+                if self.target.startswith(FORWARD_TARGET)
                 else "would run each once"
             )
         ]
@@ -457,6 +466,9 @@ def replay(
         raise ValueError(f"rate must be positive, got {rate}")
     if batch < 1:
         raise ValueError(f"batch must be at least 1, got {batch}")
+    if destinations and target == "the handler":
+        # Its own id: never the same replay as a handler's run of the same filter.
+        target = forward_target(destinations)
     rid = replay_id or replay_id_of(wanted, target)
     step = batch if rate is None else max(1, min(batch, int(rate)))
     queue = ProcessingQueue(store, handler, **(queue_options or {})) if handler else None

@@ -170,3 +170,13 @@ def test_a_forward_replay_requeues_only_the_named_destinations_forwards(store_ur
     with pytest.raises(ValueError, match="forwards again or runs a handler, not both"):
         replay(open_store(store_url, create=False), FindFilter(player_id="p-1"),
                forward=["dwh"], handler=lambda e: None, show_progress=False)  # fmt: skip
+
+
+def test_a_forward_replay_is_not_the_handler_replay_of_the_same_filter(store_url: str) -> None:
+    """Its id comes from its destinations: after the handler's replay of a filter, a
+    forward replay of the same filter still queues its actions."""
+    fill(store_url)
+    assert sorted(_ran(store_url)) == [A1, A2]
+    result = replay(open_store(store_url, create=False), FindFilter(player_id="p-1"),
+                    forward=["dwh"], show_progress=False)  # fmt: skip
+    assert (result.actions, result.queued) == (2, 2)
