@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,6 +25,8 @@ from gptools.cli._common import (
     PROGRESS_OPTION,
     cli_errors,
     connect_client,
+    ledger_mapping,
+    ledger_options,
     parse_now,
     resolve_brand,
 )
@@ -31,7 +34,7 @@ from gptools.cli._main import EXIT_BAD_INPUT, NotRecorded, campaigns, cli_text, 
 from gptools.cli._outputs import check_output_option, write_csv_output
 from gptools.cli._params import (
     BRAND_ID,
-    FilePath,
+    LEDGER_SOURCE,
     column_mapping_options,
     mapping_fields,
     max_line_bytes_option,
@@ -40,6 +43,7 @@ from gptools.errors import MissingExtraError
 
 if TYPE_CHECKING:
     from gptools.deliverylog import CampaignResults, LogOptions
+    from gptools.wallet import LedgerMapping
 
 
 @campaigns.command("plan")
@@ -461,12 +465,14 @@ def show_command(
 )
 @click.option(
     "--ledger",
-    type=FilePath(exists=True, dir_okay=False, path_type=Path),
+    type=LEDGER_SOURCE,
     default=None,
-    help="The operator's wallet ledger (CSV, JSONL or Parquet, in the assumed layout "
-    "spec.WALLET_LEDGER_COLUMNS, read as `campaigns reconcile` reads it): adds net gaming "
-    "revenue to the holdout uplift, and the incremental revenue and ROI.",
+    help="The operator's wallet ledger (a CSV, JSONL or Parquet file, or a database URL; "
+    "in the assumed layout spec.WALLET_LEDGER_COLUMNS unless --ledger-column names others; "
+    "read as `campaigns reconcile` reads it): adds net gaming revenue to the holdout uplift, "
+    "and the incremental revenue and ROI.",
 )
+@ledger_options
 @max_line_bytes_option
 @column_mapping_options
 @GROUP_OPTION
@@ -474,7 +480,8 @@ def show_command(
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def results_command(
     source: str, campaign_ids: tuple[str, ...], fmt: str, table: str, engine: str,
-    spark_master: str | None, unreached_out: Path | None, force: bool, ledger: Path | None,
+    spark_master: str | None, unreached_out: Path | None, force: bool, ledger: str | None,
+    ledger_format: str, ledger_table: str, ledger_columns: tuple[str, ...],
     max_line_bytes: int | None, columns: tuple[tuple[str, str], ...], latency_unit: str,
     group: str | None, server: str | None, all_servers: bool, as_json: bool,
 ) -> None:  # fmt: skip
@@ -488,9 +495,12 @@ def results_command(
     A campaign planned with a holdout share is compared with its holdout group on paid play
     from its start: turnover and active days per player from the log, net gaming revenue
     from --ledger, each with a 95 % Welch interval; with --ledger, the incremental revenue
-    and ROI against the exposure (an upper bound of the cost)."""
+    and ROI against the real cost (the winnings credited to the free rounds the ledger
+    holds), else against the exposure (the bets' value, not the cost)."""
     fields = mapping_fields(columns, latency_unit)
     check_output_option("--unreached-out", unreached_out, force=force)
+    if ledger is None:
+        _no_ledger_options()
     from gptools.campaigns import CampaignRegister, RegisterError
 
     group_report: Any = None
@@ -521,7 +531,8 @@ def results_command(
         groups = {r.campaign_id: g for r in records if (g := register.holdout_groups(r))}
     if ledger is not None and not groups:
         fail(
-            f"--ledger {ledger}: no campaign reported has a holdout group (plan field "
+            # Not naming the value: a database URL may carry a password.
+            "--ledger: no campaign reported has a holdout group (plan field "
             "holdout), and the ledger serves the holdout uplift only",
             bad_input=True,
         )
@@ -538,11 +549,14 @@ def results_command(
             max_line_bytes=DEFAULT_MAX_LINE_BYTES if max_line_bytes is None else max_line_bytes,
             mapping=ColumnMapping(**fields),  # type: ignore[arg-type]
         )  # fmt: skip
-        with _opened(source, records, engine, options, ledger) as (results, cost):
+        read = None if ledger is None else _LedgerRead(
+            ledger, ledger_mapping(ledger_columns), ledger_format, ledger_table
+        )  # fmt: skip
+        with _opened(source, records, engine, options, read) as (results, cost):
             report = results.report
             unreached = results.unreached()
             apart = None if report.attributed else results.apart_in_time()
-            uplift = _uplift(results, groups, ledger, cost)
+            uplift = _uplift(results, groups, read, cost)
     except MissingExtraError as exc:
         fail(str(exc))
     except (DeliveryLogError, ImportError, ValueError, OSError) as exc:
@@ -595,9 +609,36 @@ def results_command(
     emit(document, as_json=as_json, human=human)
 
 
+def _no_ledger_options() -> None:
+    """Refuse ledger options given without ``--ledger``: they would be ignored, and a
+    reader who gave them expects the ledger's numbers."""
+    ctx = click.get_current_context()
+    options = {
+        "ledger_format": "--ledger-format",
+        "ledger_table": "--ledger-table",
+        "ledger_columns": "--ledger-column",
+    }
+    given = [
+        option for name, option in options.items()
+        if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT
+    ]  # fmt: skip
+    if given:
+        fail(f"{', '.join(given)} without --ledger: name the ledger they read", bad_input=True)
+
+
+@dataclass(frozen=True, slots=True)
+class _LedgerRead:
+    """``--ledger`` and how to read it, alike for the reconciliation and the uplift."""
+
+    source: str
+    mapping: LedgerMapping
+    format: str
+    table: str
+
+
 @contextlib.contextmanager
 def _opened(
-    source: str, records: list[Any], engine: str, options: LogOptions, ledger: Path | None
+    source: str, records: list[Any], engine: str, options: LogOptions, ledger: _LedgerRead | None
 ) -> Iterator[tuple[CampaignResults, dict[str, Decimal] | None]]:
     """The campaign results of ``source`` and, with a ``ledger``, each campaign's real
     cost (its winnings, from the reconciliation on the same opened log); a ledger the
@@ -611,7 +652,11 @@ def _opened(
     from gptools.wallet import LedgerError, reconcile
 
     try:
-        rec = reconcile(ledger, source, records, engine=engine, options=options)
+        rec = reconcile(
+            ledger.source, source, records, mapping=ledger.mapping, engine=engine,
+            options=options, ledger_format=ledger.format,  # type: ignore[arg-type]
+            ledger_table=ledger.table,
+        )  # fmt: skip
     except LedgerError as exc:
         raise ValueError(f"--ledger: cannot read it: {exc}") from None
     with rec:
@@ -623,7 +668,7 @@ def _opened(
 
 
 def _uplift(
-    results: Any, groups: dict[str, Any], ledger: Path | None, cost: dict[str, Any] | None
+    results: Any, groups: dict[str, Any], ledger: _LedgerRead | None, cost: dict[str, Any] | None
 ) -> Any:
     """The holdout uplift of the campaigns with a holdout group (``None``: none has one),
     costed at the ledger's winnings where it holds a campaign's free rounds."""
@@ -633,7 +678,13 @@ def _uplift(
     from gptools.wallet import LedgerError
 
     try:
-        return holdout_uplift(results, groups, ledger=ledger, cost=cost)
+        if ledger is None:
+            return holdout_uplift(results, groups, cost=cost)
+        return holdout_uplift(
+            results, groups, ledger=ledger.source, ledger_mapping=ledger.mapping,
+            ledger_format=ledger.format, ledger_table=ledger.table,  # type: ignore[arg-type]
+            cost=cost,
+        )  # fmt: skip
     except LedgerError as exc:
         raise ValueError(f"--ledger: cannot read it: {exc}") from None
 

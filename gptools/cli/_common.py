@@ -5,15 +5,20 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from gptools.cli._main import NotRecorded, cli_text, client_options, fail
 from gptools.cli._main import cli_errors as _contract_errors
 from gptools.errors import GameNotFoundError
+
+if TYPE_CHECKING:
+    from gptools.wallet import LedgerMapping
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 #: How a receiver authenticates deliveries (``webhooks serve``, ``sandbox deliver``).
 AUTH_CHOICE = click.Choice(["bearer", "basic", "none"], case_sensitive=False)
@@ -32,6 +37,64 @@ NOW_HELP = (
     "Treat this time as now: ISO 8601 with an offset or Z for UTC, e.g. "
     "2030-01-01T00:00:00Z (default: the current time)."
 )
+
+
+def ledger_options(command: _F) -> _F:
+    """Add ``--ledger-format``, ``--ledger-table`` and ``--ledger-column FIELD=NAME``
+    (repeatable) to a command that reads a wallet ledger, with the same help everywhere;
+    :func:`ledger_mapping` reads ``--ledger-column`` (``ledger_columns``)."""
+    for option in reversed(
+        (
+            click.option(
+                "--ledger-format",
+                default="auto",
+                show_default=True,
+                help="Ledger format: csv, jsonl, parquet, sqlite or postgres; auto picks by "
+                "content and name.",
+            ),
+            click.option(
+                "--ledger-table",
+                default="wallet_ledger",
+                show_default=True,
+                help="The ledger's table in a database (sqlite:///PATH, postgresql://...).",
+            ),
+            click.option(
+                "--ledger-column",
+                "ledger_columns",
+                multiple=True,
+                help="A ledger's column: FIELD=NAME, FIELD one of spec.WALLET_LEDGER_COLUMNS "
+                "(repeat).",
+            ),
+        )
+    ):
+        command = option(command)
+    return command
+
+
+def ledger_mapping(ledger_columns: tuple[str, ...]) -> LedgerMapping:
+    """The ledger layout ``--ledger-column FIELD=NAME`` names: the assumed
+    ``spec.WALLET_LEDGER_COLUMNS`` with those fields' columns renamed. A value that is not
+    FIELD=NAME, an unknown field or a field given twice is bad input: exit 2 and one line
+    naming the option, the same from every command (the fields are the wallet's, known
+    only once its extra is imported, so no click type checks them at parse time). Needs
+    the analysis extra (``MissingExtraError`` otherwise)."""
+    from gptools.wallet import DEFAULT_LEDGER_MAPPING
+
+    columns: dict[str, str] = {}
+    for value in ledger_columns:
+        field, sep, column = (part.strip() for part in value.partition("="))
+        if not sep or not field or not column:
+            fail(f"--ledger-column: {value!r} is not FIELD=NAME", bad_input=True)
+        if columns.get(field, column) != column:
+            fail(
+                f"--ledger-column: {field} given twice ({columns[field]!r} and {column!r})",
+                bad_input=True,
+            )
+        columns[field] = column
+    try:
+        return DEFAULT_LEDGER_MAPPING.with_columns(columns)
+    except ValueError as exc:
+        fail(f"--ledger-column: {exc}", bad_input=True)
 
 
 @contextlib.contextmanager

@@ -68,6 +68,26 @@ class FilePath(click.Path):
         return super().convert(value, param, ctx)
 
 
+class LedgerSource(FilePath):
+    """A wallet ledger as ``--ledger`` names it: a database URL (``sqlite:///PATH``,
+    ``postgresql://...``) as given, else a file that exists. The ledger's reader checks
+    a URL (it alone knows which it can open); a missing file is a usage error here."""
+
+    def __init__(self) -> None:
+        super().__init__(exists=True, dir_okay=False)
+        self.name = "file|url"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        """The URL or the file's path, as text."""
+        if isinstance(value, str) and "://" in value:
+            return value.strip()
+        return str(super().convert(value, param, ctx))
+
+
+#: The type of a ``--ledger`` option.
+LEDGER_SOURCE = LedgerSource()
+
+
 class _Number(click.ParamType[float]):
     """A number its :meth:`refusal` accepts, or a usage error naming the range. Each
     range is a comparison, false for NaN, so NaN is refused too (a

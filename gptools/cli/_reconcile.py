@@ -10,17 +10,10 @@ from typing import Any
 import click
 
 from gptools.cli._campaigns import _nothing_here, _one_server_per_id, chosen_server, server_options
-from gptools.cli._common import cli_errors
+from gptools.cli._common import cli_errors, ledger_mapping, ledger_options
 from gptools.cli._main import campaigns, emit, fail
 from gptools.cli._outputs import write_csv_output
 from gptools.errors import MissingExtraError
-
-
-def _ledger_column(value: str) -> tuple[str, str]:
-    field, sep, column = value.partition("=")
-    if not sep or not field.strip() or not column.strip():
-        raise click.BadParameter(f"{value!r} is not FIELD=NAME")
-    return field.strip(), column.strip()
 
 
 @campaigns.command("reconcile")
@@ -30,24 +23,7 @@ def _ledger_column(value: str) -> tuple[str, str]:
 @click.option(
     "--campaign", "campaign_ids", multiple=True, help="A campaign id (repeat; default: all)."
 )
-@click.option(
-    "--ledger-format",
-    default="auto",
-    show_default=True,
-    help="Ledger format: csv, jsonl, parquet, sqlite or postgres; auto picks by content and name.",
-)
-@click.option(
-    "--ledger-table",
-    default="wallet_ledger",
-    show_default=True,
-    help="The ledger's table in a database (sqlite:///PATH, postgresql://...).",
-)
-@click.option(
-    "--ledger-column",
-    "ledger_columns",
-    multiple=True,
-    help="A ledger's column: FIELD=NAME, FIELD one of spec.WALLET_LEDGER_COLUMNS (repeat).",
-)
+@ledger_options
 @click.option(
     "--engine",
     default="duckdb",
@@ -96,19 +72,9 @@ def reconcile_command(
         _one_server_per_id(records)
     try:
         from gptools.deliverylog import DeliveryLogError
-        from gptools.wallet import (
-            DEFAULT_LEDGER_MAPPING,
-            EXCEPTION_KINDS,
-            LedgerError,
-            reconcile,
-        )
+        from gptools.wallet import EXCEPTION_KINDS, LedgerError, reconcile
 
-        try:
-            mapping = DEFAULT_LEDGER_MAPPING.with_columns(
-                dict(_ledger_column(c) for c in ledger_columns)
-            )
-        except (click.BadParameter, ValueError) as exc:
-            fail(f"--ledger-column: {exc}", bad_input=True)
+        mapping = ledger_mapping(ledger_columns)
         with reconcile(
             ledger, log, records, mapping=mapping, engine=engine,
             ledger_format=ledger_format, ledger_table=ledger_table,  # type: ignore[arg-type]

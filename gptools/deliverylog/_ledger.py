@@ -154,7 +154,9 @@ def open_ledger(
         try:
             target = os.path.join(tmp.name, "ledger.parquet")
             shown = _database_to_parquet(str(source), fmt, table, mapping, target)
-            raw = _select(log.con.read_parquet([target]), mapping, shown)
+            # The copy names its columns by field already (the mapping was applied in
+            # the SELECT): select them as the default layout names them.
+            raw = _select(log.con.read_parquet([target]), DEFAULT_LEDGER_MAPPING, shown)
         except BaseException:
             tmp.cleanup()
             raise
@@ -225,8 +227,9 @@ def _select(src: ir.Table, mapping: LedgerMapping, shown: str) -> ir.Table:
 def _database_to_parquet(
     url: str, fmt: str, table: str, mapping: LedgerMapping, target: str
 ) -> str:
-    """Stream ``table``'s mapped columns into the Parquet file ``target`` (as text, except
-    what the database types); return the source's name without password."""
+    """Stream ``table``'s mapped columns into the Parquet file ``target``, named by field
+    (:data:`LEDGER_FIELDS`; as text, except what the database types); return the source's
+    name without password."""
     try:
         address = parse_store_url(url.replace("+psycopg", "").replace("+pysqlite", ""))
     except ValueError as exc:

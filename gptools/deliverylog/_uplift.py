@@ -21,8 +21,9 @@ resampled, so nothing needs a seed. Either group under :data:`MIN_GROUP` players
 refused with a reason rather than given a number. The incremental revenue is the
 difference in net gaming revenue per player times the treatment group's size, and
 ROI = (incremental revenue - cost) / cost, where the cost is the winnings the free rounds
-paid (the ledger's, the real cost), else the exposure (rounds played × bet, an upper
-bound, labelled so). Without a ledger the revenue is unknown and no ROI is given.
+paid (the ledger's, the real cost), else the exposure (rounds played × bet, labelled so:
+the bets' value, not the cost, which may be below or above it, as a free round's win is a
+multiple of its bet). Without a ledger the revenue is unknown and no ROI is given.
 
 Pure functions over per-player values; :func:`holdout_uplift` reads them from a
 :class:`~gptools.deliverylog.CampaignResults` and, when given, a ledger (the wallet's
@@ -48,8 +49,9 @@ import pandas as pd
 import pyarrow as pa
 
 from gptools import spec
+from gptools._secrets import redact_url
 from gptools.deliverylog._contract import CAMPAIGN_ID
-from gptools.deliverylog._ledger import normalise, open_ledger
+from gptools.deliverylog._ledger import LedgerFormat, normalise, open_ledger
 from gptools.deliverylog._ledger_layout import (
     CREDIT,
     DEBIT,
@@ -79,7 +81,8 @@ METRICS: Final[dict[str, str | None]] = {
 #: What each cost basis is called.
 COST_BASES: Final = {
     "ledger": "winnings credited (ledger): the real cost",
-    "exposure": "exposure (rounds × bet): an upper bound of the cost, not the cost",
+    "exposure": "exposure (rounds × bet): the bets' value, not the cost (winnings may be "
+    "below or above it)",
 }
 _DAY_US: Final = 86_400_000_000
 
@@ -377,16 +380,19 @@ def ledger_ngr(
     groups: pd.DataFrame,
     *,
     mapping: LedgerMapping = DEFAULT_LEDGER_MAPPING,
+    format: LedgerFormat = "auto",
+    table: str = "wallet_ledger",
 ) -> pd.DataFrame:
     """Per campaign and group player with paid ledger rows in the period: paid debits,
     credits, rollbacks and ``ngr`` = debits - credits - rollbacks (exact Decimals).
 
     ``ledger`` is read by the wallet's reader (:func:`._ledger.open_ledger`: CSV, JSONL,
-    Parquet or a database table, in ``mapping``'s layout) on ``results``' engine; the rows
+    Parquet or a database URL's ``table``, in ``mapping``'s layout) on ``results``'
+    engine, as the reconciliation reads it (``format`` as there); the rows
     it rejects are counted in ``rejected`` (a frame attribute), by reason in
     ``rejected_by_reason``. ``groups`` as for :func:`paid_activity`."""
     log = results.log
-    source = open_ledger(log, ledger, mapping=mapping)
+    source = open_ledger(log, ledger, format=format, mapping=mapping, table=table)
     try:
         rows = normalise(source.raw, mapping)
         bad = rows.filter(rows.reason.notnull())
@@ -447,6 +453,8 @@ def player_values(
     until: datetime | None = None,
     ledger: str | Path | None = None,
     ledger_mapping: LedgerMapping = DEFAULT_LEDGER_MAPPING,
+    ledger_format: LedgerFormat = "auto",
+    ledger_table: str = "wallet_ledger",
 ) -> pd.DataFrame:
     """Per campaign and player of either group: ``arm``, ``rounds``, ``turnover``,
     ``active_days`` (from the log's unclaimed plays) and, with a ``ledger``, ``ngr``; zero
@@ -466,7 +474,10 @@ def player_values(
     out["active_days"] = out["active_days"].fillna(0).astype("int64")
     out["turnover"] = out["turnover"].map(_amount)
     if ledger is not None:
-        ngr = ledger_ngr(results, ledger, frame, mapping=ledger_mapping)
+        ngr = ledger_ngr(
+            results, ledger, frame, mapping=ledger_mapping, format=ledger_format,
+            table=ledger_table,
+        )  # fmt: skip
         out = out.merge(ngr[["campaign_id", "player_id", "ngr"]], how="left",
                         on=["campaign_id", "player_id"])  # fmt: skip
         out["ngr"] = out["ngr"].map(_amount)
@@ -486,6 +497,8 @@ def holdout_uplift(
     until: datetime | None = None,
     ledger: str | Path | None = None,
     ledger_mapping: LedgerMapping = DEFAULT_LEDGER_MAPPING,
+    ledger_format: LedgerFormat = "auto",
+    ledger_table: str = "wallet_ledger",
     cost: Mapping[str, Decimal | None] | None = None,
     min_group: int = MIN_GROUP,
 ) -> UpliftReport:
@@ -496,11 +509,14 @@ def holdout_uplift(
     ``cost`` maps a **campaign id** to its real cost in its currency (the winnings the
     ledger credited to its free rounds: ``Reconciliation.report.winnings()``), or
     ``None``; a campaign without one is costed at its exposure (rounds played × bet, from
-    ``results``), labelled as an upper bound. The ledger is read in ``ledger_mapping``'s
-    layout (:class:`gptools.wallet.LedgerMapping`)."""
+    ``results``), labelled as such: the bets' value, not the cost, which may be below or
+    above it. The ledger is read in ``ledger_mapping``'s layout
+    (:class:`gptools.wallet.LedgerMapping`), ``ledger_format`` and ``ledger_table`` as
+    :func:`gptools.wallet.reconcile` takes them."""
     values = player_values(
-        results, groups, until=until, ledger=ledger, ledger_mapping=ledger_mapping
-    )
+        results, groups, until=until, ledger=ledger, ledger_mapping=ledger_mapping,
+        ledger_format=ledger_format, ledger_table=ledger_table,
+    )  # fmt: skip
     entries = {e["campaign_id"]: e for e in results.report.campaigns}
     notes = []
     rejected: dict[str, int] = values.attrs.get("ledger_rejected") or {}
@@ -530,7 +546,8 @@ def holdout_uplift(
         )  # fmt: skip
     return UpliftReport(
         tuple(out),
-        ledger=None if ledger is None else str(ledger),
+        # A database URL's password is never part of the report (it is printed as JSON).
+        ledger=None if ledger is None else redact_url(str(ledger)),
         min_group=min_group,
         notes=tuple(notes),
     )

@@ -10,7 +10,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from gptools.deliverylog._charts import FIGSIZE, _legend
-from gptools.deliverylog._uplift import UpliftReport
+from gptools.deliverylog._uplift import COST_BASES, UpliftReport
 from gptools.errors import import_extra
 
 if TYPE_CHECKING:  # matplotlib is the [notebooks] extra: imported only to draw
@@ -65,9 +65,9 @@ def plot_uplift(
 
 def plot_roi(report: UpliftReport) -> Figure:
     """Per campaign (in its own currency): the incremental revenue with its interval and
-    the cost it is set against (hatched when it is the exposure, an upper bound), with
-    the ROI written above; a campaign without revenue (no ledger, or too few players)
-    says so."""
+    the cost it is set against (hatched when it is the exposure: the bets' value, not the
+    cost), with the ROI written above; a campaign without revenue (no ledger, or too few
+    players) says so."""
     plt = import_extra("matplotlib.pyplot", "notebooks", "Uplift charts")
     rows = report.campaigns
     fig: Figure
@@ -88,8 +88,8 @@ def plot_roi(report: UpliftReport) -> Figure:
         est, lo, hi = (float(v) for v in rev)
         ax.bar([0], [est], color="tab:green", yerr=[[est - lo], [hi - est]], capsize=6,
                label="incremental revenue")  # fmt: skip
-        exposure = "upper bound" in str(c.cost_basis)
-        label = "cost: exposure (upper bound)" if exposure else "cost: winnings paid"
+        exposure = c.cost_basis == COST_BASES["exposure"]
+        label = "cost: exposure (rounds × bet)" if exposure else "cost: winnings paid"
         ax.bar([1], [float(c.cost)], color="tab:red", alpha=0.6,
                hatch="//" if exposure else None, label=label)  # fmt: skip
         ax.axhline(0, color="0.4", lw=0.8)

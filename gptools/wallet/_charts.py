@@ -1,7 +1,7 @@
 """The reconciliation's chart (matplotlib), read at a glance: per currency, what the free
 rounds really cost (the winnings the wallet credited) against the exposure (rounds played ×
-bet, the upper bound the delivery log alone can give). One panel per currency: amounts of
-different currencies never share an axis."""
+bet, all the delivery log alone can give: the bets' value, which the winnings may fall below
+or exceed). One panel per currency: amounts of different currencies never share an axis."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def plot_cost(report: ReconciliationReport) -> Figure:
         amounts = [row["exposure_used"], row["winnings"]]
         bars = ax.barh([0, 1], [float(a) for a in amounts], color=["0.75", "tab:blue"])
         ax.bar_label(bars, labels=[f"{a:,}" for a in amounts], padding=3, fontsize=8)
-        ax.set_yticks([0, 1], ["exposure\n(upper bound)", "winnings\n(real cost)"])
+        ax.set_yticks([0, 1], ["exposure\n(rounds × bet)", "winnings\n(real cost)"])
         share = row["cost_share"]
         shown = "no exposure" if share is None else f"{share:.0%} of the exposure"
         ax.set_title(f"{row['currency']}: {shown}", fontsize=10)

@@ -54,12 +54,15 @@ def rounds(x: ModuleType, rows: ir.Table) -> ir.Table:
 
 
 def event_rounds(events: ir.Table) -> ir.Table:
-    """Per round id of the log's valid actions: ``events`` (how many actions name it) and
-    ``event_campaign`` (the campaign its attributed actions name, when they name one)."""
+    """Per round id of the log's valid actions: ``events`` (how many actions name it),
+    ``event_campaign`` and ``event_campaign_last`` (the first and last campaign its
+    attributed actions name: one campaign when both are the same)."""
+    # One campaign exactly when the smallest and the largest named are the same: what a
+    # distinct count would say, without a set of values per round.
     return events.group_by("round_id").aggregate(
         events=events.count(),
-        event_campaigns=events.campaign_id.nunique(),
         event_campaign=events.campaign_id.min(),
+        event_campaign_last=events.campaign_id.max(),
     )
 
 
@@ -68,7 +71,7 @@ def attributed_rounds(r: ir.Table, ev: ir.Table, fits: ir.Table) -> ir.Table:
     assumed rule applied to its debit (``rule``), else none; ``delivered`` whether the log
     has a valid game event of the round."""
     j = r.left_join(ev, "round_id").left_join(fits, "round_id")
-    by_event = j.event_campaign.notnull() & (j.event_campaigns == 1)
+    by_event = j.event_campaign.notnull() & (j.event_campaign == j.event_campaign_last)
     by_rule = j.campaigns.fill_null(0) == 1
     return j.select(
         "round_id", "debits", "credits", "rollbacks", "debited", "credited", "bet", "player_id",

@@ -16,7 +16,7 @@ import pytest
 from gptools.campaigns import CampaignRegister, CurrencyLine, HoldoutGroups, apply_plan
 from gptools.client import Client
 from gptools.deliverylog import campaign_results, holdout_uplift
-from gptools.deliverylog._uplift import t_quantile, welch_difference
+from gptools.deliverylog._uplift import COST_BASES, t_quantile, welch_difference
 from gptools.models import dumps_wire, loads_wire
 from gptools.sandbox import RunningSandbox
 from gptools.sandbox._paid_play import write_paid_ledger
@@ -106,9 +106,11 @@ def test_the_uplift_finds_the_truth_and_covers_the_true_effect(played: Any) -> N
     assert rev is not None
     ngr = campaign.metric("ngr").difference  # type: ignore[union-attr]
     assert rev[0] == (ngr.difference * 797).quantize(Decimal("0.01"))
-    # No real cost given: costed at the exposure, labelled as an upper bound.
+    # No real cost given: costed at the exposure, labelled as the bets' value, no bound.
     assert campaign.cost == results.report.campaigns[0]["exposure_used"]
-    assert campaign.cost_basis is not None and "upper bound" in campaign.cost_basis
+    assert (
+        campaign.cost_basis == COST_BASES["exposure"] and "not the cost" in COST_BASES["exposure"]
+    )
     doc = report.to_dict()
     assert doc["campaigns"][0]["incremental_revenue"]["estimate"] == str(rev[0])
     assert "Welch" in doc["method"] and doc["min_group"] == 30
@@ -225,3 +227,30 @@ def test_the_ledger_reader_nets_paid_rows_only(played: Any, tmp_path: Path) -> N
 def _touch(path: Path) -> Path:
     path.write_text("")
     return path
+
+
+def test_the_roi_chart_hatches_a_cost_at_the_exposure_only() -> None:
+    """The chart tells the exposure by the cost basis itself (not by a word in its label):
+    that bar hatched and named as the bets' value; the winnings plain."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from gptools.deliverylog import plot_roi
+    from gptools.deliverylog._uplift import CampaignUplift, UpliftReport, metric_uplift
+
+    ngr = metric_uplift("ngr", "EUR", [Decimal(i % 7) for i in range(40)],
+                        [Decimal(i % 5) for i in range(40)])  # fmt: skip
+    since = datetime(2030, 3, 1, tzinfo=UTC)
+    report = UpliftReport(tuple(
+        CampaignUplift(cid, "EUR", since, None, (ngr,), Decimal("100.00"), COST_BASES[basis])
+        for cid, basis in (("CMP-1", "exposure"), ("CMP-2", "ledger"))
+    ))  # fmt: skip
+    fig = plot_roi(report)
+    cost_bars = [c for ax in fig.axes for c in ax.containers if c.get_label().startswith("cost")]
+    assert [c.get_label() for c in cost_bars] == [
+        "cost: exposure (rounds × bet)", "cost: winnings paid"
+    ]  # fmt: skip
+    assert [c.patches[0].get_hatch() for c in cost_bars] == ["//", None]
+    plt.close(fig)

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -74,20 +76,31 @@ def test_a_postgresql_table(tmp_path: Path, pg_table: str) -> None:
         _check(rec.report)
 
 
-def test_another_layout_through_a_mapping(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", ["csv", "sqlite"])
+def test_another_layout_through_a_mapping(tmp_path: Path, kind: str) -> None:
     names = {"transaction_id": "tx", "type": "kind", "amount": "value"}
     words = {"debit": "bet", "credit": "win", "rollback": "refund", "CREDIT": "WIN"}
     rows = [
         {names.get(k, k): (words.get(v, v) if k == "type" else v) for k, v in r.items()}
         for r in ROWS
     ]
-    path = tmp_path / "ledger.csv"
-    path.write_text(csv_text(rows, list(rows[0])))
+    source: str | Path = tmp_path / f"ledger.{kind}"
+    if kind == "csv":
+        Path(source).write_text(csv_text(rows, list(rows[0])))
+    else:
+        # A database's table is read through the mapping too (its copy names fields).
+        with contextlib.closing(sqlite3.connect(source)) as db, db:
+            db.execute(f"CREATE TABLE wallet_ledger ({', '.join(rows[0])})")
+            db.executemany(
+                f"INSERT INTO wallet_ledger VALUES ({', '.join('?' * len(rows[0]))})",
+                [tuple(v or None for v in r.values()) for r in rows],
+            )
+        source = f"sqlite:///{source}"
     mapping = LedgerMapping(
         transaction_id="tx", type="kind", amount="value",
         types={"bet": "debit", "win": "credit", "refund": "rollback"},
     )  # fmt: skip
-    with reconcile(path, write_log(tmp_path / "log.jsonl"), [TERMS], mapping=mapping) as rec:
+    with reconcile(source, write_log(tmp_path / "log.jsonl"), [TERMS], mapping=mapping) as rec:
         _check(rec.report)
 
 
