@@ -205,12 +205,9 @@ class Reconciliation(LogOwner):
             first = text.splitlines()[0] if text else type(exc).__name__
             raise LedgerError(f"{ledger.source}: cannot be read: {first}") from None
         self._events = self.log.materialise("gp_wallet_events", results.event_rounds())
-        ev = self.log.materialise("gp_wallet_event_rounds", q.event_rounds(self._events))
         r = self._r
-        debited = r.filter(r.debits > 0).select(
-            "round_id", "player_id", "game_id", "currency_code", "bet", "ts_us"
-        )
-        fits = self.log.materialise("gp_wallet_fits", results.rule_fits(debited))
+        ev = self.log.materialise("gp_wallet_event_rounds", q.event_rounds(self._events, r))
+        fits = self.log.materialise("gp_wallet_fits", results.rule_fits(q.rule_candidates(r, ev)))
         self._ra = self.log.materialise("gp_wallet_attr", q.attributed_rounds(r, ev, fits))
         self._terms = results._c
 

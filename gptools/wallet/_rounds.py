@@ -53,10 +53,12 @@ def rounds(x: ModuleType, rows: ir.Table) -> ir.Table:
     )
 
 
-def event_rounds(events: ir.Table) -> ir.Table:
-    """Per round id of the log's valid actions: ``events`` (how many actions name it),
-    ``event_campaign`` and ``event_campaign_last`` (the first and last campaign its
-    attributed actions name: one campaign when both are the same)."""
+def event_rounds(events: ir.Table, rounds: ir.Table) -> ir.Table:
+    """Per round id of ``rounds`` (the wallet's) that the log's valid actions name:
+    ``events`` (how many actions name it), ``event_campaign`` and ``event_campaign_last``
+    (the first and last campaign its attributed actions name: one campaign when both are
+    the same). The log's other rounds (paid play) are left out before grouping."""
+    events = events.semi_join(rounds, "round_id")
     # One campaign exactly when the smallest and the largest named are the same: what a
     # distinct count would say, without a set of values per round.
     return events.group_by("round_id").aggregate(
@@ -66,12 +68,26 @@ def event_rounds(events: ir.Table) -> ir.Table:
     )
 
 
+def _one_campaign(ev: ir.Table) -> ir.Value:
+    """Whether a round's game events name exactly one campaign (then it is the round's)."""
+    one: ir.Value = ev.event_campaign.notnull() & (ev.event_campaign == ev.event_campaign_last)
+    return one
+
+
+def rule_candidates(r: ir.Table, ev: ir.Table) -> ir.Table:
+    """The debited wallet rounds whose game events name no single campaign: the only ones
+    the assumed rule can attribute (an event's campaign comes first), in the columns
+    :meth:`~gptools.deliverylog.CampaignResults.rule_fits` takes."""
+    debited = r.filter(r.debits > 0).anti_join(ev.filter(_one_campaign(ev)), "round_id")
+    return debited.select("round_id", "player_id", "game_id", "currency_code", "bet", "ts_us")
+
+
 def attributed_rounds(r: ir.Table, ev: ir.Table, fits: ir.Table) -> ir.Table:
     """Every wallet round with its campaign: its game event's (``by`` ``event``), else the
-    assumed rule applied to its debit (``rule``), else none; ``delivered`` whether the log
-    has a valid game event of the round."""
+    assumed rule applied to its debit (``rule``, ``fits`` of :func:`rule_candidates`),
+    else none; ``delivered`` whether the log has a valid game event of the round."""
     j = r.left_join(ev, "round_id").left_join(fits, "round_id")
-    by_event = j.event_campaign.notnull() & (j.event_campaign == j.event_campaign_last)
+    by_event = _one_campaign(j)
     by_rule = j.campaigns.fill_null(0) == 1
     return j.select(
         "round_id", "debits", "credits", "rollbacks", "debited", "credited", "bet", "player_id",
