@@ -38,6 +38,9 @@ ENV_CREDENTIALS_FILE = "GP_WEBHOOK_CREDENTIALS_FILE"
 ENV_PID_FILE = "GP_WEBHOOK_PID_FILE"
 _STORE_HELP = "sqlite:///PATH (or a bare PATH) or postgresql://USER@HOST/DB[?schema=NAME]"
 _SECONDS = click.FloatRange(min=0.1)
+#: The most dead-lettered forwards ``dead-letters --forward`` lists (all are counted and
+#: retried); the store's own bound, here so that gptools.webhooks is not imported for --help.
+DEAD_FORWARDS_SHOWN = 1000
 
 
 def _failure_as_json_line(command: Callable[..., None]) -> Callable[..., None]:
@@ -490,14 +493,29 @@ def export(
 @click.option(
     "--retry",
     is_flag=True,
-    help="Put every dead-lettered action back in the processing queue, due now.",
+    help="Put every dead-lettered action back in the processing queue, due now (with "
+    "--forward: every dead-lettered forward to those destinations back in their queues).",
+)
+@click.option(
+    "--forward",
+    "forward",
+    multiple=True,
+    metavar="NAME",
+    help="The forwards to this destination of the forwarding stage (the NAME of serve's "
+    "--forward NAME=URL; repeat for several) that gave up, instead of the handler's dead "
+    f"letters: the oldest {DEAD_FORWARDS_SHOWN} listed, all counted. A name the store "
+    "has no forward to is refused.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
-def dead_letters(store_url: str, retry: bool, as_json: bool) -> None:
+def dead_letters(store_url: str, retry: bool, forward: tuple[str, ...], as_json: bool) -> None:
     """List the actions whose handler runs gave up (with their last error); --retry
-    queues them again with their attempts counted from zero."""
+    queues them again with their attempts counted from zero. With --forward, the same for
+    the forwards to those destinations that gave up."""
     from gptools.webhooks import SchemaVersionError, StoreError, StoreNotFoundError
 
+    if forward:
+        _dead_forwards(store_url, tuple(dict.fromkeys(forward)), retry=retry, as_json=as_json)
+        return
     store = _existing_store(store_url)
     try:
         conn = store.connect()
@@ -525,6 +543,78 @@ def dead_letters(store_url: str, retry: bool, as_json: bool) -> None:
         return "\n".join(lines)
 
     emit({"dead_letters": listed, "retried": retried}, as_json=as_json, human=human)
+
+
+def _dead_forwards(store_url: str, names: tuple[str, ...], *, retry: bool, as_json: bool) -> None:
+    """``dead-letters --forward NAME...``: list (and with ``retry`` queue again) the
+    dead-lettered forwards to ``names``. A name the store holds no forward to at all is
+    refused before anything is retried: a typo would otherwise read as "no dead letters"."""
+    from gptools.webhooks import (
+        DESTINATION_NAME,
+        SchemaVersionError,
+        StoreError,
+        StoreNotFoundError,
+    )
+
+    bad = [n for n in names if not DESTINATION_NAME.fullmatch(n)]
+    if bad:
+        fail(
+            f"--forward {bad[0]!r}: a destination's name is 1-64 letters, digits, '_', '.' or "
+            "'-' (the NAME of serve's --forward NAME=URL)",
+            bad_input=True,
+        )
+    store = _existing_store(store_url)
+    try:
+        conn = store.connect()
+        try:
+            dead = conn.dead_forwards(names, limit=DEAD_FORWARDS_SHOWN)
+            # Only a name without dead letters needs the look-up (a table read for a name
+            # the store never saw): one with some is known.
+            unknown = [n for n in names if not dead.totals[n] and not conn.has_forwards(n)]
+            if unknown:
+                having = sorted(conn.dead_forwards(None, limit=1).totals)
+                fail(
+                    f"the store has no forward to destination {unknown[0]!r}; destinations "
+                    "with dead-lettered forwards: " + (", ".join(having) or "none"),
+                    bad_input=True,
+                )
+            retried = (
+                conn.requeue_forwards(None, datetime.now(UTC), destinations=names,
+                                      states=("dead",))
+                if retry else 0
+            )  # fmt: skip
+        finally:
+            conn.close()
+    except (StoreNotFoundError, SchemaVersionError) as exc:
+        fail(str(exc), bad_input=True)
+    except StoreError as exc:
+        fail(str(exc))
+    listed = [d.to_dict() for d in dead.listed]
+
+    def human() -> str:
+        lines = [
+            f"{d['action_id']}  {d['destination']}  {d['first_received_at']}  "
+            f"{d['attempts']} attempts  {d['last_error']}"
+            for d in listed
+        ]
+        per = ", ".join(f"{name} {n}" for name, n in dead.totals.items())
+        lines.append(
+            f"{dead.total} dead-lettered forward{'s' if dead.total != 1 else ''} ({per})"
+            + (f", the oldest {len(listed)} listed" if len(listed) < dead.total else "")
+            + (f"; {retried} queued again" if retry else "")
+        )
+        return "\n".join(lines)
+
+    emit(
+        {
+            "dead_forwards": listed,
+            "totals": dead.totals,
+            "total": dead.total,
+            "retried": retried,
+        },
+        as_json=as_json,
+        human=human,
+    )
 
 
 @webhooks.command("first-seen")

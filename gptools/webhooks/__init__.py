@@ -37,6 +37,7 @@ from gptools.webhooks._environment import load_handler
 from gptools.webhooks._export import ExportResult, export_log
 from gptools.webhooks._find import FindFilter, FindResult, FoundAction, FoundDelivery, find_actions
 from gptools.webhooks._find_log import find_in_log
+from gptools.webhooks._forward_destinations import DESTINATION_NAME
 from gptools.webhooks._maintenance import Maintenance
 from gptools.webhooks._metrics import ALERT_RULES, GRAFANA_DASHBOARD, serve_metrics
 from gptools.webhooks._migrations import MigrationResult
@@ -63,6 +64,7 @@ from gptools.webhooks._store import PostgresStore, SQLiteStore, Store, migrate, 
 
 __all__ = [
     "ALERT_RULES",
+    "DESTINATION_NAME",
     "GRAFANA_DASHBOARD",
     "LOG_COLUMNS",
     "AuthConfigError",

@@ -255,6 +255,9 @@ class WebhookReceiver:
         self.metrics_public = config.metrics_public
         self.writer.on_commit = self.metrics.committed
         self.watch.on_depth = self.metrics.queue
+        self.watch.on_replays = functools.partial(
+            self.metrics.replays, destinations=tuple(d.name for d in destinations)
+        )
         self.outage = OutageRecovery(
             self.store,
             spool_dir=config.spool_dir,

@@ -1,8 +1,9 @@
 """The forwarding stage's operations on the store (``webhook_forwards``, one row per
 action and destination): enqueue an action for its destinations (once: an insert that
 does nothing on conflict), lease the due rows of a destination and count their attempts,
-record a publication's outcome (only the lease holder may), count the rows, and set rows
-pending again (a replay, a retry of dead letters)."""
+record a publication's outcome (only the lease holder may), count the rows, list the
+dead-lettered ones (bounded), and set rows pending again (a replay, a retry of dead
+letters)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,14 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Final
+from typing import Any, Final
 
 from gptools.webhooks._connection import ConnectionCore
-from gptools.webhooks._records import ActionState
+from gptools.webhooks._records import ActionState, format_utc
+
+#: The most dead-lettered forwards one listing reads: the table may hold millions of rows
+#: (a destination down for days), and a listing is for a person or a script to read.
+DEAD_FORWARDS_LISTED: Final = 1000
 
 #: Put an action back in one destination's queue: pending, attempts from zero, due now,
 #: the body as given; inserted when that destination never had it (a replay to one added
@@ -50,6 +55,44 @@ class ForwardRow:
     attempts: int
     last_error: str | None
     forwarded_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class DeadForward:
+    """A forward given up on: the action, its ``destination``, when the action was first
+    received, the attempts made and the last one's error (kept until a retry)."""
+
+    action_id: str
+    destination: str
+    first_received_at: datetime
+    attempts: int
+    last_error: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready, its time in the log's text form (as ``webhooks dead-letters
+        --forward NAME --json`` lists it)."""
+        return {
+            "action_id": self.action_id,
+            "destination": self.destination,
+            "first_received_at": format_utc(self.first_received_at),
+            "attempts": self.attempts,
+            "last_error": self.last_error,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class DeadForwards:
+    """The oldest dead-lettered forwards (``listed``: at most the listing's limit, oldest
+    action first) and how many each destination asked for has in all (``totals``, 0
+    included)."""
+
+    listed: tuple[DeadForward, ...]
+    totals: dict[str, int]
+
+    @property
+    def total(self) -> int:
+        """How many dead-lettered forwards there are in all (listed or not)."""
+        return sum(self.totals.values())
 
 
 class ForwardOperations(ConnectionCore):
@@ -233,6 +276,49 @@ class ForwardOperations(ConnectionCore):
         for destination, state, n in rows:
             out.setdefault(str(destination), {})[str(state)] = int(n)
         return out
+
+    def dead_forwards(
+        self, destinations: Sequence[str] | None = None, *, limit: int = DEAD_FORWARDS_LISTED
+    ) -> DeadForwards:
+        """The dead-lettered forwards to ``destinations`` (every destination when None):
+        the ``limit`` oldest (by the action's first reception, then action and
+        destination), and how many each has (each one asked for, 0 included; when None,
+        those that have some). Both read the partial index of dead rows, so the cost
+        follows the dead letters, never the table; at most ``limit`` rows are loaded."""
+        if limit < 1:
+            raise ValueError(f"limit must be at least 1, got {limit}")
+        names = [] if destinations is None else list(dict.fromkeys(destinations))
+        chosen = "state = 'dead'"
+        if destinations is not None:
+            chosen += f" AND destination IN ({', '.join('?' for _ in names) or 'NULL'})"
+        with self._errors("list the dead-lettered forwards"):
+            counted = self._execute(
+                f"SELECT destination, COUNT(*) FROM webhook_forwards WHERE {chosen}"
+                " GROUP BY destination",
+                names,
+            ).fetchall()
+            rows = self._execute(
+                "SELECT action_id, destination, first_received_at, attempts, last_error"
+                f" FROM webhook_forwards WHERE {chosen}"
+                " ORDER BY first_received_at, action_id, destination LIMIT ?",
+                (*names, limit),
+            ).fetchall()
+        totals = dict.fromkeys(names, 0) | {str(d): int(n) for d, n in counted}
+        listed = tuple(
+            DeadForward(str(r[0]), str(r[1]), self._d.from_ts(r[2]), int(r[3]), r[4]) for r in rows
+        )
+        return DeadForwards(listed, totals)
+
+    def has_forwards(self, destination: str) -> bool:
+        """Whether the store holds any forward to ``destination`` (in any state): a name
+        it does not know is a typo or a destination that never got an action. Stops at
+        the first row found; a name with none reads the whole table (there is no index
+        by destination alone), so ask only when the cheaper counts found nothing."""
+        with self._errors("look up a destination"):
+            row = self._execute(
+                "SELECT 1 FROM webhook_forwards WHERE destination = ? LIMIT 1", (destination,)
+            ).fetchone()
+        return row is not None
 
     def forward_depth(self, destination: str) -> tuple[int, int]:
         """How many rows of ``destination`` are pending and dead (the metrics)."""

@@ -64,6 +64,8 @@ EVENTS: Final[dict[str, str]] = {
     "replay_gone": "actions a replay's filter matches whose stored copy is gone past the "
     "store's retention (replay_id, count)",
     "replay_finished": "every action of a replay has been run (replay_id, counts)",
+    "replay_count_failed": "the store watch could not add up the replays for their metrics "
+    "(once per streak; they keep their last values, the worker stays ready)",
     "handler_lease_lost": "a handler run outlived its lease; another run took the action",
     "purge_done": "the hourly purge removed dedupe keys or log rows",
     "purge_failed": "the hourly purge could not reach the store (tried again next hour)",

@@ -21,8 +21,10 @@ How the processes' values merge (each gauge's ``multiprocess_mode``):
   that died without one (``prometheus_client``'s ``mark_process_dead``, for a worker
   that uvicorn's supervisor replaced). When no living worker reports, the scrape says 0:
   nothing answers ``/healthz`` then.
-- the queue's counts: the most recent refresh of a living worker (``livemostrecent``):
-  every worker counts the same shared store, so the values are never summed.
+- the queue's counts and the replays' totals: the most recent refresh of a living
+  worker (``livemostrecent``): every worker counts the same shared store, so the values
+  are never summed. The replays' totals are gauges for that reason (a counter's values
+  are summed over the processes), though they only grow: a replay's row stays.
 - the last acknowledgement and the quiet threshold: the highest (``max``).
 
 ``prometheus_client`` is imported on first use, not with this module: it fixes its
@@ -40,13 +42,16 @@ import time
 from collections.abc import Iterable
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gptools import spec
 from gptools.openapi import OPENAPI_PATH
 from gptools.webhooks._logs import metrics_request_failed, request_id
 from gptools.webhooks._metric_families import Families, counter, gauge, histogram
 from gptools.webhooks._records import QueueDepth
+
+if TYPE_CHECKING:
+    from gptools.webhooks._replay import ReplayTotals
 
 #: The environment variable prometheus_client reads for multiprocess mode.
 ENV_MULTIPROC_DIR = "PROMETHEUS_MULTIPROC_DIR"
@@ -156,6 +161,32 @@ _QUEUE_GAUGES = Families(
     ),
 )
 
+# Made at the store watch's first count, like the queue's: replays run as commands of
+# their own, so their metrics are the store's replay rows as a worker last read them.
+_REPLAY_GAUGES = Families(
+    actions=gauge(
+        "gptools_webhook_replayed_actions",
+        "Actions the store's replays put back in a queue (webhooks replay), by target"
+        " (handler: the processing queue; forward: a forwarding destination's, by"
+        " destination), as the store watch last counted them.",
+        "target",
+        "destination",
+        mode="livemostrecent",
+    ),
+    started=gauge(
+        "gptools_webhook_replays_started",
+        "Replays recorded in the store (one each, however often it was resumed), as the"
+        " store watch last counted them.",
+        mode="livemostrecent",
+    ),
+    finished=gauge(
+        "gptools_webhook_replays_finished",
+        "Replays that ran every action to the end themselves (webhooks replay --handler"
+        " or --url), as the store watch last counted them.",
+        mode="livemostrecent",
+    ),
+)
+
 
 class DeliveryMetrics:
     """One process's counters: cheap to record, flushed to prometheus_client in bulk."""
@@ -216,6 +247,18 @@ class DeliveryMetrics:
         gauges.actions.labels(state="pending").set(depth.pending)
         gauges.actions.labels(state="dead").set(depth.dead)
         gauges.dead_letters.set(depth.dead)
+
+    def replays(self, totals: ReplayTotals, destinations: tuple[str, ...] = ()) -> None:
+        """The store's replays as the store watch just added them up (from its thread);
+        ``destinations`` (the receiver's) are shown at 0 before any replay to them, so a
+        first replay is an increase, not a new series."""
+        gauges = _REPLAY_GAUGES.made()
+        gauges.actions.labels(target="handler", destination="").set(totals.handler)
+        for name in (*destinations, *totals.forwarded):
+            queued = totals.forwarded.get(name, 0)
+            gauges.actions.labels(target="forward", destination=name).set(queued)
+        gauges.started.set(totals.started)
+        gauges.finished.set(totals.finished)
 
     def withdraw(self) -> None:
         """The worker stops serving: its health and queue gauges no longer count (with

@@ -22,6 +22,11 @@ message id, as it forwards live actions.
 Only stored actions can be replayed (acknowledged ones; their dedupe key keeps them for
 the store's ``retention``). Actions the filter matches in the log whose stored copy is
 gone past that retention are counted apart (``gone``) and named in the plan.
+
+The receiver's metrics about replays come from the ``replays`` rows
+(:func:`replay_totals`, which each worker's store watch reads), not from counters of
+this process: a replay usually runs as a command of its own, whose counters would end
+with it, out of the receiver's reach.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ import socket
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Final
 
@@ -159,6 +164,45 @@ class ReplayResult:
             f"replay {self.replay_id}: {self.actions} actions, {self.queued} queued now "
             f"({self.queued_total} in all), {state}; {self.gone} gone past retention"
         )
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayTotals:
+    """What the store's replays add up to (the receiver's metrics): replays ``started``
+    (recorded, one each however often it was resumed), those ``finished`` (that ran every
+    action to the end themselves: a handler or a URL; one queued for the receiver is never
+    marked so), and the actions queued again by target: ``handler`` (the processing
+    queue, whoever runs it) and ``forwarded``, by destination (a replay to two
+    destinations counts its actions for each)."""
+
+    started: int = 0
+    finished: int = 0
+    handler: int = 0
+    forwarded: dict[str, int] = field(default_factory=dict)
+
+
+def replay_totals(conn: StoreConnection) -> ReplayTotals:
+    """The store's :class:`ReplayTotals`: one grouped read of ``replays`` (a row per
+    replay, never per action, so it stays small), cheap enough for every count of the
+    store watch."""
+    with conn._errors("count the replays"):
+        rows = conn._execute(
+            "SELECT target, COUNT(*), COUNT(finished_at), COALESCE(SUM(queued), 0)"
+            " FROM replays GROUP BY target"
+        ).fetchall()
+    started = finished = handler = 0
+    forwarded: dict[str, int] = {}
+    for target, replays, done, queued in rows:
+        started += int(replays)
+        finished += int(done)
+        text = str(target)
+        if not text.startswith(FORWARD_TARGET):
+            handler += int(queued)
+            continue
+        # forward_target's list: names never hold ", " (DESTINATION_NAME).
+        for name in text[len(FORWARD_TARGET) :].split(", "):
+            forwarded[name] = forwarded.get(name, 0) + int(queued)
+    return ReplayTotals(started, finished, handler, forwarded)
 
 
 def _engine(conn: StoreConnection) -> Any:
@@ -361,34 +405,49 @@ def _start(
 
 
 def _queue_batch(
-    conn: StoreConnection, rid: str, now: datetime, batch: int, forward: tuple[str, ...] = ()
-) -> int:
-    """Put the next ``batch`` of the replay's unqueued actions back in the processing
-    queue (with ``forward``: in those destinations' forwarding queues) and mark them
-    queued, in one transaction; how many."""
+    conn: StoreConnection,
+    rid: str,
+    now: datetime,
+    batch: int,
+    forward: tuple[str, ...] = (),
+    after: str = "",
+) -> tuple[int, str]:
+    """Put the next ``batch`` of the replay's unqueued actions whose id sorts after
+    ``after`` back in the processing queue (with ``forward``: in those destinations'
+    forwarding queues) and mark them queued, in one transaction; (how many, the last id).
+
+    Batches go in action id order, so the caller's ``after`` (the last batch's last id)
+    starts each read where the previous one ended: reading from the first unqueued item
+    each time would pass over every queued one again, quadratic in the replay's size."""
     false = "0" if conn._d is SQLITE else "false"
     true = "1" if conn._d is SQLITE else "true"
     with conn._transaction():
         rows = conn._execute(
             "SELECT r.action_id, w.body, w.first_received_at FROM replay_items r"
             " JOIN webhook_actions w ON w.action_id = r.action_id"
-            f" WHERE r.replay_id = ? AND r.queued = {false} ORDER BY r.action_id LIMIT {batch}",
-            (rid,),
+            f" WHERE r.replay_id = ? AND r.action_id > ? AND r.queued = {false}"
+            f" ORDER BY r.action_id LIMIT {batch}",
+            (rid, after),
         ).fetchall()
-        missing = conn._execute(
-            "SELECT COUNT(*) FROM replay_items r WHERE r.replay_id = ? AND r.queued = "
-            f"{false} AND NOT EXISTS (SELECT 1 FROM webhook_actions w"
-            " WHERE w.action_id = r.action_id)",
-            (rid,),
-        ).fetchone()[0]
-        if not rows and missing:
-            # Purged since the replay was planned: nothing to run; they count as gone.
-            conn._execute(
-                f"UPDATE replay_items SET queued = {true} WHERE replay_id = ? AND queued ="
-                f" {false} AND action_id NOT IN (SELECT action_id FROM webhook_actions)",
+        if not rows:
+            # What is left unqueued was purged since the replay was planned: nothing to
+            # run; those count as gone (one pass, at the end).
+            missing = conn._execute(
+                "SELECT COUNT(*) FROM replay_items r WHERE r.replay_id = ? AND r.queued = "
+                f"{false} AND NOT EXISTS (SELECT 1 FROM webhook_actions w"
+                " WHERE w.action_id = r.action_id)",
                 (rid,),
-            )
-            conn._execute("UPDATE replays SET gone = gone + ? WHERE replay_id = ?", (missing, rid))
+            ).fetchone()[0]
+            if missing:
+                conn._execute(
+                    f"UPDATE replay_items SET queued = {true} WHERE replay_id = ? AND queued ="
+                    f" {false} AND action_id NOT IN (SELECT action_id FROM webhook_actions)",
+                    (rid,),
+                )
+                conn._execute(
+                    "UPDATE replays SET gone = gone + ? WHERE replay_id = ?", (missing, rid)
+                )
+            return 0, after
         ts = conn._ts(now)
         cur = conn.raw.cursor()
         if forward:
@@ -419,15 +478,17 @@ def _queue_batch(
         conn._execute(
             "UPDATE replays SET queued = queued + ? WHERE replay_id = ?", (len(rows), rid)
         )
-    return len(rows)
+    return len(rows), str(rows[-1][0])
 
 
 def _left(conn: StoreConnection, rid: str) -> int:
-    """The replay's queued actions still pending in the queue."""
+    """The replay's queued actions still pending in the queue (read from the pending
+    actions, which the queue keeps few, not from the replay's whole list)."""
     true = "1" if conn._d is SQLITE else "true"
     row = conn._execute(
-        "SELECT COUNT(*) FROM replay_items r JOIN webhook_actions w ON w.action_id = r.action_id"
-        f" WHERE r.replay_id = ? AND r.queued = {true} AND w.state = 'pending'",
+        "SELECT COUNT(*) FROM webhook_actions w WHERE w.state = 'pending' AND EXISTS ("
+        "SELECT 1 FROM replay_items r WHERE r.replay_id = ? AND r.action_id = w.action_id"
+        f" AND r.queued = {true})",
         (rid,),
     ).fetchone()
     return int(row[0])
@@ -490,9 +551,10 @@ def replay(
         with progress(desc=f"replay {rid[:8]}", unit="action", total=actions,
                       initial=before, show=show_progress) as bar:  # fmt: skip
             started = time.monotonic()
+            last = ""
             while True:
                 with conn._errors("queue a replay's actions"):
-                    n = _queue_batch(conn, rid, clock(), step, destinations)
+                    n, last = _queue_batch(conn, rid, clock(), step, destinations, last)
                 if n == 0:
                     break
                 queued += n
@@ -504,7 +566,10 @@ def replay(
                     extra={"event": "replay_queued", "replay_id": rid, "count": n},
                 )  # fmt: skip
                 if queue is not None:
-                    queue.run_due(conn)
+                    # The batch runs before the next is queued: the queue never holds
+                    # more than a batch of the replay, and progress means work done.
+                    while queue.run_due(conn):
+                        pass
                 if rate is not None:
                     wait = started + queued / rate - time.monotonic()
                     if wait > 0:
@@ -512,9 +577,12 @@ def replay(
         done = False
         if queue is not None:
             idle = queue.idle_wait.total_seconds()
-            while _left(conn, rid):
-                if not queue.run_due(conn):
-                    time.sleep(idle)  # a lease of a crashed run has to run out first
+            while True:
+                while queue.run_due(conn):
+                    pass
+                if not _left(conn, rid):
+                    break
+                time.sleep(idle)  # a lease of a crashed run has to run out first
             done = True
             with conn._errors("record a replay"), conn._transaction():
                 conn._execute(

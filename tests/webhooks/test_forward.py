@@ -25,6 +25,7 @@ from gptools.errors import MissingExtraError
 from gptools.webhooks import ReceiverAuth, ReceiverConfig, SettingError, WebhookReceiver, open_store
 from gptools.webhooks._forward import open_publisher
 from gptools.webhooks._forward_destinations import parse_destinations
+from gptools.webhooks._forward_store import DEAD_FORWARDS_LISTED
 from tests._support.brokers import (
     NATS,
     RABBIT,
@@ -383,3 +384,127 @@ def test_a_replay_forwards_the_chosen_actions_again_to_the_named_destination(
     assert "--forward sends the actions again, --handler/--url runs them" in both.output
     bad = CliRunner().invoke(cli, [*base, "--forward", "no good"])
     assert bad.exit_code == 2 and "not a destination name: 'no good'" in bad.output
+
+
+def _dead_forwards_store(store_url: str) -> list[str]:
+    """Three actions a minute apart, each forwarded to dwh and crm and one to ops: every
+    dwh forward and the second action's crm forward given up on, the rest done."""
+    ids = _ids(3)
+    conn = open_store(store_url).connect()
+    try:
+        for i, a in enumerate(ids):
+            conn.enqueue_forwards(a, "{}", ["dwh", "crm"], T0 + timedelta(minutes=i))
+        conn.enqueue_forwards(ids[0], "{}", ["ops"], T0)
+        at = T0 + timedelta(hours=1)
+        for name in ("dwh", "crm", "ops"):
+            for row in conn.claim_forwards(
+                name, at, lease=timedelta(minutes=1), max_attempts=3, limit=10
+            ):
+                dead = name == "dwh" or (name == "crm" and row.action_id == ids[1])
+                error = f"RuntimeError: {name} answered 503" if dead else None
+                assert conn.finish_forward(row, "dead" if dead else "done", now=at, error=error)
+    finally:
+        conn.close()
+    return ids
+
+
+def test_dead_lettered_forwards_are_listed_bounded_and_counted(store_url: str) -> None:
+    a1, a2, a3 = _dead_forwards_store(store_url)
+    conn = open_store(store_url).connect()
+    try:
+        oldest = conn.dead_forwards(["dwh"], limit=2)
+        assert [(d.action_id, d.destination) for d in oldest.listed] == [(a1, "dwh"), (a2, "dwh")]
+        assert (oldest.totals, oldest.total) == ({"dwh": 3}, 3)
+        both = conn.dead_forwards(["dwh", "crm", "ops"])
+        assert [(d.action_id, d.destination) for d in both.listed] == [
+            (a1, "dwh"), (a2, "crm"), (a2, "dwh"), (a3, "dwh"),
+        ]  # fmt: skip
+        assert both.totals == {"dwh": 3, "crm": 1, "ops": 0}
+        assert both.listed[1].to_dict() == {
+            "action_id": a2,
+            "destination": "crm",
+            "first_received_at": "2026-03-02T00:01:00.000000Z",
+            "attempts": 1,
+            "last_error": "RuntimeError: crm answered 503",
+        }
+        assert conn.dead_forwards(None, limit=1).totals == {"dwh": 3, "crm": 1}
+        assert [conn.has_forwards(n) for n in ("ops", "dwj")] == [True, False]
+        with pytest.raises(ValueError, match="limit must be at least 1"):
+            conn.dead_forwards(["dwh"], limit=0)
+    finally:
+        conn.close()
+
+
+def test_the_cli_lists_and_retries_dead_lettered_forwards(
+    store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`webhooks dead-letters --forward NAME`: the forwards that gave up, the oldest listed
+    and all counted; --retry queues exactly those of the named destinations again; a name
+    the store has no forward to is refused (exit 2) before anything is retried."""
+    import json
+
+    from click.testing import CliRunner
+
+    import gptools.cli._webhooks as webhooks_cli
+    from gptools.cli import cli
+
+    a1, a2, a3 = _dead_forwards_store(store_url)
+    base = ["webhooks", "dead-letters", "--store", store_url]
+
+    def run(*args: str) -> Any:
+        return CliRunner().invoke(cli, [*base, *args])
+
+    listed = run("--forward", "crm", "--json")
+    assert listed.exit_code == 0, listed.output
+    assert json.loads(listed.stdout) == {
+        "dead_forwards": [
+            {
+                "action_id": a2,
+                "destination": "crm",
+                "first_received_at": "2026-03-02T00:01:00.000000Z",
+                "attempts": 1,
+                "last_error": "RuntimeError: crm answered 503",
+            }
+        ],
+        "totals": {"crm": 1},
+        "total": 1,
+        "retried": 0,
+    }
+    # The CLI's bound (kept apart so that --help imports no store code) is the store's.
+    assert webhooks_cli.DEAD_FORWARDS_SHOWN == DEAD_FORWARDS_LISTED
+    monkeypatch.setattr(webhooks_cli, "DEAD_FORWARDS_SHOWN", 2)
+    shown = run("--forward", "dwh", "--forward", "ops", "--forward", "dwh")
+    assert shown.exit_code == 0, shown.output
+    assert shown.stdout.splitlines() == [
+        f"{a1}  dwh  2026-03-02T00:00:00.000000Z  1 attempts  RuntimeError: dwh answered 503",
+        f"{a2}  dwh  2026-03-02T00:01:00.000000Z  1 attempts  RuntimeError: dwh answered 503",
+        "3 dead-lettered forwards (dwh 3, ops 0), the oldest 2 listed",
+    ]
+    # Refused, and nothing retried: a typo must not read as "no dead letters".
+    for name, message in [
+        ("dwj", "the store has no forward to destination 'dwj'; destinations with "
+                "dead-lettered forwards: crm, dwh"),
+        ("no good", "--forward 'no good': a destination's name is 1-64 letters"),
+    ]:  # fmt: skip
+        refused = run("--forward", "crm", "--forward", name, "--retry")
+        assert refused.exit_code == 2, refused.output
+        assert refused.stdout == "" and message in refused.stderr
+    retried = run("--forward", "crm", "--retry", "--json")
+    assert retried.exit_code == 0, retried.output
+    assert json.loads(retried.stdout)["retried"] == 1
+    conn = open_store(store_url).connect()
+    try:
+        rows = {(r.action_id, r.destination): (r.state, r.attempts) for r in conn.forwards()}
+        assert conn.dead_forwards(["crm"]).total == 0
+    finally:
+        conn.close()
+    assert rows == {
+        (a1, "dwh"): ("dead", 1), (a2, "dwh"): ("dead", 1), (a3, "dwh"): ("dead", 1),
+        (a1, "crm"): ("done", 1), (a2, "crm"): ("pending", 0), (a3, "crm"): ("done", 1),
+        (a1, "ops"): ("done", 1),
+    }  # fmt: skip
+    again = run("--forward", "crm", "--retry")
+    assert again.exit_code == 0, again.output
+    assert again.stdout == "0 dead-lettered forwards (crm 0); 0 queued again\n"
+    # Without --forward: the handler's dead letters, as before (none here).
+    assert json.loads(run("--json").stdout) == {"dead_letters": [], "retried": 0}

@@ -90,6 +90,13 @@ def _expected(rp: ReceiverProcess, acknowledged: tuple[float, float]) -> dict[st
         "gptools_webhook_spool_rows": 0.0,
         "gptools_webhook_oldest_unacknowledged_seconds": 0.0,
         "gptools_webhook_schema_version": float(SCHEMA_VERSION),
+        # No replay in the store: the handler's series is there at 0, and no destination's
+        # (the receiver forwards nowhere).
+        "gptools_webhook_replayed_actions": {
+            (("destination", ""), ("target", "handler")): 0.0,
+        },
+        "gptools_webhook_replays_started": 0.0,
+        "gptools_webhook_replays_finished": 0.0,
     }
 
 
