@@ -77,6 +77,23 @@ class ConnectionCore:
     def _execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
         return self.raw.execute(self._sql(sql), params)
 
+    def _write_one(
+        self, sql: str, params: Sequence[Any] = (), *, durable: bool = True
+    ) -> tuple[list[Any], int]:
+        """One write statement as a transaction of its own: the rows it returns
+        (``RETURNING``) and how many it changed. On PostgreSQL the statement alone, in
+        autocommit: one round trip where BEGIN, the statement and COMMIT take three, and
+        the processing queue's claim and outcome are such statements, twice per action.
+        On SQLite inside the write lock, as every write."""
+        if self._d.commits_alone:
+            cur = self._execute(sql, params)
+            rows = cur.fetchall() if cur.description else []
+            return rows, len(rows) if cur.description else int(cur.rowcount)
+        with self._transaction(durable=durable):
+            cur = self._execute(sql, params)
+            rows = cur.fetchall() if cur.description else []
+            return rows, len(rows) if cur.description else int(cur.rowcount)
+
     def _transaction(self, *, durable: bool = True) -> _Transaction:
         return _Transaction(self, durable=durable)
 

@@ -135,6 +135,9 @@ class Dialect:
     #: Added to the processing queue's claim, so that concurrent claimers skip a row
     #: another one holds.
     claim_lock: str = ""
+    #: Whether one write statement commits by itself (an autocommit connection that needs
+    #: no lock of ours around a write): :meth:`ConnectionCore._write_one` sends it alone.
+    commits_alone: bool = False
     #: Rows deleted per purge step, each step one write transaction.
     purge_step: int
     #: The column that addresses a row, for the purge's delete.
@@ -226,6 +229,7 @@ class _PostgresDialect(Dialect):
 
     begin = "BEGIN"
     claim_lock = " FOR UPDATE SKIP LOCKED"
+    commits_alone = True
     #: Tables larger than this get a migration's new indexes built CONCURRENTLY.
     online_index_bytes = PG_ONLINE_INDEX_BYTES
     purge_step = POSTGRES_PURGE_STEP

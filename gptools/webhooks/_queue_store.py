@@ -38,48 +38,52 @@ class QueueOperations(ConnectionCore):
         instead: its last run started and never finished (the worker died or hung), and
         the handler must not take the process down forever.
         """
-        lock = self._d.claim_lock
-        pick = (
-            "SELECT action_id, attempts FROM webhook_actions"
+        # The pick and the lease in one statement (one round trip on PostgreSQL): the
+        # attempt is counted first, and a run past ``max_attempts`` is undone into a dead
+        # letter just after, under the lease this claim holds.
+        claim = (
+            "UPDATE webhook_actions SET attempts = attempts + 1, lease_until = ?,"
+            " lease_owner = ? WHERE action_id = (SELECT action_id FROM webhook_actions"
             " WHERE state = 'pending' AND next_attempt_at <= ?"
-            f" AND (lease_until IS NULL OR lease_until <= ?) ORDER BY next_attempt_at LIMIT 1{lock}"
+            " AND (lease_until IS NULL OR lease_until <= ?) ORDER BY next_attempt_at"
+            f" LIMIT 1{self._d.claim_lock}) RETURNING action_id, body, attempts"
         )
         ts_now = self._ts(now)
-        with self._errors("claim an action"), self._transaction(durable=False):
+        with self._errors("claim an action"):
             while True:
-                row = self._execute(pick, (ts_now, ts_now)).fetchone()
-                if row is None:
+                owner = uuid.uuid4().hex
+                rows, _ = self._write_one(
+                    claim, (self._ts(now + lease), owner, ts_now, ts_now), durable=False
+                )
+                if not rows:
                     return None
-                action_id, attempts = str(row[0]), int(row[1])
-                if attempts < max_attempts:
-                    break
-                self._execute(
-                    "UPDATE webhook_actions SET state = 'dead', lease_until = NULL,"
-                    " lease_owner = NULL, last_error = ? WHERE action_id = ?",
+                action_id, body, attempts = str(rows[0][0]), str(rows[0][1]), int(rows[0][2])
+                if attempts <= max_attempts:
+                    return ClaimedAction(action_id, body, attempts, owner)
+                started = attempts - 1
+                self._write_one(
+                    "UPDATE webhook_actions SET state = 'dead', attempts = ?,"
+                    " lease_until = NULL, lease_owner = NULL, last_error = ?"
+                    " WHERE action_id = ? AND lease_owner = ?",
                     (
-                        f"{attempts} runs started and the last one never finished (its worker "
+                        started,
+                        f"{started} runs started and the last one never finished (its worker "
                         f"died, hung or ran past its lease); error before that: "
                         f"{self._last_error(action_id)}",
                         action_id,
+                        owner,
                     ),
                 )
                 logger.error(
                     "action %s dead-lettered: its last of %d runs never finished",
                     action_id,
-                    attempts,
+                    started,
                     extra={
                         "event": "action_dead_lettered",
                         "actionId": action_id,
-                        "attempt": attempts,
+                        "attempt": started,
                     },
                 )
-            owner = uuid.uuid4().hex
-            body, attempts = self._execute(
-                "UPDATE webhook_actions SET attempts = attempts + 1, lease_until = ?,"
-                " lease_owner = ? WHERE action_id = ? RETURNING body, attempts",
-                (self._ts(now + lease), owner, action_id),
-            ).fetchone()
-        return ClaimedAction(action_id, str(body), int(attempts), owner)
 
     def _last_error(self, action_id: str) -> str | None:
         row = self._execute(
@@ -105,23 +109,23 @@ class QueueOperations(ConnectionCore):
         if state == "pending" and retry_at is None:
             raise ValueError("a pending action needs retry_at")
         error = self._d.text(error)
-        with self._errors("record a handler run"), self._transaction():
+        with self._errors("record a handler run"):
             if state == "pending":
                 assert retry_at is not None
-                cur = self._execute(
+                _, changed = self._write_one(
                     "UPDATE webhook_actions SET state = 'pending', lease_until = NULL,"
                     " lease_owner = NULL, last_error = ?, next_attempt_at = ?"
                     " WHERE action_id = ? AND lease_owner = ? AND state = 'pending'",
                     (error, self._ts(retry_at), action_id, owner),
                 )
             else:
-                cur = self._execute(
+                _, changed = self._write_one(
                     "UPDATE webhook_actions SET state = ?, lease_until = NULL,"
                     " lease_owner = NULL, last_error = ?"
                     " WHERE action_id = ? AND lease_owner = ? AND state = 'pending'",
                     (state, error, action_id, owner),
                 )
-            return int(cur.rowcount) == 1
+            return changed == 1
 
     def queue_depth(self) -> QueueDepth:
         """How many actions are pending and dead: two counts over the partial indexes

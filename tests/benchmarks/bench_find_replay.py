@@ -229,13 +229,15 @@ def main() -> None:
             else:
                 schema = f"bench_{uuid.uuid4().hex[:10]}"
                 url = build_postgres(schema, n_actions)
-            print(f"{engine}: built {DELIVERIES} deliveries in {time.perf_counter() - began:.0f} s")
+            print(f"{engine}: built {DELIVERIES} deliveries in {time.perf_counter() - began:.0f} s",
+                  flush=True)  # fmt: skip
             try:
                 times = sorted(lookups(url, n_actions))
                 p99 = times[min(len(times) - 1, int(len(times) * 0.99))]
+                print(f"{engine}: find p50={times[len(times) // 2]:.1f} ms p99={p99:.1f} ms",
+                      flush=True)  # fmt: skip
                 rate, live = replay_rate(url, n_actions)
-                print(f"{engine}: find p50={times[len(times) // 2]:.1f} ms p99={p99:.1f} ms; "
-                      f"replay {rate:.0f}/s, live queue {live:.0f}/s")  # fmt: skip
+                print(f"{engine}: replay {rate:.0f}/s, live queue {live:.0f}/s", flush=True)
                 worst_p99 = max(worst_p99, p99)
                 worst_rate = min(worst_rate, rate)
                 worst_ratio = min(worst_ratio, rate / live)
