@@ -13,9 +13,10 @@ arguments or their ``GP_WEBHOOK_*`` variables.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -435,6 +436,25 @@ def _existing_store(store_url: str) -> Store:
         fail(str(exc), bad_input=True)
 
 
+@contextlib.contextmanager
+def _connected(store_url: str) -> Iterator[Any]:
+    """A connection to the existing store ``store_url``, closed after use: a missing
+    store or another schema version is bad input (exit 2), any other store error exit 1."""
+    from gptools.webhooks import SchemaVersionError, StoreError, StoreNotFoundError
+
+    store = _existing_store(store_url)
+    try:
+        conn = store.connect()
+        try:
+            yield conn
+        finally:
+            conn.close()
+    except (StoreNotFoundError, SchemaVersionError) as exc:
+        fail(str(exc), bad_input=True)
+    except StoreError as exc:
+        fail(str(exc))
+
+
 @webhooks.command("export")
 @click.option("--store", "store_url", type=STORE_URL, required=True, help=_STORE_HELP)
 @click.option(
@@ -511,23 +531,13 @@ def dead_letters(store_url: str, retry: bool, forward: tuple[str, ...], as_json:
     """List the actions whose handler runs gave up (with their last error); --retry
     queues them again with their attempts counted from zero. With --forward, the same for
     the forwards to those destinations that gave up."""
-    from gptools.webhooks import SchemaVersionError, StoreError, StoreNotFoundError
 
     if forward:
         _dead_forwards(store_url, tuple(dict.fromkeys(forward)), retry=retry, as_json=as_json)
         return
-    store = _existing_store(store_url)
-    try:
-        conn = store.connect()
-        try:
-            letters = conn.dead_letters()
-            retried = conn.retry_dead(datetime.now(UTC)) if retry else 0
-        finally:
-            conn.close()
-    except (StoreNotFoundError, SchemaVersionError) as exc:
-        fail(str(exc), bad_input=True)
-    except StoreError as exc:
-        fail(str(exc))
+    with _connected(store_url) as conn:
+        letters = conn.dead_letters()
+        retried = conn.retry_dead(datetime.now(UTC)) if retry else 0
     listed = [d.to_dict() for d in letters]
 
     def human() -> str:
@@ -549,12 +559,7 @@ def _dead_forwards(store_url: str, names: tuple[str, ...], *, retry: bool, as_js
     """``dead-letters --forward NAME...``: list (and with ``retry`` queue again) the
     dead-lettered forwards to ``names``. A name the store holds no forward to at all is
     refused before anything is retried: a typo would otherwise read as "no dead letters"."""
-    from gptools.webhooks import (
-        DESTINATION_NAME,
-        SchemaVersionError,
-        StoreError,
-        StoreNotFoundError,
-    )
+    from gptools.webhooks import DESTINATION_NAME
 
     bad = [n for n in names if not DESTINATION_NAME.fullmatch(n)]
     if bad:
@@ -563,32 +568,23 @@ def _dead_forwards(store_url: str, names: tuple[str, ...], *, retry: bool, as_js
             "'-' (the NAME of serve's --forward NAME=URL)",
             bad_input=True,
         )
-    store = _existing_store(store_url)
-    try:
-        conn = store.connect()
-        try:
-            dead = conn.dead_forwards(names, limit=DEAD_FORWARDS_SHOWN)
-            # Only a name without dead letters needs the look-up (a table read for a name
-            # the store never saw): one with some is known.
-            unknown = [n for n in names if not dead.totals[n] and not conn.has_forwards(n)]
-            if unknown:
-                having = sorted(conn.dead_forwards(None, limit=1).totals)
-                fail(
-                    f"the store has no forward to destination {unknown[0]!r}; destinations "
-                    "with dead-lettered forwards: " + (", ".join(having) or "none"),
-                    bad_input=True,
-                )
-            retried = (
-                conn.requeue_forwards(None, datetime.now(UTC), destinations=names,
-                                      states=("dead",))
-                if retry else 0
-            )  # fmt: skip
-        finally:
-            conn.close()
-    except (StoreNotFoundError, SchemaVersionError) as exc:
-        fail(str(exc), bad_input=True)
-    except StoreError as exc:
-        fail(str(exc))
+    with _connected(store_url) as conn:
+        dead = conn.dead_forwards(names, limit=DEAD_FORWARDS_SHOWN)
+        # Only a name without dead letters needs the look-up (a table read for a name
+        # the store never saw): one with some is known.
+        unknown = [n for n in names if not dead.totals[n] and not conn.has_forwards(n)]
+        if unknown:
+            having = sorted(conn.dead_forwards(None, limit=1).totals)
+            fail(
+                f"the store has no forward to destination {unknown[0]!r}; destinations "
+                "with dead-lettered forwards: " + (", ".join(having) or "none"),
+                bad_input=True,
+            )
+        retried = (
+            conn.requeue_forwards(None, datetime.now(UTC), destinations=names,
+                                  states=("dead",))
+            if retry else 0
+        )  # fmt: skip
     listed = [d.to_dict() for d in dead.listed]
 
     def human() -> str:
@@ -637,26 +633,16 @@ def first_seen(store_url: str, kind: str | None, accept: str | None, as_json: bo
     """List the values the receiver saw for the first time in the fields the provider's
     document leaves open (event types, top-level fields, currencies, game ids): each
     with when and in which action it first came, and whether it was refused."""
-    from gptools.webhooks import SchemaVersionError, StoreError, StoreNotFoundError
 
     accepted: bool | None = None
     if accept is not None:
         accept_kind, sep, accept_value = accept.partition("=")
         if not sep or not accept_value:
             fail(f"--accept takes KIND=VALUE, got {accept!r}", bad_input=True)
-    store = _existing_store(store_url)
-    try:
-        conn = store.connect()
-        try:
-            if accept is not None:
-                accepted = conn.accept_first_seen(accept_kind, accept_value)
-            rows = conn.first_seen(kind)
-        finally:
-            conn.close()
-    except (StoreNotFoundError, SchemaVersionError) as exc:
-        fail(str(exc), bad_input=True)
-    except StoreError as exc:
-        fail(str(exc))
+    with _connected(store_url) as conn:
+        if accept is not None:
+            accepted = conn.accept_first_seen(accept_kind, accept_value)
+        rows = conn.first_seen(kind)
     listed = [
         {
             "kind": r.kind,

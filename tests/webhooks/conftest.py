@@ -56,6 +56,21 @@ def wire(body: dict[str, Any]) -> bytes:
 JSON = {"content-type": "application/json"}
 
 
+class StatementRecorder:
+    """A driver connection that records the statements run on it (and their parameters)."""
+
+    def __init__(self, raw: Any) -> None:
+        self._raw = raw
+        self.statements: list[tuple[str, tuple[Any, ...]]] = []
+
+    def execute(self, sql: str, params: Any = ()) -> Any:
+        self.statements.append((sql, tuple(params)))
+        return self._raw.execute(sql, params)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._raw, name)
+
+
 #: The instant the queue tests start their clocks at.
 T0 = datetime(2026, 3, 2, tzinfo=UTC)
 

@@ -16,28 +16,13 @@ import pytest
 
 from gptools.webhooks import Maintenance, open_store
 from gptools.webhooks._records import LogEntry, WriteItem
-from tests.webhooks.conftest import PG_DSN, event, wire
+from tests.webhooks.conftest import PG_DSN, StatementRecorder, event, wire
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
 #: Rows inside every retention, and rows past them (the purge deletes the latter).
 RECENT, OLD = 4000, 40
 #: The purges' indexes, by table.
 INDEXES = {"delivery_log": "delivery_log_received_at", "webhook_actions": "webhook_actions_done"}
-
-
-class _Recorder:
-    """A driver connection that records the statements run on it (and their parameters)."""
-
-    def __init__(self, raw: Any) -> None:
-        self._raw = raw
-        self.statements: list[tuple[str, tuple[Any, ...]]] = []
-
-    def execute(self, sql: str, params: Any = ()) -> Any:
-        self.statements.append((sql, tuple(params)))
-        return self._raw.execute(sql, params)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._raw, name)
 
 
 def _fill(url: str) -> None:
@@ -60,7 +45,7 @@ def _fill(url: str) -> None:
 def _purge_statements(url: str) -> list[tuple[str, tuple[Any, ...]]]:
     """Run both purges and return the reads and deletes they sent."""
     conn = open_store(url).connect()
-    recorder = _Recorder(conn.raw)
+    recorder = StatementRecorder(conn.raw)
     conn.raw = recorder
     try:
         assert conn.purge(NOW) == OLD
@@ -173,7 +158,7 @@ def test_one_worker_purges_each_round_for_the_whole_store(
     first, second = maintenances
     assert first.run_once() == (OLD, OLD)
     conn = second.link.get()
-    recorder = _Recorder(conn.raw)
+    recorder = StatementRecorder(conn.raw)
     conn.raw = recorder
     try:
         assert second.run_once() == (0, 0)  # this round is the first worker's

@@ -18,25 +18,10 @@ import psycopg
 
 from gptools.webhooks import ProcessingQueue, open_store
 from gptools.webhooks._records import LogEntry, WriteItem
-from tests.webhooks.conftest import PG_DSN, event, wire
+from tests.webhooks.conftest import PG_DSN, StatementRecorder, event, wire
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
 DONE, BURST = 6000, 2000
-
-
-class _Recorder:
-    """A driver connection that records the statements run on it (and their parameters)."""
-
-    def __init__(self, raw: Any) -> None:
-        self._raw = raw
-        self.statements: list[tuple[str, tuple[Any, ...]]] = []
-
-    def execute(self, sql: str, params: Any = ()) -> Any:
-        self.statements.append((sql, tuple(params)))
-        return self._raw.execute(sql, params)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._raw, name)
 
 
 def _plan(raw: psycopg.Connection[Any], sql: str, params: tuple[Any, ...]) -> str:
@@ -69,7 +54,7 @@ def test_an_outcome_finds_its_action_by_key_while_statistics_lag(pg_url: str) ->
 
     queue = ProcessingQueue(store, lambda e: None, batch=1, clock=lambda: NOW)
     conn = store.connect()
-    recorder = _Recorder(conn.raw)
+    recorder = StatementRecorder(conn.raw)
     conn.raw = recorder
     try:
         assert queue.run_due(conn) == 1
