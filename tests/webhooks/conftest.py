@@ -24,6 +24,7 @@ import uvicorn
 
 from gptools import spec
 from gptools.models import dumps_wire
+from gptools.webhooks._records import ActionState
 from tests._support.cli import start_gptools, wait_until_ready
 
 PG_DSN = "postgresql://postgres@127.0.0.1:5432/test"
@@ -85,9 +86,12 @@ class ManualClock:
         return self.now
 
 
-def accept(store_url: str, action_ids: list[str], at: datetime = T0) -> None:
+def accept(
+    store_url: str, action_ids: list[str], at: datetime = T0, *, state: ActionState = "pending"
+) -> None:
     """Write ``action_ids`` into the store as accepted deliveries (answered 200 at ``at``),
-    as the receiver does, without serving them."""
+    as the receiver does, without serving them; their actions in ``state`` (``done``: as
+    if the handler had run them)."""
     from gptools.webhooks import open_store
     from gptools.webhooks._records import LogEntry, WriteItem
 
@@ -100,7 +104,8 @@ def accept(store_url: str, action_ids: list[str], at: datetime = T0) -> None:
                     accept=True,
                 )
                 for a in action_ids
-            ]
+            ],
+            state=state,
         )
     finally:
         conn.close()

@@ -19,11 +19,10 @@ import pytest
 from gptools.models import GameEventNotification
 from gptools.webhooks import open_store
 from gptools.webhooks._find import FindFilter
-from gptools.webhooks._records import LogEntry, WriteItem
 from gptools.webhooks._replay import ReplayTotals, plan_replay, replay, replay_totals
 from tests._support.brokers import http_sink
 from tests._support.cli import run_gptools
-from tests.webhooks.conftest import T0, ReceiverProcess, event, scrape, wire
+from tests.webhooks.conftest import T0, ReceiverProcess, accept, scrape
 from tests.webhooks.find_support import ACTIONS, fill
 
 A1, A2, A3, A4, A5 = ACTIONS
@@ -88,20 +87,7 @@ def test_lost_actions_are_refused_and_purged_ones_counted_gone(tmp_path: Path) -
 def test_a_killed_replay_resumed_runs_each_handler_exactly_once(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 's.db'}"
     ids = [str(uuid.UUID(int=n, version=4)) for n in range(1, 41)]
-    conn = open_store(url).connect()
-    try:
-        conn.write_batch(
-            [
-                WriteItem(
-                    LogEntry(T0, 200, wire(event(a)).decode(), a, auth_ok=True, latency_ms=1.0),
-                    accept=True,
-                )
-                for a in ids
-            ],
-            state="done",
-        )
-    finally:
-        conn.close()
+    accept(url, ids, T0, state="done")
     record = tmp_path / "ran.txt"
     run = [sys.executable, "-m", "tests.webhooks.replay_worker", url, str(record)]
     killed = subprocess.run([*run, "17"], capture_output=True, text=True, timeout=60, check=False)
@@ -239,20 +225,7 @@ def test_replays_run_from_the_cli_show_in_the_receivers_metrics(
     # Received just now: the receiver's purge keeps them (T0's are past the retention).
     now = datetime.now(UTC)
     ids = [str(uuid.UUID(int=n, version=4)) for n in range(1, 4)]
-    conn = open_store(url).connect()
-    try:
-        conn.write_batch(
-            [
-                WriteItem(
-                    LogEntry(now, 200, wire(event(a)).decode(), a, auth_ok=True, latency_ms=1.0),
-                    accept=True,
-                )
-                for a in ids
-            ],
-            state="done",
-        )
-    finally:
-        conn.close()
+    accept(url, ids, now, state="done")
     with http_sink() as sink:
         rp = receiver_process(url, workers=2, args=("--forward", f"dwh={sink.url}"))
         metrics = f"{rp.base_url}/metrics"
