@@ -106,16 +106,24 @@ def test_results_with_a_ledger_add_the_uplift_and_roi(
     )
 
 
-def test_a_ledger_without_a_holdout_campaign_is_refused(
-    cli_runner: CliRunner, tmp_path: Path
-) -> None:
-    applied = _invoke(cli_runner, "campaigns", "apply", str(_plan(tmp_path / "p.json", None)),
+def _applied_with_a_bare_ledger(
+    cli_runner: CliRunner, tmp_path: Path, holdout: str | None
+) -> tuple[Path, Path]:
+    """A plan (with ``holdout``) applied, an empty log and a ledger of a header only."""
+    applied = _invoke(cli_runner, "campaigns", "apply", str(_plan(tmp_path / "p.json", holdout)),
                       "--now", NOW)  # fmt: skip
     assert applied.exit_code == 0, applied.output
     log = tmp_path / "log.jsonl"
     log.write_text("")
     ledger = tmp_path / "ledger.csv"
     ledger.write_text("player_id\n")
+    return log, ledger
+
+
+def test_a_ledger_without_a_holdout_campaign_is_refused(
+    cli_runner: CliRunner, tmp_path: Path
+) -> None:
+    log, ledger = _applied_with_a_bare_ledger(cli_runner, tmp_path, None)
     result = _invoke(cli_runner, "campaigns", "results", str(log), "--ledger", str(ledger))
     assert result.exit_code == 2
     assert "no campaign reported has a holdout group" in result.output
@@ -230,13 +238,7 @@ def test_a_bad_ledger_column_is_refused_as_reconcile_refuses_it(
 ) -> None:
     """A --ledger-column value that names no column of a known field: exit 2 and the same
     one line from `results` as from `reconcile`, before any ledger is read."""
-    applied = _invoke(cli_runner, "campaigns", "apply", str(_plan(tmp_path / "p.json", "25%")),
-                      "--now", NOW)  # fmt: skip
-    assert applied.exit_code == 0, applied.output
-    log = tmp_path / "log.jsonl"
-    log.write_text("")
-    ledger = tmp_path / "ledger.csv"
-    ledger.write_text("player_id\n")
+    log, ledger = _applied_with_a_bare_ledger(cli_runner, tmp_path, "25%")
     fields = "transaction_id, round_id, player_id, game_id, currency, amount, type, " \
         "free_round, timestamp"  # fmt: skip
     for values, message in [
