@@ -85,11 +85,8 @@ class ConnectionCore:
         autocommit: one round trip where BEGIN, the statement and COMMIT take three, and
         the processing queue's claim and outcome are such statements, twice per action.
         On SQLite inside the write lock, as every write."""
-        if self._d.commits_alone:
-            cur = self._execute(sql, params)
-            rows = cur.fetchall() if cur.description else []
-            return rows, len(rows) if cur.description else int(cur.rowcount)
-        with self._transaction(durable=durable):
+        alone = self._d.commits_alone
+        with contextlib.nullcontext() if alone else self._transaction(durable=durable):
             cur = self._execute(sql, params)
             rows = cur.fetchall() if cur.description else []
             return rows, len(rows) if cur.description else int(cur.rowcount)
