@@ -226,25 +226,31 @@ class SparkDeliveryLog(BaseDeliveryLog):
         file for Parquet (Spark does not keep a Parquet record's number)."""
         if self.format == "jsonl":
             return [f"{f} line {n}" for f, n in self._numbered(where, limit)]
-        hit = self.raw.filter(where(self.raw))
-        files = self.execute(hit.select("source_file").distinct().order_by("source_file"))
-        return [f"a record of {self.readable.name(_local(f))}" for f in files["source_file"]][
-            :limit
-        ]
+        files = self._matching(self.raw, where, "source_file")
+        return [f"a record of {self.readable.name(_local(f))}" for f in files][:limit]
 
     def _numbered(self, where: Where, limit: int | None) -> list[tuple[str, int]]:
-        hit = self.raw.filter(where(self.raw))
-        files = self.execute(hit.select("source_file").distinct())["source_file"]
         out: list[tuple[str, int]] = []
         sc = self.session.sparkContext
-        for path in sorted(files):
+        for path in self._matching(self.raw, where, "source_file"):
             # textFile keeps blank lines, so the index is the true line number.
             pairs = sc.textFile(path).zipWithIndex().map(lambda p: (p[0], p[1] + 1))
             lines = self.session.createDataFrame(pairs, "value string, line_no long")
             one = _normalise(self, _jsonl_source(lines, self.mapping, path), ["line_no"])
-            numbers = self.execute(one.filter(where(one)).select("line_no").order_by("line_no"))
-            out += [(self.readable.name(_local(path)), int(n)) for n in numbers["line_no"]]
+            numbers = self._matching(one, where, "line_no")
+            out += [(self.readable.name(_local(path)), int(n)) for n in numbers]
         return out[:limit] if limit is not None else out
+
+    def _matching(self, table: ir.Table, where: Where, column: str) -> list[Any]:
+        """The distinct values of ``column`` in the rows of ``table`` matching ``where``,
+        in order. Rows are marked in a projection and the marks summed per value: a filter
+        would be pushed down through every projection that builds the normalised columns,
+        each reference replaced by its definition, and Spark spent about 35 s planning and
+        compiling that on a log of two small files (1.5 s this way)."""
+        marked = table.mutate(_gp_hit=where(table).cast("int64"))
+        per_value = marked.group_by(column).aggregate(_gp_hits=marked._gp_hit.sum())
+        hits = per_value.filter(per_value._gp_hits > 0).select(column).order_by(column)
+        return list(self.execute(hits)[column])
 
     def close(self) -> None:
         """Uncache and drop this log's views (the Spark session stays up)."""
