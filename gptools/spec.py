@@ -257,6 +257,10 @@ RECEIVER_HEADER_TIMEOUT: Final = timedelta(seconds=10)
 RECEIVER_BODY_TIMEOUT: Final = timedelta(seconds=10)
 #: how long a kept-alive connection may stay idle between requests
 RECEIVER_KEEP_ALIVE_TIMEOUT: Final = timedelta(seconds=5)
+#: the range each of the three time-outs above may be set to (both ends included): below
+#: it no real sender gets its headers in; past it, or NaN, a slow stranger holds a
+#: connection for good
+RECEIVER_TIMEOUT_RANGE: Final = (timedelta(seconds=0.1), timedelta(days=1))
 #: open connections per worker process; past it a new one replaces the oldest connection
 #: with no request in progress, or is answered 503 when every one is busy
 RECEIVER_MAX_CONNECTIONS: Final = 1000
@@ -1183,6 +1187,7 @@ __all__ = [
     "RECEIVER_MAX_CONNECTIONS",
     "RECEIVER_MAX_HEADER_BYTES",
     "RECEIVER_MAX_HEADER_FIELDS",
+    "RECEIVER_TIMEOUT_RANGE",
     "REQUEST_ID_MAX_LENGTH",
     "REQUEST_ID_SCOPE",
     "RULES_URL_MAX_LENGTH",

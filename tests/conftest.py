@@ -19,6 +19,7 @@ import socket
 import sys
 import time
 from collections.abc import Callable, Generator, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -157,14 +158,30 @@ def pytest_runtest_makereport(
         )
 
 
+#: The delivery log shipped in data/ (its first lines warm up the Spark session).
+SAMPLE_LOG = Path(__file__).resolve().parents[1] / "data" / "sample_delivery_log.jsonl"
+
+
 @pytest.fixture(scope="session")
-def spark() -> Any:
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """The one local Spark session (2 cores) of the whole run: starting the JVM costs up to
     a minute on a busy machine, so every Spark test shares it (and runs on one xdist
-    worker, see :data:`SPARK_GROUP`)."""
+    worker, see :data:`SPARK_GROUP`). It comes warmed up: a new JVM's first analysis
+    costs some 25 s more than the next ones (classes loaded, code compiled), paid here
+    once, in the set-up, instead of by whichever Spark test runs first."""
+    from gptools.deliverylog import analyze
     from gptools.deliverylog._readers_spark import spark_session
 
-    return spark_session("local[2]")
+    session = spark_session("local[2]")
+    log = tmp_path_factory.mktemp("spark-warm-up") / "log.jsonl"
+    with SAMPLE_LOG.open(encoding="utf-8") as lines:
+        log.write_text("".join(next(lines) for _ in range(50)) + "not json\n", encoding="utf-8")
+    with analyze(log, engine="spark", spark=session) as analysis:
+        assert analysis.report.actions == 50
+        assert list(analysis.malformed_lines().line) == [51]
+        analysis.attempts_per_action()
+        analysis.per_hour()
+    return session
 
 
 @pytest.fixture(autouse=True)

@@ -125,6 +125,23 @@ class PositiveFinite(_Number):
         return f"{value} is not in the range 0<x<={self.maximum:g}"
 
 
+class Between(_Number):
+    """A number from ``minimum`` to ``maximum`` (both included); NaN is refused, and
+    infinity unless it is a bound."""
+
+    name = "float"
+
+    def __init__(self, minimum: float, maximum: float) -> None:
+        self.minimum = minimum
+        self.maximum = maximum
+
+    def refusal(self, number: float, value: Any) -> str | None:
+        """Unless ``minimum`` <= ``number`` <= ``maximum``: the range."""
+        if self.minimum <= number <= self.maximum:
+            return None
+        return f"{value} is not in the range {self.minimum:g}<=x<={self.maximum:g}"
+
+
 class Finite(_Number):
     """Any finite number (NaN and infinity are refused); the setting it goes to checks
     its range."""
@@ -268,3 +285,36 @@ def mapping_fields(columns: tuple[tuple[str, str], ...], latency_unit: str) -> d
             )
         out[field] = column
     return {**out, "latency_unit": latency_unit}
+
+
+class HttpUrl(click.ParamType[str]):
+    """An ``http://`` or ``https://`` URL with a host, of at most
+    :data:`MAX_URL_LENGTH` characters, without spaces or control characters."""
+
+    name = "url"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        """The URL, or a usage error saying what it lacks."""
+        from urllib.parse import urlsplit
+
+        text = str(value)
+        shown = text if len(text) <= 80 else f"{text[:60]}..."
+        if len(text) > MAX_URL_LENGTH:
+            self.fail(f"{shown!r} is longer than {MAX_URL_LENGTH} characters", param, ctx)
+        if any(c.isspace() or not c.isprintable() for c in text):
+            self.fail(f"{shown!r} holds spaces or control characters", param, ctx)
+        try:
+            parts = urlsplit(text)
+            host = parts.hostname
+        except ValueError:
+            host = None
+            parts = None
+        if parts is None or parts.scheme not in ("http", "https") or not host:
+            self.fail(f"{shown!r} is not an http(s) URL with a host", param, ctx)
+        return text
+
+
+#: The longest URL an option takes (browsers and proxies commonly stop near 2,000).
+MAX_URL_LENGTH = 2048
+#: The type of an option that names an HTTP endpoint.
+HTTP_URL = HttpUrl()

@@ -190,9 +190,16 @@ def load(
         raise NotRecorded(summary.register_error)
 
 
+_CAMPAIGN_FILTER_OPTION = click.option(
+    "--campaign",
+    "campaign_id",
+    type=CAMPAIGN_ID,
+    default=None,
+    help="Only this campaign's journals.",
+)
 _JOURNAL_DIR_OPTION = click.option(
     "--journal-dir",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=FilePath(file_okay=False, path_type=Path),
     default=None,
     help="Folder of the journals [default: $GPTOOLS_JOURNAL_DIR, else "
     "$XDG_CACHE_HOME/gptools/journals, else ~/.cache/gptools/journals].",
@@ -217,7 +224,7 @@ def _journal_table(rows: list[Any]) -> str:
 
 
 @participants.command("status")
-@click.option("--campaign", "campaign_id", default=None, help="Only this campaign's journals.")
+@_CAMPAIGN_FILTER_OPTION
 @_JOURNAL_DIR_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def status(campaign_id: str | None, journal_dir: Path | None, as_json: bool) -> None:
@@ -248,7 +255,7 @@ def status(campaign_id: str | None, journal_dir: Path | None, as_json: bool) -> 
     show_default=True,
     help="With --prune: only journals last written more than this many days ago.",
 )
-@click.option("--campaign", "campaign_id", default=None, help="Only this campaign's journals.")
+@_CAMPAIGN_FILTER_OPTION
 @_JOURNAL_DIR_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def journals(

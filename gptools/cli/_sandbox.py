@@ -14,7 +14,7 @@ import click
 
 from gptools.cli._common import AUTH_CHOICE, NOW_HELP, cli_errors, connect_client, parse_now
 from gptools.cli._main import emit, fail, listening_socket, sandbox, say
-from gptools.cli._params import CAMPAIGN_ID, PositiveFinite, Share
+from gptools.cli._params import CAMPAIGN_ID, HTTP_URL, PositiveFinite, Share
 
 #: The most events ``sandbox deliver`` generates, or ``sandbox play`` delivers, in one run
 #: (they are held in memory).
@@ -67,6 +67,7 @@ CA_BUNDLE_OPTION = click.option(
 @click.option("--no-rate-limits", is_flag=True, help="Do not enforce the rate tiers.")
 @click.option(
     "--wallet-url",
+    type=HTTP_URL,
     default=None,
     help="Wallet base URL; webhooks without a callback URL go to "
     "{wallet-url}/v1/game-action-events.",

@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from gptools.cli._main import emit, fail, webhooks
-from gptools.cli._params import STORE_URL
+from gptools.cli._params import HTTP_URL, STORE_URL, Between, FilePath
 
 _STORE_HELP = "sqlite:///PATH (or a bare PATH) or postgresql://USER@HOST/DB[?schema=NAME]"
 
@@ -135,7 +135,7 @@ def _campaigns(register: str | None, campaign_ids: tuple[str, ...]) -> list[Any]
 )
 @click.option(
     "--register",
-    type=click.Path(dir_okay=False),
+    type=FilePath(dir_okay=False),
     default=None,
     help="A campaign register: say which campaign each action counts for, or why none.",
 )
@@ -201,7 +201,9 @@ def find(
     metavar="MODULE:FUNCTION",
     help="Run this handler (the receiver's) here, until every action has run.",
 )
-@click.option("--url", default=None, help="POST each notification to this URL instead.")
+@click.option(
+    "--url", type=HTTP_URL, default=None, help="POST each notification to this URL instead."
+)
 @click.option(
     "--forward",
     "forward",
@@ -213,7 +215,7 @@ def find(
 )
 @click.option(
     "--rate",
-    type=click.FloatRange(min=0.001, max=1_000_000.0),
+    type=Between(0.001, 1_000_000.0),
     default=None,
     help="At most this many actions a second (default: as fast as the store goes).",
 )

@@ -27,7 +27,7 @@ from gptools import spec
 from gptools.cli._common import AUTH_CHOICE
 from gptools.cli._main import AddressInUse, emit, fail, say, webhooks
 from gptools.cli._outputs import check_output_option
-from gptools.cli._params import FINITE, SECONDS, STORE_URL
+from gptools.cli._params import FINITE, SECONDS, STORE_URL, Between
 from gptools.errors import ConfigurationError, MissingExtraError
 
 if TYPE_CHECKING:
@@ -38,7 +38,8 @@ ENV_SSL_KEY_PASSWORD = "GP_WEBHOOK_SSL_KEYFILE_PASSWORD"  # noqa: S105 (a variab
 ENV_CREDENTIALS_FILE = "GP_WEBHOOK_CREDENTIALS_FILE"
 ENV_PID_FILE = "GP_WEBHOOK_PID_FILE"
 _STORE_HELP = "sqlite:///PATH (or a bare PATH) or postgresql://USER@HOST/DB[?schema=NAME]"
-_SECONDS = click.FloatRange(min=0.1)
+#: The connection time-outs' range; the receiver's configuration refuses any other too.
+_TIMEOUT = Between(*(bound.total_seconds() for bound in spec.RECEIVER_TIMEOUT_RANGE))
 #: The most dead-lettered forwards ``dead-letters --forward`` lists (all are counted and
 #: retried); the store's own bound, here so that gptools.webhooks is not imported for --help.
 DEAD_FORWARDS_SHOWN = 1000
@@ -228,21 +229,21 @@ def _option_of(ctx: click.Context, setting: str) -> click.Parameter | None:
 )
 @click.option(
     "--header-timeout",
-    type=_SECONDS,
+    type=_TIMEOUT,
     default=spec.RECEIVER_HEADER_TIMEOUT.total_seconds(),
     show_default=True,
     help="Seconds to receive a request's headers; then the connection is closed.",
 )
 @click.option(
     "--body-timeout",
-    type=_SECONDS,
+    type=_TIMEOUT,
     default=spec.RECEIVER_BODY_TIMEOUT.total_seconds(),
     show_default=True,
     help="Seconds to receive a request's body after its headers; then it is closed.",
 )
 @click.option(
     "--keep-alive-timeout",
-    type=_SECONDS,
+    type=_TIMEOUT,
     default=spec.RECEIVER_KEEP_ALIVE_TIMEOUT.total_seconds(),
     show_default=True,
     help="Seconds an idle kept-alive connection stays open.",

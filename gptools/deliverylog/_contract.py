@@ -247,10 +247,27 @@ def unplaced_raw(t: ir.Table) -> ir.Value:
 # --------------------------------------------------------------------------------------
 
 
+def checked_source(source: str | Path) -> str:
+    """``source`` as text, or a :class:`DeliveryLogError` for a name that can name no
+    log: an empty one (which would read the current folder) or one the system refuses as
+    too long."""
+    text = str(source)
+    if not text.strip():
+        raise DeliveryLogError("an empty name names no delivery log")
+    if "://" not in text:
+        try:
+            Path(text).exists()
+        except OSError as exc:
+            # Path.exists swallows only "no such file"; a name too long raises.
+            shown = text if len(text) <= 80 else f"{text[:40]}...{text[-20:]}"
+            raise DeliveryLogError(f"{shown}: {exc.strerror or exc}") from None
+    return text
+
+
 def detect_format(source: str | Path) -> str:
     """The format implied by a path, glob, directory or URL; a :class:`DeliveryLogError`
     says how to name it."""
-    text = str(source)
+    text = checked_source(source)
     if text.startswith(("postgresql://", "postgres://")):
         return "postgres"
     if text.startswith("sqlite:///"):

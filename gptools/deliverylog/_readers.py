@@ -62,6 +62,7 @@ from gptools.deliverylog._contract import (
     LogFormat,
     Where,
     campaign_text,
+    checked_source,
     detect_format,
     latency_scale,
     nothing_known,
@@ -278,6 +279,7 @@ def read_delivery_log(
     is only read by :meth:`DeliveryLog.load`; a store is copied into DuckDB here, in Arrow
     batches.
     """
+    checked_source(source)
     fmt = detect_format(source) if format == "auto" else format
     if fmt not in LOG_FORMATS:
         raise DeliveryLogError(f"unknown format {fmt!r}; use one of {', '.join(LOG_FORMATS)}")

@@ -45,6 +45,7 @@ from gptools.deliverylog._contract import (
     LogFormat,
     Where,
     campaign_text,
+    checked_source,
     detect_format,
     latency_scale,
     readable_jsonl,
@@ -278,7 +279,7 @@ def read_delivery_log_spark(
     given, else :func:`spark_session` for ``master``. ``max_line_bytes`` and ``force`` as
     on DuckDB, for local files; stand-ins go to ``temp_directory``. Remote URIs
     (``hdfs://``, ``s3a://``...) are passed to Spark as they are, unchecked."""
-    text = str(source)
+    text = checked_source(source)
     fmt = detect_format(source) if format == "auto" else format
     if fmt not in ("jsonl", "parquet"):
         raise DeliveryLogError(

@@ -453,8 +453,25 @@ def _refusals(config: ReceiverConfig) -> list[tuple[str, str | None]]:
             f"got {config.queue_max_delay}",
         ),
         ("queue_handler_timeout", lease_refusal(config.queue_handler_timeout, config.queue_lease)),
+        *(
+            (f"limits.{name}", _timeout_refusal(getattr(config.limits, name)))
+            for name in ("header_timeout_s", "body_timeout_s", "keep_alive_timeout_s")
+        ),
+        *(
+            (f"limits.{name}", _at_least(getattr(config.limits, name), 1))
+            for name in ("max_header_bytes", "max_header_fields", "max_connections")
+        ),
     ]
     return checks
+
+
+def _timeout_refusal(seconds: float) -> str | None:
+    """Unless ``seconds`` is in :data:`~gptools.spec.RECEIVER_TIMEOUT_RANGE` (NaN is not):
+    the range."""
+    low, high = (bound.total_seconds() for bound in spec.RECEIVER_TIMEOUT_RANGE)
+    if low <= seconds <= high:
+        return None
+    return f"must be between {low:g} and {high:g} seconds, got {seconds}"
 
 
 def _type_refusal(default: Any, value: Any) -> str | None:

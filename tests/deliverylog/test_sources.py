@@ -76,6 +76,27 @@ def test_glob_and_directory_errors(tmp_path: Path) -> None:
     assert _doc(mixed, format="parquet")["deliveries"] == 0
 
 
+@pytest.mark.parametrize("fmt", ["auto", "jsonl"])
+def test_a_name_that_names_no_log_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: str
+) -> None:
+    """An empty name would read the current folder (here one holding a log); a name
+    longer than the system takes is refused as such, not as an I/O failure."""
+    LogBuilder(1).write_jsonl(tmp_path / "a.jsonl")
+    monkeypatch.chdir(tmp_path)
+    for empty in ("", " "):
+        with pytest.raises(DeliveryLogError) as caught:
+            analyze(empty, format=fmt)  # type: ignore[arg-type]
+        assert str(caught.value) == "an empty name names no delivery log"
+    with pytest.raises(DeliveryLogError) as caught:
+        analyze("y" * 300 + ".jsonl", format=fmt)  # type: ignore[arg-type]
+    assert str(caught.value) == f"{'y' * 40}...{'y' * 14}.jsonl: File name too long"
+    # 255 bytes is the longest name a Linux file system takes: only "no such file".
+    with pytest.raises(DeliveryLogError) as caught:
+        analyze("y" * 249 + ".jsonl", format=fmt)  # type: ignore[arg-type]
+    assert str(caught.value) == f"{'y' * 249}.jsonl: no such file"
+
+
 def test_memory_limit_and_spill_directory_are_set(tmp_path: Path) -> None:
     """DuckDB gets a deliberate memory limit and a spill directory (a log bigger than
     memory spills there instead of failing); both can be chosen."""

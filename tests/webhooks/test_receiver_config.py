@@ -190,8 +190,40 @@ def test_a_setting_that_cannot_work_is_refused_by_name(
 
 
 @pytest.mark.parametrize(
+    ("name", "value", "refused"),
+    [
+        ("header_timeout_s", 0.1, False),
+        ("header_timeout_s", 0.0999, True),
+        ("body_timeout_s", 86400.0, False),
+        ("body_timeout_s", 86400.001, True),
+        ("keep_alive_timeout_s", float("nan"), True),
+        ("keep_alive_timeout_s", float("inf"), True),
+        ("max_header_bytes", 1, False),
+        ("max_header_bytes", 0, True),
+        ("max_header_fields", 0, True),
+        ("max_connections", 0, True),
+    ],
+)
+def test_the_server_limits_are_bounded(name: str, value: float, refused: bool) -> None:
+    """A connection time-out of NaN or infinity would let a slow stranger hold a
+    connection for good: each limit has its range, its ends included."""
+    limits = ServerLimits(**{name: value})
+    if not refused:
+        assert getattr(ReceiverConfig(limits=limits).limits, name) == value
+        return
+    with pytest.raises(SettingError) as caught:
+        ReceiverConfig(limits=limits)
+    assert caught.value.setting == f"limits.{name}"
+    shown = "between 0.1 and 86400 seconds" if name.endswith("_s") else "at least 1"
+    assert str(caught.value) == f"limits.{name} must be {shown}, got {value}"
+
+
+@pytest.mark.parametrize(
     ("option", "value", "shown"),
     [
+        ("--header-timeout", "nan", "nan is not in the range 0.1<=x<=86400"),
+        ("--body-timeout", "inf", "inf is not in the range 0.1<=x<=86400"),
+        ("--keep-alive-timeout", "86400.5", "86400.5 is not in the range 0.1<=x<=86400"),
         ("--ack-timeout", "0", "ack_timeout must be above 0"),
         ("--ack-timeout", "nan", "nan is not a finite number"),
         ("--batch-size", "0", "max_batch must be at least 1"),
