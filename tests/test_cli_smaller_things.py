@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner
 
 from gptools.cli import cli
-from gptools.cli._params import StoreUrl
+from gptools.cli._params import HTTP_URL, MAX_URL_LENGTH, StoreUrl
 from gptools.sandbox import RunningSandbox
 from gptools.webhooks import open_store
 from tests.test_cli_bad_values import command_at, commands
@@ -144,3 +145,52 @@ def test_messages_use_cli_words_not_python_names(
     assert "too_long" in rejects and "--max-id-length" in rejects
     assert "max_id_length=" not in rejects
     assert "max_id_length=" not in loaded.output
+
+
+@pytest.mark.parametrize(
+    ("value", "accepted"),
+    [
+        ("0.1", True),
+        ("0.0999", False),
+        ("86400", True),
+        ("86400.001", False),
+        ("nan", False),
+        ("inf", False),
+    ],
+)
+def test_a_connection_time_out_is_taken_within_its_range_ends_included(
+    value: str, accepted: bool
+) -> None:
+    """The CLI's range is the receiver configuration's (spec.RECEIVER_TIMEOUT_RANGE)."""
+    param = command_at(("webhooks", "serve")).params
+    option = next(p for p in param if p.name == "header_timeout")
+    if accepted:
+        assert option.type.convert(value, option, None) == float(value)
+        return
+    with pytest.raises(click.BadParameter) as caught:
+        option.type.convert(value, option, None)
+    assert caught.value.message == f"{value} is not in the range 0.1<=x<=86400"
+
+
+@pytest.mark.parametrize(
+    ("value", "refusal"),
+    [
+        ("http://h", None),
+        ("https://127.0.0.1:8000/v1/game-action-events", None),
+        ("http://" + "h" * (MAX_URL_LENGTH - 7), None),
+        ("http://" + "h" * (MAX_URL_LENGTH - 6), "is longer than 2048 characters"),
+        ("ftp://h/x", "is not an http(s) URL with a host"),
+        ("http://", "is not an http(s) URL with a host"),
+        ("http://[::1/x", "is not an http(s) URL with a host"),
+        ("http://h/a b", "holds spaces or control characters"),
+        ("http://h/\u202e", "holds spaces or control characters"),
+    ],
+)
+def test_a_url_option_takes_an_http_url_with_a_host(value: str, refusal: str | None) -> None:
+    if refusal is None:
+        assert HTTP_URL.convert(value, None, None) == value
+        return
+    with pytest.raises(click.BadParameter) as caught:
+        HTTP_URL.convert(value, None, None)
+    shown = value if len(value) <= 80 else f"{value[:60]}..."
+    assert caught.value.message == f"{shown!r} {refusal}"

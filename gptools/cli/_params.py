@@ -305,11 +305,10 @@ class HttpUrl(click.ParamType[str]):
             self.fail(f"{shown!r} holds spaces or control characters", param, ctx)
         try:
             parts = urlsplit(text)
-            host = parts.hostname
-        except ValueError:
-            host = None
-            parts = None
-        if parts is None or parts.scheme not in ("http", "https") or not host:
+            usable = parts.scheme in ("http", "https") and bool(parts.hostname)
+        except ValueError:  # a malformed IPv6 host
+            usable = False
+        if not usable:
             self.fail(f"{shown!r} is not an http(s) URL with a host", param, ctx)
         return text
 

@@ -25,6 +25,7 @@ PLAY_MAX_DAYS = 3660.0
 #: The options ``deliver`` and ``play`` share: where the events go and how.
 URL_OPTION = click.option(
     "--url",
+    type=HTTP_URL,
     required=True,
     help="The receiver's URL (e.g. http://127.0.0.1:8000/v1/game-action-events).",
 )
@@ -442,7 +443,8 @@ def _iso(moment: datetime | None) -> str | None:
 def delivery_target(url: str, auth_kind: str, ca_bundle: str | None) -> Any:
     """The receiver at ``url`` as the sandbox's dispatcher reaches it, authenticated as
     ``--auth`` says with the secrets of the same ``GP_WEBHOOK_*`` variables the receiver
-    reads; bad input (exit 2) for a URL that is not http(s) or a CA bundle that is not one."""
+    reads (``url`` is checked by its option's type); bad input (exit 2) for a CA bundle
+    that is not one."""
     from gptools.sandbox import DeliveryTarget
     from gptools.webhooks import AuthConfigError, ReceiverAuth
 
@@ -450,8 +452,6 @@ def delivery_target(url: str, auth_kind: str, ca_bundle: str | None) -> Any:
         auth = ReceiverAuth.from_env(auth_kind)
     except AuthConfigError as exc:
         fail(str(exc), bad_input=True)
-    if not url.startswith(("http://", "https://")):
-        fail(f"--url must be an http(s) URL, got {url!r}", bad_input=True)
     if ca_bundle is not None:
         try:
             ssl.create_default_context(cafile=ca_bundle)

@@ -265,9 +265,9 @@ def checked_source(source: str | Path) -> str:
 
 
 def detect_format(source: str | Path) -> str:
-    """The format implied by a path, glob, directory or URL; a :class:`DeliveryLogError`
-    says how to name it."""
-    text = checked_source(source)
+    """The format implied by a path, glob, directory or URL (one :func:`checked_source`
+    passed); a :class:`DeliveryLogError` says how to name it."""
+    text = str(source)
     if text.startswith(("postgresql://", "postgres://")):
         return "postgres"
     if text.startswith("sqlite:///"):
